@@ -1,0 +1,205 @@
+// Package activities holds the work the plan and machine workflows hand to
+// the outside world: resolving targets from the mesh config, building,
+// composing a machine's declaration, handing push requests to machine
+// workflows, and the push itself. Every activity takes one typed input from
+// meshapi and returns one typed result; each is a thin shell over a small
+// interface (build.Builder, catalogue.Catalogue, host.Client) so that the
+// real builder, catalogue and host agent drop in without touching workflow
+// code.
+package activities
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/rs/zerolog"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/build"
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// Hosts gives the host API client of a machine. Credentials stay on the
+// worker: no token ever passes through a workflow input or history.
+type Hosts interface {
+	Host(machine string) (host.Client, error)
+}
+
+// Activities is registered with the worker; the workflows call its methods
+// through a nil *Activities, which only names them.
+type Activities struct {
+	Mesh      *config.Config
+	Catalogue catalogue.Catalogue
+	Builder   build.Builder
+	Hosts     Hosts
+	// Temporal is used to hand push requests to machine workflows
+	// (signal-with-start).
+	Temporal client.Client
+	// ConfigDir resolves module repositories given relative to the config
+	// file.
+	ConfigDir string
+	Log       zerolog.Logger
+}
+
+// Targets resolves which machines run a module, from the worker's mesh
+// config. It is a local activity: cheap, and its answer is recorded in the
+// plan's history so the plan keeps the topology it started with.
+func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshapi.TargetsResult, error) {
+	ts, err := a.Mesh.Targets(in.Module)
+	if err != nil {
+		return meshapi.TargetsResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("module %q is not in the worker's mesh config (known: %v)", in.Module, a.Mesh.ModuleNames()),
+			meshapi.ErrUnknownModule, err)
+	}
+	return meshapi.TargetsResult{Targets: ts}, nil
+}
+
+// Build builds the plan's module at its commit and records the build in the
+// catalogue.
+func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Build, error) {
+	m, ok := a.Mesh.Modules[in.Module]
+	if !ok {
+		return mesh.Build{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("module %q is not in the worker's mesh config", in.Module), meshapi.ErrUnknownModule, nil)
+	}
+	repo := m.Repo
+	if !filepath.IsAbs(repo) {
+		repo = filepath.Join(a.ConfigDir, repo)
+	}
+	log := a.Log.With().Str("plan", in.Plan).Str("module", in.Module).Str("commit", in.Commit).Logger()
+	log.Info().Msg("build started")
+	b, err := a.Builder.Build(ctx, build.Request{Module: in.Module, Commit: in.Commit, Repo: repo, Path: m.Path})
+	if err != nil {
+		log.Error().Err(err).Msg("build failed")
+		if build.IsPermanent(err) {
+			return mesh.Build{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrBuildFailed, err)
+		}
+		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", in.Module, in.Commit, err)
+	}
+	if err := a.Catalogue.Record(ctx, b); err != nil {
+		return mesh.Build{}, fmt.Errorf("record build: %w", err)
+	}
+	log.Info().Str("digest", b.Digest).Int64("generation", b.Generation).Msg("build recorded")
+	return b, nil
+}
+
+// Compose writes what the plan intends for one machine: its own module
+// pinned to the plan's build, every other module as the machine runs it now,
+// and a module the machine lacks at that module's newest build that has
+// converged somewhere.
+func (a *Activities) Compose(ctx context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+	hc, err := a.host(in.Target.Machine)
+	if err != nil {
+		return meshapi.ComposeResult{}, err
+	}
+	rep, err := hc.Report(ctx)
+	if err != nil {
+		return meshapi.ComposeResult{}, fmt.Errorf("compose %s: read host report: %w", in.Target.Machine, err)
+	}
+	d := mesh.Declaration{Machine: in.Target.Machine, Plan: in.Plan}
+	for _, name := range in.Target.Modules {
+		if name == in.Build.Module {
+			d.Containers = append(d.Containers, a.container(in.Build))
+			continue
+		}
+		if r, ok := rep.Running(name); ok {
+			d.Containers = append(d.Containers, r.Declared())
+			continue
+		}
+		b, ok, err := a.Catalogue.NewestConverged(ctx, name)
+		if err != nil {
+			return meshapi.ComposeResult{}, fmt.Errorf("compose %s: newest converged %s: %w", in.Target.Machine, name, err)
+		}
+		if ok {
+			d.Containers = append(d.Containers, a.container(b))
+		}
+	}
+	return meshapi.ComposeResult{Declaration: d}, nil
+}
+
+// container is a build as declared with its module's settings.
+func (a *Activities) container(b mesh.Build) mesh.Container {
+	m := a.Mesh.Modules[b.Module]
+	return mesh.Container{
+		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
+		Image: b.Image, Args: m.Args, Env: m.Env,
+	}
+}
+
+// EnqueuePushes hands a tier's push requests to their machine workflows,
+// starting a machine workflow on first use (signal-with-start). Requests are
+// signals, not updates, so fifty plans waiting on one machine are never
+// refused by the server's in-flight update limit; the machine workflow drops
+// duplicates by request ID, so a retry of this activity is harmless.
+func (a *Activities) EnqueuePushes(ctx context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
+	start := 0
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &start)
+	}
+	queue := activity.GetInfo(ctx).TaskQueue
+	for i := start; i < len(in.Requests); i++ {
+		r := in.Requests[i]
+		_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
+			client.StartWorkflowOptions{
+				ID:        meshapi.MachineID(r.Machine),
+				TaskQueue: queue,
+				// A machine workflow that was terminated is started afresh; it
+				// takes its sequence from the host's report.
+				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+				StaticSummary:         "machine " + r.Machine,
+			},
+			meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
+		if err != nil {
+			return meshapi.EnqueueResult{Enqueued: i}, fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
+		}
+		activity.RecordHeartbeat(ctx, i+1)
+	}
+	return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
+}
+
+func (a *Activities) host(machine string) (host.Client, error) {
+	hc, err := a.Hosts.Host(machine)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownMachine, err)
+	}
+	return hc, nil
+}
+
+// ConfigHosts dials hosts from the mesh config, one client per machine.
+type ConfigHosts struct {
+	Mesh *config.Config
+
+	mu      sync.Mutex
+	clients map[string]host.Client
+}
+
+// Host implements Hosts.
+func (h *ConfigHosts) Host(machine string) (host.Client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.clients[machine]; ok {
+		return c, nil
+	}
+	m, ok := h.Mesh.Machines[machine]
+	if !ok {
+		return nil, fmt.Errorf("machine %q is not in the worker's mesh config", machine)
+	}
+	c, err := host.NewHTTPClient(m.Host, m.Token, nil)
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", machine, err)
+	}
+	if h.clients == nil {
+		h.clients = map[string]host.Client{}
+	}
+	h.clients[machine] = c
+	return c, nil
+}

@@ -1,0 +1,205 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/guard"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// PollInterval is how often Push reads the host's report while it waits for
+// a declaration to run.
+var PollInterval = 250 * time.Millisecond
+
+// Push is the whole of one push to one machine, in one activity so that it
+// costs one round trip: read the host's report, run the guard against it
+// (supersede, rebase, refuse), number the declaration, send it, and wait
+// (heartbeating) until the host reports it running.
+//
+// Only the machine's workflow calls it, one at a time, which is what makes
+// it the machine's only writer. A retry after a lost answer finds its own
+// request as the host's last and goes straight to waiting, so nothing is
+// applied twice.
+func (a *Activities) Push(ctx context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
+	req := in.Request
+	log := a.Log.With().Str("plan", req.Plan).Str("machine", req.Machine).Str("module", req.Build.Module).
+		Str("digest", req.Build.Digest).Int("attempt", int(activity.GetInfo(ctx).Attempt)).Logger()
+	hc, err := a.host(req.Machine)
+	if err != nil {
+		return meshapi.PushOutcome{}, err
+	}
+	rep, err := hc.Report(ctx)
+	if err != nil {
+		return meshapi.PushOutcome{}, fmt.Errorf("read report of %s: %w", req.Machine, err)
+	}
+
+	out := meshapi.PushOutcome{}
+	var sent mesh.Declaration
+	if rep.LastRequest == req.Request && rep.LastSeq > 0 {
+		// An earlier attempt's declaration reached the host; only the answer
+		// was lost. Wait for it rather than sending anything again.
+		log.Info().Uint64("seq", rep.LastSeq).Msg("push already applied by an earlier attempt")
+		out.Seq, out.Sent = rep.LastSeq, true
+		sent = declaredFromReport(rep)
+	} else {
+		res, err := guard.Check(guard.Input{
+			Declaration: req.Declaration,
+			Module:      req.Build.Module,
+			Report:      rep,
+			Lookup:      a.lookup(ctx),
+			Force:       req.Force,
+		})
+		if err != nil {
+			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
+		}
+		out.Rebased = res.Rebased
+		switch res.Decision {
+		case guard.Superseded:
+			log.Info().Str("reason", res.Reason).Msg("push superseded")
+			out.Outcome, out.Reason = meshapi.MachineSuperseded, res.Reason
+			return out, nil
+		case guard.AlreadyRunning:
+			out.Outcome, out.Reason, out.Declaration = meshapi.MachineConverged, res.Reason, res.Declaration
+			a.markConverged(ctx, req)
+			return out, nil
+		case guard.Refused:
+			log.Warn().Str("code", res.Code).Str("reason", res.Reason).Msg("push refused")
+			out.Outcome, out.Reason = meshapi.MachineRefused, res.Reason
+			return out, temporal.NewNonRetryableApplicationError(res.Reason, res.Code, nil, out)
+		}
+		sent = res.Declaration
+		sent.Seq = max(in.Seq, rep.LastSeq+1)
+		sent.Plan, sent.Request, sent.Force = req.Plan, req.Request, req.Force
+		if len(res.Rebased) > 0 {
+			log.Warn().Strs("rebased", res.Rebased).Msg("stale containers rebased onto what the machine runs")
+		}
+		ack, err := hc.Apply(ctx, sent)
+		if err != nil {
+			if r, ok := host.IsRefused(err); ok {
+				out.Outcome, out.Reason = meshapi.MachineRefused, r.Error()
+				typ := meshapi.ErrHostRefused
+				if r.Code == host.CodeSequence {
+					typ = meshapi.ErrSequenceRefused
+				}
+				log.Warn().Str("code", r.Code).Msg("host refused declaration")
+				return out, temporal.NewNonRetryableApplicationError(r.Error(), typ, err, out)
+			}
+			return meshapi.PushOutcome{}, fmt.Errorf("send declaration %d to %s: %w", sent.Seq, req.Machine, err)
+		}
+		out.Seq, out.Sent = ack.Seq, true
+		log.Info().Uint64("seq", ack.Seq).Bool("repeat", ack.Repeat).Msg("declaration accepted")
+	}
+	out.Declaration = sent
+
+	if err := a.waitRunning(ctx, hc, req, out); err != nil {
+		return out, err
+	}
+	a.markConverged(ctx, req)
+	out.Outcome = meshapi.MachineConverged
+	log.Info().Uint64("seq", out.Seq).Msg("machine converged")
+	return out, nil
+}
+
+// waitRunning polls the host's report until every container of the sent
+// declaration runs, heartbeating, and fails permanently if one crash-loops or
+// the policy's running timeout passes.
+func (a *Activities) waitRunning(ctx context.Context, hc host.Client, req meshapi.PushRequest, out meshapi.PushOutcome) error {
+	policy := req.Policy.WithDefaults()
+	deadline := time.Now().Add(policy.RunningTimeout)
+	t := time.NewTicker(PollInterval)
+	defer t.Stop()
+	for {
+		rep, err := hc.Report(ctx)
+		if err == nil {
+			done, bad := runningState(rep, out.Declaration, out.Seq)
+			if done {
+				return nil
+			}
+			if bad != "" {
+				out.Outcome, out.Reason = meshapi.MachineFailed, bad
+				return temporal.NewNonRetryableApplicationError(bad, meshapi.ErrUnhealthy, nil, out)
+			}
+			if rep.LastSeq > out.Seq {
+				// Something newer was applied; by the one-writer rule only an
+				// operator could have done it. Ours is no longer the truth.
+				return temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("host %s applied sequence %d while waiting for %d", req.Machine, rep.LastSeq, out.Seq),
+					meshapi.ErrSequenceRefused, nil, out)
+			}
+		}
+		activity.RecordHeartbeat(ctx, out.Seq)
+		if time.Now().After(deadline) {
+			reason := fmt.Sprintf("machine %s did not report declaration %d running within %s", req.Machine, out.Seq, policy.RunningTimeout)
+			if err != nil {
+				reason += ": " + err.Error()
+			}
+			out.Outcome, out.Reason = meshapi.MachineFailed, reason
+			return temporal.NewNonRetryableApplicationError(reason, meshapi.ErrUnhealthy, err, out)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// runningState says whether the report shows the declaration running, or
+// names a container that failed.
+func runningState(rep mesh.Report, d mesh.Declaration, seq uint64) (done bool, failed string) {
+	done = true
+	var bad []string
+	for _, c := range d.Containers {
+		r, ok := rep.Running(c.Module)
+		if !ok || r.Digest != c.Digest {
+			done = false
+			continue
+		}
+		switch r.State {
+		case mesh.StateRunning:
+		case mesh.StateCrashLooping, mesh.StateExited:
+			bad = append(bad, fmt.Sprintf("%s (%s) is %s", c.Module, c.Digest, r.State))
+			done = false
+		default:
+			done = false
+		}
+	}
+	if len(bad) > 0 {
+		return false, fmt.Sprintf("declaration %d on %s: %s", seq, d.Machine, strings.Join(bad, "; "))
+	}
+	return done && rep.LastSeq >= seq, ""
+}
+
+// declaredFromReport rebuilds the declaration the host last applied from its
+// report, for a retry that finds its own declaration already there.
+func declaredFromReport(rep mesh.Report) mesh.Declaration {
+	d := mesh.Declaration{Machine: rep.Machine, Seq: rep.LastSeq, Request: rep.LastRequest}
+	for _, r := range rep.Containers {
+		d.Containers = append(d.Containers, r.Declared())
+	}
+	return d
+}
+
+func (a *Activities) lookup(ctx context.Context) guard.Lookup {
+	return func(digest string) (int64, bool, error) {
+		b, ok, err := a.Catalogue.Lookup(ctx, digest)
+		return b.Generation, ok, err
+	}
+}
+
+// markConverged records that the plan's build runs on the machine, so later
+// compositions may give it to a machine that lacks the module. A failure is
+// logged, not fatal: the push itself succeeded.
+func (a *Activities) markConverged(ctx context.Context, req meshapi.PushRequest) {
+	if err := a.Catalogue.MarkConverged(ctx, req.Build.Digest, req.Machine); err != nil {
+		a.Log.Warn().Err(err).Str("machine", req.Machine).Str("digest", req.Build.Digest).Msg("could not mark build converged")
+	}
+}

@@ -1,0 +1,213 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/host/hosttest"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// fixedHosts serves one test host per machine.
+type fixedHosts map[string]*hosttest.Host
+
+func (f fixedHosts) Host(machine string) (host.Client, error) {
+	h, ok := f[machine]
+	if !ok {
+		return nil, fmt.Errorf("machine %q is not in the test mesh", machine)
+	}
+	return h.Client(), nil
+}
+
+func bld(module string, gen int64) mesh.Build {
+	return mesh.Build{Module: module, Commit: fmt.Sprintf("%040x", gen), Digest: fmt.Sprintf("sha256:%064x", gen+int64(len(module))<<32), Generation: gen}
+}
+
+func running(b mesh.Build) mesh.RunningContainer {
+	return mesh.RunningContainer{Module: b.Module, Digest: b.Digest, Generation: b.Generation, State: mesh.StateRunning}
+}
+
+func declared(b mesh.Build) mesh.Container {
+	return mesh.Container{Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit}
+}
+
+type pushFixture struct {
+	t    *testing.T
+	env  *testsuite.TestActivityEnvironment
+	host *hosttest.Host
+	cat  *catalogue.Memory
+	acts *Activities
+}
+
+func newPushFixture(t *testing.T, opts ...hosttest.Option) *pushFixture {
+	var s testsuite.WorkflowTestSuite
+	f := &pushFixture{t: t, env: s.NewTestActivityEnvironment(), host: hosttest.New(t, "control-node", opts...), cat: catalogue.NewMemory()}
+	PollInterval = time.Millisecond
+	f.acts = &Activities{
+		Catalogue: f.cat,
+		Hosts:     fixedHosts{"control-node": f.host},
+		Log:       zerolog.Nop(),
+	}
+	f.env.RegisterActivity(f.acts)
+	return f
+}
+
+func (f *pushFixture) record(bs ...mesh.Build) {
+	for _, b := range bs {
+		require.NoError(f.t, f.cat.Record(context.Background(), b))
+	}
+}
+
+func (f *pushFixture) push(own mesh.Build, seq uint64, cs ...mesh.Container) (meshapi.PushOutcome, error) {
+	req := meshapi.PushRequest{
+		Request: meshapi.RequestID("plan/"+own.Module+"/"+own.Commit, "control-node"), Plan: "plan/" + own.Module + "/" + own.Commit,
+		Machine: "control-node", Build: own,
+		Declaration: mesh.Declaration{Machine: "control-node", Containers: cs},
+		Policy:      meshapi.PushPolicy{RunningTimeout: 5 * time.Second, RetryBudget: time.Second},
+	}
+	v, err := f.env.ExecuteActivity(f.acts.Push, meshapi.PushInput{Request: req, Seq: seq})
+	var out meshapi.PushOutcome
+	if err == nil {
+		require.NoError(f.t, v.Get(&out))
+	}
+	return out, err
+}
+
+// The 2026-10-02 race: the host plan was composed when controller 10 ran;
+// controller 11 has rolled out since. The push must send controller 11, not
+// the 10 the plan recorded.
+func TestPushRebasesStaleControllerOntoWhatRuns(t *testing.T) {
+	f := newPushFixture(t)
+	ctl10, ctl11 := bld("mesh-controller", 10), bld("mesh-controller", 11)
+	host6, host7 := bld("host", 6), bld("host", 7)
+	f.record(ctl10, ctl11, host6, host7)
+	f.host.Seed(running(ctl11), running(host6))
+
+	out, err := f.push(host7, 1, declared(host7), declared(ctl10))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	require.Equal(t, []string{"mesh-controller"}, out.Rebased)
+
+	applied := f.host.Applied()
+	require.Len(t, applied, 1)
+	sentCtl, _ := applied[0].Container("mesh-controller")
+	require.Equal(t, ctl11.Digest, sentCtl.Digest, "the controller sent is the one running, never the stale one")
+	sentHost, _ := applied[0].Container("host")
+	require.Equal(t, host7.Digest, sentHost.Digest)
+}
+
+func TestPushOfOlderOwnBuildIsSupersededAndSendsNothing(t *testing.T) {
+	f := newPushFixture(t)
+	ctl10, ctl11 := bld("mesh-controller", 10), bld("mesh-controller", 11)
+	f.record(ctl10, ctl11)
+	f.host.Seed(running(ctl11))
+
+	out, err := f.push(ctl10, 1, declared(ctl10))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineSuperseded, out.Outcome)
+	require.Contains(t, out.Reason, "generation 11")
+	require.Empty(t, f.host.Received(), "nothing is sent to the machine")
+}
+
+func TestPushRefusesUnknownRunningDigest(t *testing.T) {
+	f := newPushFixture(t)
+	host7 := bld("host", 7)
+	f.record(host7)
+	stranger := mesh.RunningContainer{Module: "mesh-controller", Digest: "sha256:" + fmt.Sprintf("%064x", 999), Generation: 50, State: mesh.StateRunning}
+	f.host.Seed(stranger)
+
+	_, err := f.push(host7, 1, declared(host7))
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, meshapi.ErrUnknownDigest, appErr.Type())
+	require.Contains(t, appErr.Error(), stranger.Digest)
+	require.Empty(t, f.host.Received())
+}
+
+func TestPushNumbersAboveTheHostsLastSequence(t *testing.T) {
+	f := newPushFixture(t)
+	h1, h2 := bld("host", 1), bld("host", 2)
+	f.record(h1, h2)
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), out.Seq)
+	// The workflow was reset and proposes 1 again; the host is at 1.
+	out, err = f.push(h2, 1, declared(h2))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), out.Seq, "numbering continues from the host's last sequence")
+}
+
+func TestPushRetryAfterLostAnswerAppliesNothingTwice(t *testing.T) {
+	f := newPushFixture(t, hosttest.WithStartAfterReports(3))
+	h1 := bld("host", 1)
+	f.record(h1)
+	// The first attempt's declaration landed and the worker died before it
+	// heard back: the host has it and is still starting it.
+	plan := "plan/host/" + h1.Commit
+	_, err := f.host.Client().Apply(context.Background(), mesh.Declaration{
+		Machine: "control-node", Seq: 1, Plan: plan, Request: meshapi.RequestID(plan, "control-node"),
+		Containers: []mesh.Container{declared(h1)},
+	})
+	require.NoError(t, err)
+
+	// The retry of the same request.
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	require.Equal(t, uint64(1), out.Seq)
+	require.Len(t, f.host.Applied(), 1, "the retry applies nothing")
+	require.Len(t, f.host.Received(), 1, "the retry does not even send")
+}
+
+func TestPushFailsOnCrashLoop(t *testing.T) {
+	f := newPushFixture(t)
+	h1 := bld("host", 1)
+	f.record(h1)
+	f.host.SetCrash("host", true)
+	_, err := f.push(h1, 1, declared(h1))
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	var out meshapi.PushOutcome
+	require.NoError(t, appErr.Details(&out))
+	require.Equal(t, uint64(1), out.Seq, "the sent sequence travels with the failure")
+}
+
+func TestPushUnreachableHostIsRetryable(t *testing.T) {
+	f := newPushFixture(t)
+	h1 := bld("host", 1)
+	f.record(h1)
+	f.host.SetDown(true)
+	_, err := f.push(h1, 1, declared(h1))
+	require.Error(t, err)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		require.False(t, appErr.NonRetryable(), "an unreachable host is retried within the budget: %v", err)
+	}
+}
+
+func TestPushWaitsUntilRunning(t *testing.T) {
+	f := newPushFixture(t, hosttest.WithStartAfterReports(3))
+	h1 := bld("host", 1)
+	f.record(h1)
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	r, _ := f.host.Report().Running("host")
+	require.Equal(t, mesh.StateRunning, r.State, "converged only once the host reports running")
+	nc, ok, _ := f.cat.NewestConverged(context.Background(), "host")
+	require.True(t, ok)
+	require.Equal(t, h1.Digest, nc.Digest, "the build is marked converged")
+}

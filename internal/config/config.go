@@ -1,0 +1,294 @@
+// Package config reads mesh.yaml, the one file that says which modules
+// meshroll builds, which machines run them and in which order they are
+// pushed. The worker and the CLI read it once and then consult it in memory,
+// so every check that can be made before a push is made here: a typo in the
+// file must come back as a message that names the key and the line, not as a
+// push that halts at tier 2 an hour later. Every key can be overridden by a
+// MESHROLL_* environment variable, so that host tokens and per-environment
+// addresses can stay out of the file.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// Names and defaults of the configuration. They are constants so that the
+// CLI's help text, the docs and the loader cannot disagree.
+const (
+	// EnvPrefix starts every environment variable that overrides a key:
+	// push.retry_budget is MESHROLL_PUSH_RETRY_BUDGET, and machine edge-1's
+	// host is MESHROLL_MACHINES_EDGE_1_HOST ('.', '-' and the key separator
+	// all become '_').
+	EnvPrefix = "MESHROLL"
+	// EnvConfig names the file to read when no --config flag is given, so
+	// that a service unit can point the worker at its file without flags.
+	EnvConfig = "MESHROLL_CONFIG"
+	// DefaultPath is read when neither --config nor MESHROLL_CONFIG is set:
+	// the file sits at the root of the repository meshroll is run from.
+	DefaultPath = "mesh.yaml"
+	// DefaultStateDir is where local state goes unless state_dir says
+	// otherwise; it is relative so that two checkouts never share state.
+	DefaultStateDir = ".meshroll"
+	// DefaultTemporalAddress is the Temporal frontend of a local dev server.
+	DefaultTemporalAddress = "127.0.0.1:7233"
+	// DefaultTemporalNamespace is the namespace a Temporal dev server
+	// creates.
+	DefaultTemporalNamespace = "default"
+	// DefaultMain is the package built when a module names none: the
+	// module's path itself.
+	DefaultMain = "."
+)
+
+// ErrUnknownModule is wrapped by Targets when asked about a module the config
+// does not declare, so that an activity can turn it into a non-retryable
+// meshapi.ErrUnknownModule instead of retrying a request that can never
+// succeed.
+var ErrUnknownModule = errors.New("unknown module")
+
+// Config is the whole of mesh.yaml after environment overrides. It is plain
+// data so that tests and tools can build one directly and call Validate.
+type Config struct {
+	// Temporal says where the worker and the CLI find the Temporal service.
+	Temporal Temporal `mapstructure:"temporal"`
+	// StateDir holds local state (default ".meshroll").
+	StateDir string `mapstructure:"state_dir"`
+	// Push bounds every push; it becomes the meshapi.PushPolicy a plan
+	// starts with.
+	Push Push `mapstructure:"push"`
+	// Modules are the buildable units, by name.
+	Modules map[string]Module `mapstructure:"modules"`
+	// Machines are the hosts pushed to, by name.
+	Machines map[string]Machine `mapstructure:"machines"`
+
+	// path is the file the config was read from, so that Validate on a
+	// loaded config still names it.
+	path string
+}
+
+// Temporal is how to reach the Temporal service. It is configurable because
+// a dev server, a shared cluster and Temporal Cloud all live elsewhere.
+type Temporal struct {
+	// Address is the frontend's host:port (default 127.0.0.1:7233).
+	Address string `mapstructure:"address"`
+	// Namespace holds meshroll's workflows (default "default").
+	Namespace string `mapstructure:"namespace"`
+	// TaskQueue is where the worker polls (default meshapi.DefaultTaskQueue),
+	// so two meshes can share a namespace without stealing each other's
+	// tasks.
+	TaskQueue string `mapstructure:"task_queue"`
+}
+
+// Push holds the timeouts of a push. They are in the file rather than in
+// code because how long a container takes to start, and how long a host may
+// be unreachable before its tier halts, depend on the mesh.
+type Push struct {
+	// RunningTimeout is how long a host may take to report the declared
+	// containers running (default 5m). Written as a duration: "90s", "5m".
+	RunningTimeout time.Duration `mapstructure:"running_timeout"`
+	// RetryBudget is how long an unreachable host is retried before the
+	// push fails (default 2m).
+	RetryBudget time.Duration `mapstructure:"retry_budget"`
+}
+
+// Module is one buildable unit: where its source is and how it runs. A merge
+// of a module starts one plan, which pushes every machine that runs it.
+type Module struct {
+	// Repo is the git repository holding the module ("." for the repository
+	// meshroll runs from).
+	Repo string `mapstructure:"repo"`
+	// Path is the module's directory within Repo.
+	Path string `mapstructure:"path"`
+	// ControlPlane marks meshroll's own controller. Machines running it are
+	// pushed last (see Validate), so that a bad build cannot take down the
+	// thing that would roll it back before the rest of the mesh has shown
+	// whether the build is good.
+	ControlPlane bool `mapstructure:"control_plane"`
+	// Main is the package to build, relative to Path (default ".").
+	Main string `mapstructure:"main"`
+	// Args are the container's arguments.
+	Args []string `mapstructure:"args"`
+	// Env is the container's environment. Keys keep the case written in the
+	// file (viper would lowercase them).
+	Env map[string]string `mapstructure:"env"`
+}
+
+// Machine is one host meshroll pushes to.
+type Machine struct {
+	// Host is the base URL of the host API, http or https.
+	Host string `mapstructure:"host"`
+	// Tier orders pushes: every machine of a tier converges before the next
+	// tier starts, lowest first, so early tiers are the canaries.
+	Tier int `mapstructure:"tier"`
+	// Modules are the modules the machine runs, in the order its
+	// declarations list them.
+	Modules []string `mapstructure:"modules"`
+	// Token is the bearer token for the host API. It is never logged:
+	// String, GoString, LogValue and MarshalJSON all redact it. Set it
+	// with MESHROLL_MACHINES_<NAME>_TOKEN rather than in the file.
+	Token string `mapstructure:"token"`
+}
+
+const redacted = "<redacted>"
+
+// redactedMachine is Machine with the token blanked, for every printed form.
+type redactedMachine Machine
+
+func (m Machine) redact() redactedMachine {
+	r := redactedMachine(m)
+	if r.Token != "" {
+		r.Token = redacted
+	}
+	return r
+}
+
+// String prints the machine with its token redacted, so that logging a
+// machine, or a whole Config with %v, cannot leak a credential.
+func (m Machine) String() string { return fmt.Sprintf("%+v", m.redact()) }
+
+// GoString is String for %#v, which would otherwise bypass String.
+func (m Machine) GoString() string {
+	r := m.redact()
+	return fmt.Sprintf("config.Machine{Host:%q, Tier:%d, Modules:%#v, Token:%q}", r.Host, r.Tier, r.Modules, r.Token)
+}
+
+// LogValue redacts the token when a machine is logged with log/slog.
+func (m Machine) LogValue() slog.Value {
+	r := m.redact()
+	return slog.GroupValue(
+		slog.String("host", r.Host),
+		slog.Int("tier", r.Tier),
+		slog.Any("modules", r.Modules),
+		slog.String("token", r.Token),
+	)
+}
+
+// MarshalJSON redacts the token, because JSON is how structured loggers
+// (zerolog's Interface, for one) print values. Nothing sends a Machine over
+// the wire: workflows carry meshapi types.
+func (m Machine) MarshalJSON() ([]byte, error) { return json.Marshal(m.redact()) }
+
+// Default returns the defaults with no modules and no machines: the base
+// that Load fills from the file, and a start for tests that build a config
+// in code.
+func Default() *Config {
+	return &Config{
+		Temporal: Temporal{
+			Address:   DefaultTemporalAddress,
+			Namespace: DefaultTemporalNamespace,
+			TaskQueue: meshapi.DefaultTaskQueue,
+		},
+		StateDir: DefaultStateDir,
+		Push: Push{
+			RunningTimeout: meshapi.DefaultPushPolicy.RunningTimeout,
+			RetryBudget:    meshapi.DefaultPushPolicy.RetryBudget,
+		},
+		Modules:  map[string]Module{},
+		Machines: map[string]Machine{},
+	}
+}
+
+// ResolvePath picks the config file: the --config flag if given, else
+// $MESHROLL_CONFIG, else mesh.yaml. It is separate from Load so that the CLI
+// can print which file it means before reading it.
+func ResolvePath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := os.Getenv(EnvConfig); p != "" {
+		return p
+	}
+	return DefaultPath
+}
+
+// Load reads the config file named by ResolvePath(path), applies MESHROLL_*
+// environment overrides and validates the result. A config that does not
+// validate is not returned: the error is a *ValidationError listing every
+// problem at once, so that one edit fixes them all.
+func Load(path string) (*Config, error) {
+	p := ResolvePath(path)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("mesh config %s not found (pass another path with --config or %s): %w", p, EnvConfig, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mesh config %s: %w", p, err)
+	}
+	return Parse(p, data)
+}
+
+// Parse is Load for a file already in memory; name is used in errors only.
+// Environment overrides apply as in Load. It exists so that tests, and tools
+// that get the file from elsewhere (a git blob), need no file on disk.
+func Parse(name string, data []byte) (*Config, error) {
+	return parse(name, data)
+}
+
+// ModuleNames returns the module names sorted, for stable output and
+// iteration.
+func (c *Config) ModuleNames() []string { return sortedKeys(c.Modules) }
+
+// MachineNames returns the machine names sorted, for stable output and
+// iteration.
+func (c *Config) MachineNames() []string { return sortedKeys(c.Machines) }
+
+// Targets lists the machines that run module, sorted by tier and then by
+// name: the order a plan pushes them in. Each target's Modules keep the
+// machine's order from the config, because that is the order its
+// declaration lists containers in. An undeclared module is an error wrapping
+// ErrUnknownModule.
+func (c *Config) Targets(module string) ([]meshapi.Target, error) {
+	if _, ok := c.Modules[module]; !ok {
+		return nil, fmt.Errorf("%w %q; the mesh config declares %v", ErrUnknownModule, module, c.ModuleNames())
+	}
+	targets := []meshapi.Target{}
+	for _, name := range c.MachineNames() {
+		m := c.Machines[name]
+		if slices.Contains(m.Modules, module) {
+			targets = append(targets, meshapi.Target{Machine: name, Tier: m.Tier, Modules: slices.Clone(m.Modules)})
+		}
+	}
+	sort.SliceStable(targets, func(i, j int) bool { return targets[i].Tier < targets[j].Tier })
+	return targets, nil
+}
+
+// PushPolicy is the policy a plan starts with. Zero fields take meshapi's
+// defaults, so a config built in code without Push still pushes sensibly.
+func (c *Config) PushPolicy() meshapi.PushPolicy {
+	return meshapi.PushPolicy{RunningTimeout: c.Push.RunningTimeout, RetryBudget: c.Push.RetryBudget}.WithDefaults()
+}
+
+// IsControlPlane reports whether machine runs a control_plane module. Such a
+// machine is pushed last and is where operators look first when meshroll
+// itself misbehaves. An unknown machine is not a control plane.
+func (c *Config) IsControlPlane(machine string) bool {
+	return len(c.controlPlaneModules(machine)) > 0
+}
+
+// controlPlaneModules returns machine's control_plane modules in its order.
+func (c *Config) controlPlaneModules(machine string) []string {
+	var out []string
+	for _, mod := range c.Machines[machine].Modules {
+		if c.Modules[mod].ControlPlane {
+			out = append(out, mod)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,271 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// Problem is one thing wrong with a config. Key is the dotted path of the
+// offending key (machines.edge-1.tier) so that the operator can find it, and
+// so that tests can match problems without parsing prose.
+type Problem struct {
+	Key     string
+	Message string
+}
+
+// String is the problem as Error prints it.
+func (p Problem) String() string { return p.Key + ": " + p.Message }
+
+// ValidationError lists every problem of a config at once, sorted by key, so
+// that fixing a file takes one round trip instead of one per typo.
+type ValidationError struct {
+	// Path is the file the config came from; empty for a config built in
+	// code.
+	Path     string
+	Problems []Problem
+}
+
+// Error prints one problem per line, under a line naming the file.
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("mesh config")
+	if e.Path != "" {
+		b.WriteString(" " + e.Path)
+	}
+	noun := "problems"
+	if len(e.Problems) == 1 {
+		noun = "problem"
+	}
+	fmt.Fprintf(&b, ": %d %s:", len(e.Problems), noun)
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+// newValidationError sorts ps and wraps them, or returns nil when there are
+// none (never a typed nil inside an error).
+func newValidationError(path string, ps []Problem) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	ps = append([]Problem(nil), ps...)
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Key != ps[j].Key {
+			return ps[i].Key < ps[j].Key
+		}
+		return ps[i].Message < ps[j].Message
+	})
+	return &ValidationError{Path: path, Problems: ps}
+}
+
+// Validate checks the config's meaning: names, references between modules
+// and machines, tiers and control-plane placement, URLs and timeouts. It
+// returns a *ValidationError naming every problem, or nil. Load also checks
+// the file's form (unknown and duplicate keys, values of the wrong type),
+// which a Config built in code cannot get wrong.
+func (c *Config) Validate() error {
+	return newValidationError(c.path, c.problems(nil))
+}
+
+// skip tells problems which keys could not be read from the file. Their
+// values in the Config are zero, and a problem about the zero value would
+// only repeat, less clearly, the problem already reported about the file.
+type skip struct {
+	leaf map[string]bool // these keys
+	tree map[string]bool // everything under these keys
+	// modules is set when the modules section could not be read, so
+	// machines' references to modules cannot be checked.
+	modules bool
+	// machineModules is set when some machine's modules could not be read,
+	// so "no machine runs it" cannot be decided.
+	machineModules bool
+}
+
+func (s *skip) has(key string) bool {
+	if s == nil {
+		return false
+	}
+	if s.leaf[key] {
+		return true
+	}
+	for p := range s.tree {
+		if strings.HasPrefix(key, p+".") {
+			return true
+		}
+	}
+	return false
+}
+
+type problemList struct {
+	skip *skip
+	list []Problem
+}
+
+func (l *problemList) add(key, format string, args ...any) {
+	if l.skip.has(key) {
+		return
+	}
+	l.list = append(l.list, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// problems is Validate without the wrapping, skipping what sk says could not
+// be read.
+func (c *Config) problems(sk *skip) []Problem {
+	ps := &problemList{skip: sk}
+
+	for _, f := range []struct{ key, val, def string }{
+		{"temporal.address", c.Temporal.Address, DefaultTemporalAddress},
+		{"temporal.namespace", c.Temporal.Namespace, DefaultTemporalNamespace},
+		{"temporal.task_queue", c.Temporal.TaskQueue, meshapi.DefaultTaskQueue},
+		{"state_dir", c.StateDir, DefaultStateDir},
+	} {
+		if strings.TrimSpace(f.val) == "" {
+			ps.add(f.key, "must not be empty (leave it out for the default, %s)", f.def)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		val fmt.Stringer
+		pos bool
+	}{
+		{"push.running_timeout", c.Push.RunningTimeout, c.Push.RunningTimeout > 0},
+		{"push.retry_budget", c.Push.RetryBudget, c.Push.RetryBudget > 0},
+	} {
+		if !f.pos {
+			ps.add(f.key, "must be a positive duration such as 90s or 5m, got %s", f.val)
+		}
+	}
+
+	if len(c.Modules) == 0 {
+		ps.add("modules", "no modules; declare at least one module to build and push")
+	}
+	if len(c.Machines) == 0 {
+		ps.add("machines", "no machines; declare at least one machine to push to")
+	}
+
+	run := map[string]bool{}
+	for _, m := range c.Machines {
+		for _, mod := range m.Modules {
+			run[mod] = true
+		}
+	}
+	for _, name := range c.ModuleNames() {
+		mod := c.Modules[name]
+		key := "modules." + name
+		if err := mesh.ValidName("module", name); err != nil {
+			ps.add(key, "%v", err)
+		}
+		if strings.TrimSpace(mod.Repo) == "" {
+			ps.add(key+".repo", "missing; name the git repository to build from (\".\" for this one)")
+		}
+		if !run[name] && (sk == nil || !sk.machineModules) {
+			ps.add(key, "no machine runs it; add it to a machine's modules or remove it")
+		}
+	}
+
+	for _, name := range c.MachineNames() {
+		m := c.Machines[name]
+		key := "machines." + name
+		if err := mesh.ValidName("machine", name); err != nil {
+			ps.add(key, "%v", err)
+		}
+		if msg := checkHost(m.Host); msg != "" {
+			ps.add(key+".host", "%s", msg)
+		}
+		if m.Tier < 0 {
+			ps.add(key+".tier", "must be a non-negative integer, got %d", m.Tier)
+		}
+		if len(m.Modules) == 0 {
+			ps.add(key+".modules", "runs no modules; list the modules it runs, such as [host]")
+		}
+		seen := map[string]bool{}
+		for _, mod := range m.Modules {
+			if seen[mod] {
+				ps.add(key+".modules", "lists %q twice", mod)
+				continue
+			}
+			seen[mod] = true
+			if _, ok := c.Modules[mod]; !ok && (sk == nil || !sk.modules) {
+				ps.add(key+".modules", "unknown module %q; modules are %s", mod, orNone(c.ModuleNames()))
+			}
+		}
+	}
+
+	c.placementProblems(ps)
+	return ps.list
+}
+
+// placementProblems checks that every machine running a control_plane module
+// is in a tier above every machine that runs none. Tiers are pushed lowest
+// first, so this pushes meshroll's own controller only after the build has
+// shown itself everywhere else.
+func (c *Config) placementProblems(ps *problemList) {
+	var (
+		highest     string // a non-control-plane machine in the highest tier
+		highestTier = -1
+	)
+	usable := func(name string) bool {
+		return !ps.skip.has("machines."+name+".tier") && c.Machines[name].Tier >= 0
+	}
+	for _, name := range c.MachineNames() {
+		if !usable(name) || c.IsControlPlane(name) {
+			continue
+		}
+		if t := c.Machines[name].Tier; t > highestTier {
+			highest, highestTier = name, t
+		}
+	}
+	if highest == "" {
+		return
+	}
+	for _, name := range c.MachineNames() {
+		if !usable(name) {
+			continue
+		}
+		cp := c.controlPlaneModules(name)
+		if len(cp) > 0 && c.Machines[name].Tier <= highestTier {
+			ps.add("machines."+name+".tier",
+				"runs the control plane (%s) so must be in a tier above every other machine; %s is in tier %d",
+				strings.Join(cp, ", "), highest, highestTier)
+		}
+	}
+}
+
+// checkHost returns what is wrong with a host API URL, or "".
+func checkHost(host string) string {
+	const want = "want the host API's base URL, such as http://10.0.0.5:7400"
+	if strings.TrimSpace(host) == "" {
+		return "missing; " + want
+	}
+	if !strings.Contains(host, "://") && !strings.Contains(host, "@") {
+		return fmt.Sprintf("%q has no scheme; want the host API's base URL, such as http://%s", host, host)
+	}
+	u, err := url.Parse(host)
+	if err != nil {
+		// url's error quotes the URL, which may carry credentials.
+		return "does not parse as a URL; " + want
+	}
+	shown := u.Redacted()
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%q is not an http or https URL; %s", shown, want)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Sprintf("%q has no host; %s", shown, want)
+	case u.User != nil:
+		return fmt.Sprintf("%q carries credentials; put the token in token (MESHROLL_MACHINES_<NAME>_TOKEN) instead", shown)
+	}
+	return ""
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

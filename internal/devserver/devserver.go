@@ -1,0 +1,404 @@
+// Package devserver starts a real Temporal dev server (the official Temporal
+// CLI's `temporal server start-dev`) for integration tests.
+//
+// It is test support, in a normal (non _test) file so that any package's
+// tests can import it:
+//
+//	srv := devserver.Start(t, devserver.Options{})
+//	c := srv.Client()
+//
+// The CLI is found by CLIPath. When it is missing the test is skipped, or
+// fails when the CI environment variable is set, with a message telling how to
+// install it (scripts/install-temporal.sh). With `go test -short` the test is
+// skipped.
+//
+// The server's output and the SDK client's logs go to an in-memory log that
+// is written to the test log only when the test failed, so passing tests stay
+// quiet.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/build"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/logging"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// CLIEnv names the environment variable that points at the temporal binary.
+const CLIEnv = "MESHROLL_TEMPORAL_CLI"
+
+// CLIVersion is the Temporal CLI version the project pins.
+const CLIVersion = "v1.5.1"
+
+// InstallHint tells how to get the CLI.
+const InstallHint = "run scripts/install-temporal.sh (it runs `go install github.com/temporalio/cli/cmd/temporal@" +
+	CLIVersion + "`; the first build takes about 6 minutes) and/or set " + CLIEnv + " to the binary"
+
+// FastDynamicConfig is passed to every server: one task queue partition makes
+// matching (and so every workflow and activity task) prompt on a small box.
+var FastDynamicConfig = []string{
+	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+}
+
+// Options configures a dev server.
+type Options struct {
+	// DBFile persists the server's state to this SQLite file, so that
+	// Restart keeps workflows. Empty means in memory.
+	DBFile string
+	// SearchAttributes are Keyword search attributes registered at start.
+	// Other types can be registered with ExtraArgs
+	// ("--search-attribute", "Name=Int").
+	SearchAttributes []string
+	// Namespace is created at start and used by Client. Default "default".
+	Namespace string
+	// HostPort is the frontend address, e.g. "127.0.0.1:7233". Empty means a
+	// free port on 127.0.0.1.
+	HostPort string
+	// ServerLogLevel is the server's --log-level. Default "warn".
+	ServerLogLevel string
+	// ExtraArgs are appended to `temporal server start-dev ...`.
+	ExtraArgs []string
+	// Logger is the SDK logger of Client (and of workers built on it).
+	// Default: the server log (see Log), at info level.
+	Logger log.Logger
+	// StartTimeout bounds one start. Default 2 minutes.
+	StartTimeout time.Duration
+}
+
+// Server is a running (or stopped) dev server owned by one test.
+type Server struct {
+	opts     Options
+	cliPath  string
+	hostPort string
+	log      *logBuffer
+
+	mu     sync.Mutex
+	dev    *testsuite.DevServer // nil while stopped
+	client client.Client        // lives across Restart
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Start starts a dev server for t and registers a cleanup that stops it (and
+// writes its log to t's log if t failed). It skips or fails t when the CLI
+// is missing; see the package doc.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("devserver: Temporal dev server tests are skipped with -short")
+	}
+	cli, err := CLIPath()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("devserver: %v", err)
+		}
+		t.Skipf("devserver: %v", err)
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.ServerLogLevel == "" {
+		opts.ServerLogLevel = "warn"
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
+	for _, name := range opts.SearchAttributes {
+		if !identRE.MatchString(name) {
+			t.Fatalf("devserver: search attribute name %q is not an identifier", name)
+		}
+	}
+	if opts.DBFile != "" {
+		abs, err := filepath.Abs(opts.DBFile)
+		if err != nil {
+			t.Fatalf("devserver: DBFile: %v", err)
+		}
+		opts.DBFile = abs
+	}
+
+	s := &Server{opts: opts, cliPath: cli, hostPort: opts.HostPort, log: newLogBuffer(4 << 20)}
+	if s.hostPort == "" {
+		if s.hostPort, err = freeHostPort(); err != nil {
+			t.Fatalf("devserver: %v", err)
+		}
+	}
+	if s.opts.Logger == nil {
+		zl, err := logging.New(s.log, "info", logging.FormatConsole)
+		if err != nil {
+			t.Fatalf("devserver: %v", err)
+		}
+		s.opts.Logger = logging.Temporal(zl.With().Str("component", "sdk").Logger())
+	}
+
+	t.Cleanup(func() {
+		if err := s.shutdown(); err != nil {
+			t.Errorf("devserver: stopping server at %s: %v", s.hostPort, err)
+		}
+		if t.Failed() {
+			t.Logf("devserver: log of the Temporal dev server at %s (%s):\n%s", s.hostPort, s.describe(), s.Log())
+		}
+	})
+
+	dev, err := s.start()
+	if err != nil {
+		t.Fatalf("devserver: starting Temporal dev server at %s: %v", s.hostPort, err)
+	}
+	s.mu.Lock()
+	s.dev = dev
+	s.client = dev.Client()
+	s.mu.Unlock()
+	return s
+}
+
+func (s *Server) describe() string {
+	d := "in memory"
+	if s.opts.DBFile != "" {
+		d = "db " + s.opts.DBFile
+	}
+	return fmt.Sprintf("%s, namespace %s, cli %s", d, s.opts.Namespace, s.cliPath)
+}
+
+func (s *Server) start() (*testsuite.DevServer, error) {
+	args := append([]string(nil), FastDynamicConfig...)
+	for _, name := range s.opts.SearchAttributes {
+		args = append(args, "--search-attribute", name+"=Keyword")
+	}
+	args = append(args, s.opts.ExtraArgs...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StartTimeout)
+	defer cancel()
+	s.log.mark(fmt.Sprintf("starting %s server start-dev on %s (%s)", filepath.Base(s.cliPath), s.hostPort, s.describe()))
+	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath: s.cliPath,
+		ClientOptions: &client.Options{
+			HostPort:  s.hostPort,
+			Namespace: s.opts.Namespace,
+			Logger:    s.opts.Logger,
+		},
+		DBFilename: s.opts.DBFile,
+		LogLevel:   s.opts.ServerLogLevel,
+		ExtraArgs:  args,
+		Stdout:     s.log,
+		Stderr:     s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w\n--- server log ---\n%s", err, s.log.String())
+	}
+	s.log.mark("server ready")
+	return dev, nil
+}
+
+// Client is a client of the server's namespace. It survives Restart (it
+// reconnects) and is closed when the test ends; don't close it yourself.
+func (s *Server) Client() client.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client
+}
+
+// ClientOptions returns options to dial the server yourself (code under test
+// that builds its own client). Close what you dial.
+func (s *Server) ClientOptions() client.Options {
+	return client.Options{HostPort: s.hostPort, Namespace: s.opts.Namespace, Logger: s.opts.Logger}
+}
+
+// HostPort is the frontend gRPC address, e.g. "127.0.0.1:41234".
+func (s *Server) HostPort() string { return s.hostPort }
+
+// Namespace is the namespace Client uses.
+func (s *Server) Namespace() string { return s.opts.Namespace }
+
+// DBFile is the absolute SQLite file, or "" for an in-memory server.
+func (s *Server) DBFile() string { return s.opts.DBFile }
+
+// Log returns the server output and SDK client log so far (the last 4 MiB).
+func (s *Server) Log() string { return s.log.String() }
+
+// Stop stops the server process and waits for it to exit. The client stays
+// usable for Restart. Stopping a stopped server does nothing.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	dev := s.dev
+	s.dev = nil
+	s.mu.Unlock()
+	if dev == nil {
+		return nil
+	}
+	s.log.mark("stopping server")
+	// The SDK's dev server client is ours (s.client) on the first start;
+	// later starts' own clients are closed in Restart.
+	done := make(chan error, 1)
+	go func() { done <- dev.Stop() }()
+	select {
+	case err := <-done:
+		s.log.mark("server stopped")
+		return ignoreInterruptExit(err)
+	case <-time.After(time.Minute):
+		return errors.New("server did not exit within a minute of SIGINT")
+	}
+}
+
+// Restart stops the server and starts it again on the same DBFile and
+// address; workflows started before are still there. Client keeps working
+// (it reconnects, as do workers built on it). It fails t for an in-memory
+// server.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if s.opts.DBFile == "" {
+		t.Fatalf("devserver: Restart needs Options.DBFile (an in-memory server would lose everything)")
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("devserver: restart: %v", err)
+	}
+	dev, err := s.start()
+	if err != nil {
+		t.Fatalf("devserver: restarting Temporal dev server at %s: %v", s.hostPort, err)
+	}
+	dev.Client().Close() // Client() keeps the first one
+	s.mu.Lock()
+	s.dev = dev
+	s.mu.Unlock()
+}
+
+func (s *Server) shutdown() error {
+	s.mu.Lock()
+	c := s.client
+	s.client = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	return s.Stop()
+}
+
+// ignoreInterruptExit treats the exit caused by our own SIGINT as success.
+func ignoreInterruptExit(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if !ee.Exited() { // killed by the signal we sent
+			return nil
+		}
+	}
+	return err
+}
+
+// CLIPath finds the temporal CLI: $MESHROLL_TEMPORAL_CLI if set (it must
+// exist), else `temporal` on PATH, else $GOBIN/temporal, else
+// temporal in each GOPATH's bin. The error says how to install it.
+func CLIPath() (string, error) {
+	if p := os.Getenv(CLIEnv); p != "" {
+		if err := isExecutable(p); err != nil {
+			return "", fmt.Errorf("%s=%q: %v; %s", CLIEnv, p, err, InstallHint)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("temporal"); err == nil {
+		return p, nil
+	}
+	var candidates []string
+	if gobin := os.Getenv("GOBIN"); gobin != "" {
+		candidates = append(candidates, filepath.Join(gobin, "temporal"))
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		gopath = build.Default.GOPATH // $HOME/go
+	}
+	for _, gp := range filepath.SplitList(gopath) {
+		if gp != "" {
+			candidates = append(candidates, filepath.Join(gp, "bin", "temporal"))
+		}
+	}
+	for _, p := range candidates {
+		if isExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("temporal CLI not found (looked at $%s, PATH, %s); %s",
+		CLIEnv, strings.Join(candidates, ", "), InstallHint)
+}
+
+func isExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return errors.New("is not executable")
+	}
+	return nil
+}
+
+func freeHostPort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// logBuffer is a concurrency-safe buffer keeping the last max bytes.
+type logBuffer struct {
+	mu      sync.Mutex
+	buf     []byte
+	max     int
+	dropped int
+}
+
+func newLogBuffer(max int) *logBuffer { return &logBuffer{max: max} }
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		// Drop whole lines from the front where possible.
+		cut := over
+		if i := indexByteFrom(b.buf, '\n', over); i >= 0 {
+			cut = i + 1
+		}
+		b.dropped += cut
+		b.buf = append(b.buf[:0], b.buf[cut:]...)
+	}
+	return len(p), nil
+}
+
+func indexByteFrom(p []byte, c byte, from int) int {
+	for i := from; i < len(p); i++ {
+		if p[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *logBuffer) mark(msg string) {
+	_, _ = fmt.Fprintf(b, "--- devserver %s: %s\n", time.Now().Format("15:04:05.000"), msg)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped > 0 {
+		return fmt.Sprintf("[... %d earlier bytes dropped ...]\n%s", b.dropped, b.buf)
+	}
+	return string(b.buf)
+}

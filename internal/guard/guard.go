@@ -1,0 +1,179 @@
+// Package guard decides, at the moment of sending, whether a declaration may
+// go to a machine. It is pure: given the declaration a plan composed, the
+// host's own report of what runs and a way to resolve digests to
+// generations, it says send (possibly rebased), already running, superseded
+// or refused. Keeping it free of I/O lets every rule of the no-downgrade
+// invariant be tested as a table, and keeps the push activity a thin shell.
+package guard
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Decision is what the guard concluded.
+type Decision string
+
+// Decisions.
+const (
+	// Send: the (possibly rebased) declaration may be sent.
+	Send Decision = "send"
+	// AlreadyRunning: the machine already runs exactly this; nothing to send.
+	AlreadyRunning Decision = "already-running"
+	// Superseded: the machine runs a newer build of the plan's own module.
+	Superseded Decision = "superseded"
+	// Refused: the declaration cannot be sent safely (see Result.Reason and
+	// Result.Code).
+	Refused Decision = "refused"
+)
+
+// Refusal codes, matching meshapi's error types.
+const (
+	CodeUnknownDigest = "UnknownDigest"
+	CodeDowngrade     = "DowngradeRefused"
+	CodeInvalid       = "InvalidInput"
+)
+
+// Lookup resolves a digest to the generation the catalogue knows for it.
+// known is false for a digest the catalogue has never recorded.
+type Lookup func(digest string) (generation int64, known bool, err error)
+
+// Input is everything the guard looks at.
+type Input struct {
+	// Declaration is what the plan composed (Seq is ignored).
+	Declaration mesh.Declaration
+	// Module is the plan's own module, pinned to the plan's build.
+	Module string
+	// Report is the host's report, read just before sending.
+	Report mesh.Report
+	// Lookup resolves running digests.
+	Lookup Lookup
+	// Force lets an operator pass unknown running digests and lower
+	// generations; the host journals it.
+	Force bool
+}
+
+// Result is the guard's conclusion.
+type Result struct {
+	Decision Decision
+	// Declaration is what to send when Decision is Send.
+	Declaration mesh.Declaration
+	// Rebased lists modules whose composed container differed from what the
+	// machine runs now and was replaced by the running one, sorted.
+	Rebased []string
+	// Code is a stable refusal code when Decision is Refused.
+	Code string
+	// Reason says why, in words a person on call can act on.
+	Reason string
+}
+
+// Check applies the rules:
+//
+//   - the plan's own module: if the machine runs a newer generation than the
+//     plan's build, the plan is superseded there;
+//   - every other module the machine runs stays exactly as it runs now (a
+//     plan changes only its own module), so a stale composed copy is rebased
+//     onto the running one; a module the machine does not run keeps the
+//     composed container;
+//   - a running module the declaration does not name is kept, never dropped;
+//   - then every container is compared again with what runs: none may have a
+//     lower generation than the running digest's, and a running digest the
+//     catalogue does not know is refused, unless forced.
+func Check(in Input) (Result, error) {
+	d := in.Declaration
+	pinned, ok := d.Container(in.Module)
+	if !ok {
+		return Result{Decision: Refused, Code: CodeInvalid,
+			Reason: fmt.Sprintf("declaration for %s does not contain the plan's module %s", d.Machine, in.Module)}, nil
+	}
+
+	running := map[string]mesh.RunningContainer{}
+	gens := map[string]int64{}
+	for _, r := range in.Report.Containers {
+		running[r.Module] = r
+		g, known, err := in.Lookup(r.Digest)
+		if err != nil {
+			return Result{}, fmt.Errorf("look up running digest of %s: %w", r.Module, err)
+		}
+		if !known {
+			if in.Force {
+				continue
+			}
+			return Result{Decision: Refused, Code: CodeUnknownDigest,
+				Reason: fmt.Sprintf("machine %s runs %s at digest %s, which the catalogue does not know; "+
+					"an operator can replace it with a forced push (journalled by the host)", d.Machine, r.Module, r.Digest)}, nil
+		}
+		gens[r.Module] = g
+	}
+
+	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest {
+		if g, known := gens[in.Module]; known && g > pinned.Generation && !in.Force {
+			return Result{Decision: Superseded,
+				Reason: fmt.Sprintf("machine %s already runs %s generation %d (%s), newer than this plan's generation %d (%s)",
+					d.Machine, in.Module, g, r.Digest, pinned.Generation, pinned.Digest)}, nil
+		}
+	}
+
+	out := d
+	out.Containers = make([]mesh.Container, 0, len(d.Containers)+len(running))
+	var rebased []string
+	declared := map[string]bool{}
+	for _, c := range d.Containers {
+		declared[c.Module] = true
+		if r, ok := running[c.Module]; ok && c.Module != in.Module && r.Digest != c.Digest {
+			nc := r.Declared()
+			if g, known := gens[c.Module]; known {
+				nc.Generation = g
+			}
+			c = nc
+			rebased = append(rebased, c.Module)
+		}
+		out.Containers = append(out.Containers, c)
+	}
+	for _, r := range in.Report.Containers {
+		if !declared[r.Module] {
+			nc := r.Declared()
+			if g, known := gens[r.Module]; known {
+				nc.Generation = g
+			}
+			out.Containers = append(out.Containers, nc)
+		}
+	}
+	slices.Sort(rebased)
+
+	// Compare again: nothing below what runs, whatever the path that got here.
+	for _, c := range out.Containers {
+		r, ok := running[c.Module]
+		if !ok || r.Digest == c.Digest {
+			continue
+		}
+		if g, known := gens[c.Module]; known && c.Generation < g && !in.Force {
+			return Result{Decision: Refused, Code: CodeDowngrade, Rebased: rebased,
+				Reason: fmt.Sprintf("sending %s generation %d (%s) to %s would downgrade it from generation %d (%s)",
+					c.Module, c.Generation, c.Digest, d.Machine, g, r.Digest)}, nil
+		}
+	}
+
+	if sameAsRunning(out.Containers, in.Report) {
+		return Result{Decision: AlreadyRunning, Declaration: out, Rebased: rebased,
+			Reason: fmt.Sprintf("machine %s already runs this declaration", d.Machine)}, nil
+	}
+	return Result{Decision: Send, Declaration: out, Rebased: rebased}, nil
+}
+
+// sameAsRunning reports whether every declared container runs with its
+// digest and state running, and nothing else runs.
+func sameAsRunning(cs []mesh.Container, rep mesh.Report) bool {
+	if len(cs) != len(rep.Containers) {
+		return false
+	}
+	for _, c := range cs {
+		r, ok := rep.Running(c.Module)
+		if !ok || r.Digest != c.Digest || r.State != mesh.StateRunning {
+			return false
+		}
+	}
+	return true
+}

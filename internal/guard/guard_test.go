@@ -1,0 +1,229 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+func dg(n int) string { return fmt.Sprintf("sha256:%064x", n) }
+
+// catalogue: digest n has generation n.
+func lookup(unknown ...int) Lookup {
+	return func(d string) (int64, bool, error) {
+		var n int
+		if _, err := fmt.Sscanf(d, "sha256:%x", &n); err != nil {
+			return 0, false, err
+		}
+		for _, u := range unknown {
+			if u == n {
+				return 0, false, nil
+			}
+		}
+		return int64(n), true, nil
+	}
+}
+
+func ctr(module string, n int) mesh.Container {
+	return mesh.Container{Module: module, Digest: dg(n), Generation: int64(n)}
+}
+
+func run(module string, n int) mesh.RunningContainer {
+	return mesh.RunningContainer{Module: module, Digest: dg(n), Generation: int64(n), State: mesh.StateRunning}
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name     string
+		decl     []mesh.Container
+		running  []mesh.RunningContainer
+		unknown  []int
+		force    bool
+		want     Decision
+		code     string
+		rebased  []string
+		wantSent map[string]int // module -> digest number sent
+	}{
+		{
+			name:     "newer own build is sent",
+			decl:     []mesh.Container{ctr("host", 5), ctr("ctl", 3)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			want:     Send,
+			wantSent: map[string]int{"host": 5, "ctl": 3},
+		},
+		{
+			name:    "older own build is superseded",
+			decl:    []mesh.Container{ctr("host", 4)},
+			running: []mesh.RunningContainer{run("host", 5)},
+			want:    Superseded,
+		},
+		{
+			name:     "forced older own build is sent",
+			decl:     []mesh.Container{ctr("host", 4)},
+			running:  []mesh.RunningContainer{run("host", 5)},
+			force:    true,
+			want:     Send,
+			wantSent: map[string]int{"host": 4},
+		},
+		{
+			// The 2026-10-02 race: the host plan carries the controller it
+			// saw when composed; a newer controller runs now.
+			name:     "stale other container is rebased onto what runs",
+			decl:     []mesh.Container{ctr("host", 7), ctr("mesh-controller", 10)},
+			running:  []mesh.RunningContainer{run("host", 6), run("mesh-controller", 11)},
+			want:     Send,
+			rebased:  []string{"mesh-controller"},
+			wantSent: map[string]int{"host": 7, "mesh-controller": 11},
+		},
+		{
+			name:     "other container never rides along newer than it runs",
+			decl:     []mesh.Container{ctr("host", 7), ctr("ctl", 12)},
+			running:  []mesh.RunningContainer{run("host", 6), run("ctl", 11)},
+			want:     Send,
+			rebased:  []string{"ctl"},
+			wantSent: map[string]int{"host": 7, "ctl": 11},
+		},
+		{
+			name:     "module the machine lacks keeps the composed build",
+			decl:     []mesh.Container{ctr("host", 7), ctr("ctl", 3)},
+			running:  []mesh.RunningContainer{run("host", 6)},
+			want:     Send,
+			wantSent: map[string]int{"host": 7, "ctl": 3},
+		},
+		{
+			name:     "running module missing from the declaration is kept",
+			decl:     []mesh.Container{ctr("host", 7)},
+			running:  []mesh.RunningContainer{run("host", 6), run("ctl", 9)},
+			want:     Send,
+			wantSent: map[string]int{"host": 7, "ctl": 9},
+		},
+		{
+			name:    "exactly what runs is not sent again",
+			decl:    []mesh.Container{ctr("host", 7), ctr("ctl", 9)},
+			running: []mesh.RunningContainer{run("host", 7), run("ctl", 9)},
+			want:    AlreadyRunning,
+		},
+		{
+			name:    "unknown running digest is refused",
+			decl:    []mesh.Container{ctr("host", 7)},
+			running: []mesh.RunningContainer{run("host", 6), run("ctl", 99)},
+			unknown: []int{99},
+			want:    Refused,
+			code:    CodeUnknownDigest,
+		},
+		{
+			name:     "unknown running digest passes when forced",
+			decl:     []mesh.Container{ctr("host", 7)},
+			running:  []mesh.RunningContainer{run("host", 99)},
+			unknown:  []int{99},
+			force:    true,
+			want:     Send,
+			wantSent: map[string]int{"host": 7},
+		},
+		{
+			name: "declaration without the plan's module is refused",
+			decl: []mesh.Container{ctr("ctl", 7)},
+			want: Refused,
+			code: CodeInvalid,
+		},
+		{
+			name:     "first push to an empty machine",
+			decl:     []mesh.Container{ctr("host", 1)},
+			want:     Send,
+			wantSent: map[string]int{"host": 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{
+				Declaration: mesh.Declaration{Machine: "m1", Plan: "p", Containers: tt.decl},
+				Module:      "host",
+				Report:      mesh.Report{Machine: "m1", Containers: tt.running},
+				Lookup:      lookup(tt.unknown...),
+				Force:       tt.force,
+			}
+			got, err := Check(in)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if got.Decision != tt.want {
+				t.Fatalf("decision = %s (%s), want %s", got.Decision, got.Reason, tt.want)
+			}
+			if got.Code != tt.code {
+				t.Errorf("code = %q, want %q", got.Code, tt.code)
+			}
+			if fmt.Sprint(got.Rebased) != fmt.Sprint(tt.rebased) && !(len(got.Rebased) == 0 && len(tt.rebased) == 0) {
+				t.Errorf("rebased = %v, want %v", got.Rebased, tt.rebased)
+			}
+			if got.Decision != Send && got.Decision != AlreadyRunning && got.Reason == "" {
+				t.Errorf("decision %s without a reason", got.Decision)
+			}
+			if tt.wantSent != nil {
+				if len(got.Declaration.Containers) != len(tt.wantSent) {
+					t.Fatalf("sent %d containers, want %d: %+v", len(got.Declaration.Containers), len(tt.wantSent), got.Declaration.Containers)
+				}
+				for m, n := range tt.wantSent {
+					c, ok := got.Declaration.Container(m)
+					if !ok || c.Digest != dg(n) || c.Generation != int64(n) {
+						t.Errorf("sent %s = %+v, want digest %d generation %d", m, c, n, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCheckNeverDowngrades walks every combination of small generations and
+// asserts the invariant directly: whatever is sent, no container goes below
+// what runs unless forced.
+func TestCheckNeverDowngrades(t *testing.T) {
+	for own := 1; own <= 4; own++ {
+		for ownRun := 0; ownRun <= 4; ownRun++ {
+			for other := 1; other <= 4; other++ {
+				for otherRun := 0; otherRun <= 4; otherRun++ {
+					var running []mesh.RunningContainer
+					if ownRun > 0 {
+						running = append(running, run("host", ownRun))
+					}
+					if otherRun > 0 {
+						running = append(running, run("ctl", otherRun+10))
+					}
+					in := Input{
+						Declaration: mesh.Declaration{Machine: "m1", Containers: []mesh.Container{ctr("host", own), ctr("ctl", other+10)}},
+						Module:      "host",
+						Report:      mesh.Report{Containers: running},
+						Lookup:      lookup(),
+					}
+					got, err := Check(in)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.Decision != Send {
+						continue
+					}
+					for _, c := range got.Declaration.Containers {
+						if r, ok := in.Report.Running(c.Module); ok && c.Generation < r.Generation {
+							t.Errorf("own=%d/%d other=%d/%d: sent %s generation %d below running %d",
+								own, ownRun, other, otherRun, c.Module, c.Generation, r.Generation)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestCheckLookupError(t *testing.T) {
+	boom := errors.New("catalogue down")
+	_, err := Check(Input{
+		Declaration: mesh.Declaration{Containers: []mesh.Container{ctr("host", 1)}},
+		Module:      "host",
+		Report:      mesh.Report{Containers: []mesh.RunningContainer{run("host", 1)}},
+		Lookup:      func(string) (int64, bool, error) { return 0, false, boom },
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want wrapping %v", err, boom)
+	}
+}

@@ -1,0 +1,251 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Client is the host API as the worker's activities use it. It is an
+// interface so that activities can be tested against anything answering the
+// contract, and it is also what NewHandler serves, so an agent implements the
+// same two calls in process.
+type Client interface {
+	// Report returns the host's own account of what runs.
+	Report(ctx context.Context) (mesh.Report, error)
+	// Apply sends a declaration. It returns once the host has durably
+	// recorded it; the caller then polls Report until it runs.
+	Apply(ctx context.Context, d mesh.Declaration) (ApplyResult, error)
+}
+
+// DefaultTimeout bounds one request of a client made without an
+// *http.Client. Declarations are answered once recorded, not once running,
+// so every call is short; a hung host must surface as unreachable quickly.
+const DefaultTimeout = 10 * time.Second
+
+// HTTPClient talks to one host agent. It never formats its token: String,
+// GoString, Format and LogValue show only the URL, and are defined on the
+// value so that a copy formats safely too; a client that ends up in a log or
+// an error message leaks nothing.
+type HTTPClient struct {
+	base  string // without trailing slash
+	token string
+	hc    *http.Client
+}
+
+var _ Client = (*HTTPClient)(nil)
+
+// NewHTTPClient returns a client for the agent at baseURL (http or https, an
+// optional path prefix, no credentials, query or fragment). token, when not
+// empty, is sent as a bearer token. hc nil gets a client with DefaultTimeout
+// that does not follow redirects, since a redirected POST would silently
+// turn into a GET.
+func NewHTTPClient(baseURL, token string, hc *http.Client) (*HTTPClient, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("host url: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("host url %q: scheme must be http or https", u.Redacted())
+	case u.Host == "":
+		return nil, fmt.Errorf("host url %q: no host", u.Redacted())
+	case u.User != nil:
+		return nil, fmt.Errorf("host url %q: credentials belong in the token, not the url", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return nil, fmt.Errorf("host url %q: no query or fragment allowed", u.Redacted())
+	}
+	for _, r := range token {
+		if r < 0x21 || r == 0x7f {
+			// Do not echo the token: this error may well be logged.
+			return nil, errors.New("host token: contains spaces or control characters")
+		}
+	}
+	if hc == nil {
+		hc = &http.Client{
+			Timeout: DefaultTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		}
+	}
+	return &HTTPClient{base: strings.TrimRight(u.String(), "/"), token: token, hc: hc}, nil
+}
+
+// URL is the agent's base URL, for logs and errors.
+func (c *HTTPClient) URL() string { return c.base }
+
+// String shows the URL only.
+func (c HTTPClient) String() string { return "host " + c.base }
+
+// GoString shows the URL only, so %#v cannot print the token.
+func (c HTTPClient) GoString() string { return "host.HTTPClient(" + c.base + ")" }
+
+// Format makes every verb, %+v included, print String.
+func (c HTTPClient) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+
+// LogValue keeps structured logs to the URL.
+func (c HTTPClient) LogValue() slog.Value { return slog.StringValue(c.base) }
+
+// Report fetches the host's report.
+func (c *HTTPClient) Report(ctx context.Context) (mesh.Report, error) {
+	var rep mesh.Report
+	if err := c.do(ctx, http.MethodGet, PathReport, nil, "report", &rep); err != nil {
+		return mesh.Report{}, err
+	}
+	return rep, nil
+}
+
+// Apply sends d. A refusal is a *RefusedError, an unreachable or failing host
+// an *UnreachableError; anything else (a malformed answer) is a plain error.
+func (c *HTTPClient) Apply(ctx context.Context, d mesh.Declaration) (ApplyResult, error) {
+	op := fmt.Sprintf("declaration %d", d.Seq)
+	body, err := json.Marshal(d)
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("host %s: encode %s: %w", c.base, op, err)
+	}
+	var res ApplyResult
+	if err := c.do(ctx, http.MethodPost, PathDeclarations, body, op, &res); err != nil {
+		return ApplyResult{}, err
+	}
+	if res.Seq != d.Seq {
+		return ApplyResult{}, fmt.Errorf("host %s: %s: answered for sequence %d", c.base, op, res.Seq)
+	}
+	return res, nil
+}
+
+func (c *HTTPClient) do(ctx context.Context, method, path string, body []byte, op string, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("host %s: %s: %w", c.base, op, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// The caller giving up is not the host's fault; a deadline, however,
+		// is the caller's way of saying the host did not answer in time.
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return fmt.Errorf("host %s: %s: %w", c.base, op, ctx.Err())
+		}
+		return &UnreachableError{URL: c.base, Err: err}
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBodyBytes))
+		_ = resp.Body.Close()
+	}()
+	lr := io.LimitReader(resp.Body, MaxBodyBytes+1)
+
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		b, err := io.ReadAll(lr)
+		if err != nil {
+			return &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: read answer: %w", op, err)}
+		}
+		if len(b) > MaxBodyBytes {
+			return fmt.Errorf("host %s: %s: answer exceeds %d bytes", c.base, op, MaxBodyBytes)
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("host %s: %s: decode answer: %w", c.base, op, err)
+		}
+		return nil
+	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
+		return &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: %s", op, statusText(resp.StatusCode, lr))}
+	case resp.StatusCode >= 400:
+		var eb errorBody
+		b, _ := io.ReadAll(lr)
+		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+			return fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, bytes.NewReader(b)))
+		}
+		return &RefusedError{
+			URL: c.base, Op: op, Status: resp.StatusCode,
+			Code: eb.Error.Code, Message: eb.Error.Message, LastSeq: eb.Error.LastSeq,
+		}
+	default:
+		return fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, lr))
+	}
+}
+
+// statusText names a status and the start of the body, for errors that have
+// nothing better to say.
+func statusText(code int, body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 200))
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return fmt.Sprintf("status %d", code)
+	}
+	return fmt.Sprintf("status %d: %q", code, s)
+}
+
+// RefusedError is the host saying no: a 4xx with an error body. Retrying the
+// same request cannot help; the caller decides from Code what to do.
+type RefusedError struct {
+	// URL is the host's base URL.
+	URL string
+	// Op is what was refused: "report" or "declaration <seq>".
+	Op      string
+	Status  int
+	Code    string
+	Message string
+	// LastSeq is the last sequence the host had applied.
+	LastSeq uint64
+}
+
+// Error names the host, what was refused and why, never the token.
+func (e *RefusedError) Error() string {
+	s := fmt.Sprintf("host %s: refused %s: %s: %s", e.URL, e.Op, e.Code, e.Message)
+	if e.Code == CodeSequence {
+		s += fmt.Sprintf(" (last applied %d)", e.LastSeq)
+	}
+	return s
+}
+
+// UnreachableError is a host that could not answer: connection refused, a
+// timeout, a 5xx. It is transient; the caller retries within its budget and,
+// for a declaration, checks the report first since the host may have
+// recorded it before the answer was lost.
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+// Error names the host and the cause.
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("host %s: unreachable: %v", e.URL, e.Err)
+}
+
+// Unwrap exposes the cause, so errors.Is(err, context.DeadlineExceeded)
+// works.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// IsRefused returns the refusal in err's chain, if any.
+func IsRefused(err error) (*RefusedError, bool) {
+	var r *RefusedError
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// IsUnreachable reports whether err's chain holds an *UnreachableError.
+func IsUnreachable(err error) bool {
+	var u *UnreachableError
+	return errors.As(err, &u)
+}

@@ -1,0 +1,189 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Mark is the container a floor was taken from: its generation is the floor,
+// its digest is named when the floor refuses a declaration.
+type Mark struct {
+	Digest     string `json:"digest"`
+	Generation int64  `json:"generation"`
+}
+
+// Ledger is what a host agent remembers between declarations, and the rules it
+// judges a new one by. The real agent persists it; hosttest keeps it in
+// memory. It is plain data so that it can be journalled as JSON. A Ledger is
+// not safe for concurrent use: the agent serialises declarations itself.
+type Ledger struct {
+	// Machine is the host's own name; declarations for any other machine are
+	// refused.
+	Machine string `json:"machine"`
+	// LastSeq is the last sequence applied (0 before the first).
+	LastSeq uint64 `json:"last_seq"`
+	// Last is the last applied declaration, kept so that an exact repeat can
+	// be told from a stale sender.
+	Last *mesh.Declaration `json:"last,omitempty"`
+	// Floor holds, per module, the container that last reached running. A
+	// declaration may not go below its generation without Force. It is taken
+	// when a container runs, not when it is declared, so a new build that
+	// never comes up (crash-looping, stuck starting) can be rolled back
+	// without Force. A forced container that runs lowers the floor: the
+	// operator's decision then stands for later pushes.
+	Floor map[string]Mark `json:"floor,omitempty"`
+}
+
+// Admit judges a declaration against the ledger and what the host reports
+// running. It returns repeat=true for an exact repeat of the last applied
+// declaration, which the agent must answer without applying anything; nil
+// error otherwise means the agent should apply d and then call Record. Every
+// refusal is a *Refusal.
+//
+// Checks run in order: invalid, sequence (and repeat), unpinned, downgrade,
+// so a stale sender always learns it is stale first.
+func (l *Ledger) Admit(running []mesh.RunningContainer, d mesh.Declaration) (repeat bool, err error) {
+	if r := l.checkShape(d); r != nil {
+		return false, r
+	}
+	if d.Seq <= l.LastSeq {
+		if l.Last != nil && d.Seq == l.Last.Seq && SameDeclaration(*l.Last, d) {
+			return true, nil
+		}
+		return false, l.refuse(CodeSequence, "declaration %d is at or below the last applied and is not an exact repeat of it", d.Seq)
+	}
+	if r := l.checkPinned(d); r != nil {
+		return false, r
+	}
+	if r := l.checkFloor(running, d); r != nil {
+		return false, r
+	}
+	return false, nil
+}
+
+// Record notes that d was applied. The floor is untouched: it moves only when
+// a container reaches running (Ran).
+func (l *Ledger) Record(d mesh.Declaration) {
+	c := CloneDeclaration(d)
+	l.LastSeq = d.Seq
+	l.Last = &c
+}
+
+// Ran notes that c reached running, which sets its module's floor to c.
+func (l *Ledger) Ran(c mesh.RunningContainer) {
+	if l.Floor == nil {
+		l.Floor = make(map[string]Mark)
+	}
+	l.Floor[c.Module] = Mark{Digest: c.Digest, Generation: c.Generation}
+}
+
+func (l *Ledger) refuse(code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...), LastSeq: l.LastSeq}
+}
+
+func (l *Ledger) checkShape(d mesh.Declaration) *Refusal {
+	if d.Machine != l.Machine {
+		return l.refuse(CodeInvalid, "declaration for machine %q sent to host %q", d.Machine, l.Machine)
+	}
+	seen := make(map[string]bool, len(d.Containers))
+	for _, c := range d.Containers {
+		if err := mesh.ValidName("module", c.Module); err != nil {
+			return l.refuse(CodeInvalid, "%v", err)
+		}
+		if seen[c.Module] {
+			return l.refuse(CodeInvalid, "module %q declared twice", c.Module)
+		}
+		seen[c.Module] = true
+	}
+	return nil
+}
+
+func (l *Ledger) checkPinned(d mesh.Declaration) *Refusal {
+	for _, c := range d.Containers {
+		if err := mesh.ValidDigest(c.Digest); err != nil {
+			return l.refuse(CodeUnpinned, "module %s: %v", c.Module, err)
+		}
+		if c.Image == "" {
+			continue
+		}
+		last := c.Image[strings.LastIndex(c.Image, "/")+1:]
+		if strings.Contains(c.Image, "@") || strings.Contains(last, ":") {
+			return l.refuse(CodeUnpinned, "module %s: image %q must name a repository only; the digest pins it", c.Module, c.Image)
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) checkFloor(running []mesh.RunningContainer, d mesh.Declaration) *Refusal {
+	if d.Force {
+		return nil
+	}
+	floor := make(map[string]Mark, len(l.Floor)+len(running))
+	for m, f := range l.Floor {
+		floor[m] = f
+	}
+	// A running container the ledger was never told about (an agent that
+	// adopted what it found at start) still holds the floor.
+	for _, rc := range running {
+		if rc.State != mesh.StateRunning {
+			continue
+		}
+		if f, ok := floor[rc.Module]; !ok || rc.Generation > f.Generation {
+			floor[rc.Module] = Mark{Digest: rc.Digest, Generation: rc.Generation}
+		}
+	}
+	var below []string
+	for _, c := range d.Containers {
+		f, ok := floor[c.Module]
+		if !ok || c.Generation >= f.Generation {
+			continue
+		}
+		below = append(below, fmt.Sprintf("module %s: %s generation %d is below %s generation %d it has run",
+			c.Module, c.Digest, c.Generation, f.Digest, f.Generation))
+	}
+	if below != nil {
+		return l.refuse(CodeDowngrade, "%s; set force to go below the floor", strings.Join(below, "; "))
+	}
+	return nil
+}
+
+// SameDeclaration reports whether a and b are the same declaration: equal
+// canonical JSON, with container order and nil-versus-empty ignored. It is
+// how a host recognises a retried push as the one it already applied.
+func SameDeclaration(a, b mesh.Declaration) bool {
+	ca, errA := canonical(a)
+	cb, errB := canonical(b)
+	return errA == nil && errB == nil && bytes.Equal(ca, cb)
+}
+
+func canonical(d mesh.Declaration) ([]byte, error) {
+	d = CloneDeclaration(d)
+	if d.Containers == nil {
+		d.Containers = []mesh.Container{}
+	}
+	slices.SortFunc(d.Containers, func(a, b mesh.Container) int { return strings.Compare(a.Module, b.Module) })
+	// encoding/json sorts map keys and omits empty Args/Env, so equal content
+	// gives equal bytes.
+	return json.Marshal(d)
+}
+
+// CloneDeclaration returns a deep copy of d, so that what a ledger or a test
+// host keeps cannot be changed through the caller's slices and maps.
+func CloneDeclaration(d mesh.Declaration) mesh.Declaration {
+	if d.Containers != nil {
+		cs := make([]mesh.Container, len(d.Containers))
+		for i, c := range d.Containers {
+			c.Args = slices.Clone(c.Args)
+			c.Env = maps.Clone(c.Env)
+			cs[i] = c
+		}
+		d.Containers = cs
+	}
+	return d
+}

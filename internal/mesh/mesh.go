@@ -1,0 +1,172 @@
+// Package mesh holds the values every part of meshroll speaks in: builds,
+// containers, declarations and the host's report of what runs. They are plain
+// data so that workflows, activities, the host API and the CLI agree on one
+// shape, and so that a payload in a workflow history decodes the same way years
+// later.
+package mesh
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Build is a module built at a commit. Digests are not orderable, so the
+// Generation (larger is newer, ordered by the commit's place on the main line)
+// is what every comparison uses.
+type Build struct {
+	Module     string `json:"module"`
+	Commit     string `json:"commit"`
+	Digest     string `json:"digest"`
+	Generation int64  `json:"generation"`
+	// Image is the repository the digest lives in, without tag or digest
+	// (for example "127.0.0.1:5000/meshroll/host"); empty when the builder
+	// produced no image yet.
+	Image string `json:"image,omitempty"`
+}
+
+// Ref is the pullable reference of the build: image@digest, or the bare
+// digest when there is no repository.
+func (b Build) Ref() string {
+	if b.Image == "" {
+		return b.Digest
+	}
+	return b.Image + "@" + b.Digest
+}
+
+// Container is one container of a declaration: which module, pinned by
+// digest, and the settings it runs with. Generation travels with the digest
+// so that the host can hold its own floor without a catalogue.
+type Container struct {
+	Module     string            `json:"module"`
+	Digest     string            `json:"digest"`
+	Generation int64             `json:"generation"`
+	Commit     string            `json:"commit,omitempty"`
+	Image      string            `json:"image,omitempty"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+}
+
+// Declaration is what one machine should run. Seq only grows; the host
+// refuses a Seq at or below the last it applied, except an exact repeat of the
+// last. Plan and Request say who asked, so the host's journal can answer
+// "which plan put this here".
+type Declaration struct {
+	Machine string `json:"machine"`
+	Seq     uint64 `json:"seq"`
+	// Plan is the plan workflow's ID.
+	Plan string `json:"plan"`
+	// Request identifies the push request within the machine workflow; a
+	// retried push carries the same Request, which is how a retry after a
+	// lost answer recognises its own declaration in the host's report.
+	Request string `json:"request"`
+	// Force lets an operator push below the host's floor or with a digest the
+	// catalogue does not know; the host journals it.
+	Force      bool        `json:"force,omitempty"`
+	Containers []Container `json:"containers"`
+}
+
+// Container returns the declaration's container for module, if any.
+func (d Declaration) Container(module string) (Container, bool) {
+	for _, c := range d.Containers {
+		if c.Module == module {
+			return c, true
+		}
+	}
+	return Container{}, false
+}
+
+// Container states a host reports.
+const (
+	StateStarting     = "starting"
+	StateRunning      = "running"
+	StateExited       = "exited"
+	StateCrashLooping = "crash-looping"
+)
+
+// RunningContainer is one container as the host reports it.
+type RunningContainer struct {
+	Module string `json:"module"`
+	Digest string `json:"digest"`
+	// Generation is what the host was told when the container was declared.
+	// meshroll compares against the catalogue's generation for Digest, not
+	// this field, so a host cannot talk a push into a downgrade.
+	Generation int64  `json:"generation"`
+	Plan       string `json:"plan,omitempty"`
+	Seq        uint64 `json:"seq"`
+	State      string `json:"state"`
+	Since      string `json:"since,omitempty"`
+	// The settings it was declared with, so that a push can keep a
+	// container exactly as the machine runs it.
+	Commit string            `json:"commit,omitempty"`
+	Image  string            `json:"image,omitempty"`
+	Args   []string          `json:"args,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+}
+
+// Declared is the container as it would be declared to keep it running as
+// it runs now.
+func (r RunningContainer) Declared() Container {
+	return Container{
+		Module:     r.Module,
+		Digest:     r.Digest,
+		Generation: r.Generation,
+		Commit:     r.Commit,
+		Image:      r.Image,
+		Args:       r.Args,
+		Env:        r.Env,
+	}
+}
+
+// Report is the host's own account of what runs on the machine.
+type Report struct {
+	Machine string `json:"machine"`
+	// LastSeq is the last declaration sequence the host applied.
+	LastSeq uint64 `json:"last_seq"`
+	// LastRequest is the Request of the declaration applied at LastSeq.
+	LastRequest string             `json:"last_request,omitempty"`
+	Containers  []RunningContainer `json:"containers"`
+}
+
+// Running returns the reported container for module, if any.
+func (r Report) Running(module string) (RunningContainer, bool) {
+	for _, c := range r.Containers {
+		if c.Module == module {
+			return c, true
+		}
+	}
+	return RunningContainer{}, false
+}
+
+var (
+	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+	commitRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+)
+
+// ValidDigest reports whether s is a sha256 manifest digest.
+func ValidDigest(s string) error {
+	if !digestRE.MatchString(s) {
+		return fmt.Errorf("digest %q is not sha256:<64 lowercase hex>", s)
+	}
+	return nil
+}
+
+// ValidName checks a module or machine name: lowercase letters, digits, '.',
+// '_' and '-', at most 64 characters, no path separators, so that names are
+// safe in workflow IDs, file names and URLs.
+func ValidName(kind, s string) error {
+	if !nameRE.MatchString(s) {
+		return fmt.Errorf("%s name %q must be 1-64 of [a-z0-9._-], starting and ending with a letter or digit", kind, s)
+	}
+	return nil
+}
+
+// ValidCommit checks a git commit id. Only full ids are accepted: a plan's ID
+// is made from the commit, and a short and a long spelling of one merge must
+// never make two plans.
+func ValidCommit(s string) error {
+	if !commitRE.MatchString(s) {
+		return fmt.Errorf("commit %q is not a full commit id (40 or 64 lowercase hex digits); pass the merge commit's full id", s)
+	}
+	return nil
+}

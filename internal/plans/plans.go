@@ -1,0 +1,151 @@
+// Package plans is the client side of the plan workflow: start a plan for a
+// merge (or find the one already started), read its state, follow it to its
+// end, and send it approve, pause, resume and abort. The starter CLI and the
+// integration tests both go through it, so what the tests prove is what an
+// operator runs.
+package plans
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// ErrNotFound is returned for a plan ID the server does not know.
+var ErrNotFound = errors.New("plan not found")
+
+// Started says which plan a merge maps to and whether this call started it.
+type Started struct {
+	ID    string
+	RunID string
+	// Existing is true when the merge had already started this plan (a
+	// re-delivered merge); nothing new was started.
+	Existing bool
+}
+
+// Start starts the plan for a merge, or finds the one the merge already
+// started: the ID is made from module and commit and the server refuses a
+// second workflow with it, running or closed.
+func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.PlanInput) (Started, error) {
+	if err := mesh.ValidName("module", in.Module); err != nil {
+		return Started{}, err
+	}
+	if err := mesh.ValidCommit(in.Commit); err != nil {
+		return Started{}, err
+	}
+	id := meshapi.PlanID(in.Module, in.Commit)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                                       id,
+		TaskQueue:                                taskQueue,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            fmt.Sprintf("merge of %s at %s", in.Module, in.Commit[:12]),
+		StaticDetails: fmt.Sprintf("module: %s\ncommit: %s\ngates: %v\nforce: %v",
+			in.Module, in.Commit, in.Gates, in.Force),
+	}, meshapi.PlanWorkflowType, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return Started{ID: id, RunID: already.RunId, Existing: true}, nil
+	}
+	if err != nil {
+		return Started{}, fmt.Errorf("start plan %s: %w", id, err)
+	}
+	return Started{ID: id, RunID: run.GetRunID()}, nil
+}
+
+// State returns the plan's state: its result if it has ended, else its
+// answer to the state query.
+func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return meshapi.PlanState{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return meshapi.PlanState{}, fmt.Errorf("describe plan %s: %w", id, err)
+	}
+	var st meshapi.PlanState
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+			return meshapi.PlanState{}, fmt.Errorf("plan %s ended without a result: %w", id, err)
+		}
+		return st, nil
+	}
+	v, err := c.QueryWorkflow(ctx, id, "", meshapi.QueryState)
+	if err != nil {
+		return meshapi.PlanState{}, fmt.Errorf("query plan %s: %w", id, err)
+	}
+	if err := v.Get(&st); err != nil {
+		return meshapi.PlanState{}, fmt.Errorf("decode state of plan %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// Wait follows a plan to its end, calling progress whenever its state
+// changes (polling the query every interval), and returns the final state.
+func Wait(ctx context.Context, c client.Client, id string, interval time.Duration, progress func(meshapi.PlanState)) (meshapi.PlanState, error) {
+	done := make(chan error, 1)
+	var final meshapi.PlanState
+	go func() { done <- c.GetWorkflow(ctx, id, "").Get(ctx, &final) }()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last string
+	report := func(st meshapi.PlanState) {
+		if progress == nil {
+			return
+		}
+		if key := fmt.Sprintf("%+v", st); key != last {
+			last = key
+			progress(st)
+		}
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return meshapi.PlanState{}, fmt.Errorf("wait for plan %s: %w", id, err)
+			}
+			report(final)
+			return final, nil
+		case <-t.C:
+			if st, err := State(ctx, c, id); err == nil {
+				report(st)
+			}
+		case <-ctx.Done():
+			return meshapi.PlanState{}, ctx.Err()
+		}
+	}
+}
+
+// Control sends approve, pause, resume or abort and waits for the plan's
+// answer; a refusal (no gate waiting, plan already ended) comes back as the
+// error.
+func Control(ctx context.Context, c client.Client, id, update string, arg any) (meshapi.ControlResult, error) {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   update,
+		Args:         []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return meshapi.ControlResult{}, fmt.Errorf("%w: %s (or it has ended)", ErrNotFound, id)
+		}
+		return meshapi.ControlResult{}, fmt.Errorf("%s plan %s: %w", update, id, err)
+	}
+	var res meshapi.ControlResult
+	if err := h.Get(ctx, &res); err != nil {
+		return meshapi.ControlResult{}, fmt.Errorf("%s plan %s: %w", update, id, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run meshroll's tests, the integration ones against a real Temporal dev
+# server (see internal/devserver).
+#
+#   scripts/test.sh                              # every package
+#   scripts/test.sh -run TestPlan ./workflows/   # extra go test args
+#
+# Extra arguments are passed to `go test`. When none of them names a package
+# (./..., ./x, ../x or github.com/meshroll/meshroll/...), ./... is tested.
+# MESHROLL_TEMPORAL_CLI is set via scripts/install-temporal.sh when unset
+# (which installs the CLI if needed).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ -z "${MESHROLL_TEMPORAL_CLI:-}" ]]; then
+	MESHROLL_TEMPORAL_CLI="$(bash scripts/install-temporal.sh)"
+fi
+export MESHROLL_TEMPORAL_CLI
+
+pkgs=(./...)
+for a in "$@"; do
+	case "$a" in
+	./* | ../* | . | github.com/meshroll/meshroll | github.com/meshroll/meshroll/*) pkgs=() ;;
+	esac
+done
+
+exec go test -race -count=1 -timeout 30m "${pkgs[@]}" "$@"

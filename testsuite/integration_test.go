@@ -1,0 +1,161 @@
+package testsuite
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// exampleMesh is the example: the control node runs the controller
+// and the host module and is pushed last; edge-1 runs the host module.
+func exampleMesh() stackOptions {
+	return stackOptions{
+		modules:      []string{"mesh-controller", "host"},
+		controlPlane: []string{"mesh-controller"},
+		machines: []machineSpec{
+			{name: "control-node", tier: 2, modules: []string{"mesh-controller", "host"}},
+			{name: "edge-1", tier: 1, modules: []string{"host"}},
+		},
+	}
+}
+
+// Two overlapping plans per module, started together: whatever order the
+// server runs them in, no machine sees two declarations in flight, sequences
+// only grow, no generation goes down, and every machine ends on the newest
+// build of each module.
+func TestOverlappingPlansNeverOverlapOrDowngrade(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	h1, k1 := s.commit("host"), s.commit("mesh-controller")
+	h2, k2 := s.commit("host"), s.commit("mesh-controller")
+
+	var wg sync.WaitGroup
+	states := make([]meshapi.PlanState, 4)
+	for i, m := range []struct{ module, commit string }{{"host", h1}, {"mesh-controller", k1}, {"host", h2}, {"mesh-controller", k2}} {
+		id := s.start(m.module, m.commit).ID
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			states[i] = s.wait(id)
+		}()
+	}
+	wg.Wait()
+	for _, st := range states {
+		require.Contains(t, []string{meshapi.PlanConverged, meshapi.PlanSuperseded}, st.State, "%s: %s", st.Plan, st.Reason)
+	}
+	for _, m := range []string{"control-node", "edge-1"} {
+		s.checkJournal(m)
+	}
+	s.runs("control-node", s.build("host", h2), s.build("mesh-controller", k2))
+	s.runs("edge-1", s.build("host", h2))
+}
+
+// The 2026-10-02 incident, end to end: a host plan composes the control
+// node while controller k1 runs, then waits at its gate; a controller plan
+// rolls k2 out; when the host plan goes on, it must send k2 (rebased), never
+// the k1 it recorded.
+func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	h1, k1 := s.commit("host"), s.commit("mesh-controller")
+	s.converge("mesh-controller", k1)
+	s.converge("host", h1)
+
+	h2 := s.commit("host")
+	hostPlan := s.start("host", h2, 2).ID
+	waitFor(t, s, hostPlan, meshapi.PlanGated)
+
+	k2 := s.commit("mesh-controller")
+	s.converge("mesh-controller", k2)
+
+	_, err := controlPlan(s, hostPlan, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
+	require.NoError(t, err)
+	st := s.wait(hostPlan)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+
+	cn := progress(st, "control-node")
+	require.Equal(t, []string{"mesh-controller"}, cn.Rebased, "the plan says it rebased the controller")
+	s.runs("control-node", s.build("host", h2), s.build("mesh-controller", k2))
+	s.checkJournal("control-node")
+	last := s.hosts["control-node"].Applied()
+	ctl, _ := last[len(last)-1].Container("mesh-controller")
+	require.Equal(t, s.build("mesh-controller", k2).Digest, ctl.Digest, "the host was told the newer controller")
+}
+
+// An old build of the plan's own module ends superseded where a newer one
+// already runs, and sends nothing there.
+func TestOldBuildOfOwnModuleIsSuperseded(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	_ = s.commit("mesh-controller")
+	h1, h2 := s.commit("host"), s.commit("host")
+	s.converge("host", h2)
+	before := len(s.hosts["edge-1"].Received())
+
+	st := s.wait(s.start("host", h1).ID)
+	require.Equal(t, meshapi.PlanSuperseded, st.State, st.Reason)
+	require.Contains(t, progress(st, "edge-1").Reason, "newer than this plan's")
+	require.Len(t, s.hosts["edge-1"].Received(), before, "nothing sent")
+	s.runs("edge-1", s.build("host", h2))
+}
+
+// Re-delivering a merge never starts a second plan, while it runs or after
+// it ended.
+func TestRedeliveredMergeFindsThePlanAlreadyStarted(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	_ = s.commit("mesh-controller")
+	h1 := s.commit("host")
+	first := s.start("host", h1)
+	require.False(t, first.Existing)
+	again := s.start("host", h1)
+	require.True(t, again.Existing, "a re-delivered merge is told the plan exists")
+	require.Equal(t, first.RunID, again.RunID, "and it is the same run")
+	s.wait(first.ID)
+	after := s.start("host", h1)
+	require.True(t, after.Existing)
+	require.Equal(t, first.RunID, after.RunID, "an ended plan is not started again either")
+	require.Len(t, s.hosts["edge-1"].Applied(), 1)
+}
+
+// A host unreachable for longer than the retry budget halts its tier; later
+// tiers are untouched and the plan names the machine.
+func TestUnreachableHostHaltsTier(t *testing.T) {
+	o := exampleMesh()
+	o.push = "{retry_budget: 3s, running_timeout: 30s}"
+	s := newStack(t, o)
+	_ = s.commit("mesh-controller")
+	h1 := s.commit("host")
+	s.hosts["edge-1"].SetDown(true)
+	st := s.wait(s.start("host", h1).ID)
+	require.Equal(t, meshapi.PlanHalted, st.State)
+	require.Contains(t, st.Reason, "edge-1")
+	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
+	require.Empty(t, s.hosts["control-node"].Received(), "the control node was not pushed")
+}
+
+// Fifty plans waiting on one machine at once are all served, none refused
+// by the server's in-flight update limit, one at a time, in sequence.
+func TestFiftyPlansOnOneMachineAllServed(t *testing.T) {
+	o := stackOptions{}
+	for i := range 50 {
+		o.modules = append(o.modules, fmt.Sprintf("m%02d", i))
+	}
+	o.machines = []machineSpec{{name: "busy", tier: 0, modules: o.modules}}
+	s := newStack(t, o)
+	head := s.git("rev-parse", "HEAD")
+
+	ids := make([]string, len(o.modules))
+	for i, m := range o.modules {
+		ids[i] = s.start(m, head).ID
+	}
+	for _, id := range ids {
+		st := s.wait(id)
+		require.Equal(t, meshapi.PlanConverged, st.State, "%s: %s", id, st.Reason)
+	}
+	s.checkJournal("busy")
+	require.Len(t, s.hosts["busy"].Applied(), 50, "one declaration per plan")
+	for _, m := range o.modules {
+		s.runs("busy", s.build(m, head))
+	}
+}

@@ -1,0 +1,201 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/build"
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/devserver"
+	"github.com/meshroll/meshroll/internal/host/hosttest"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/workerapp"
+)
+
+// machineSpec is one machine of a test mesh.
+type machineSpec struct {
+	name    string
+	tier    int
+	modules []string
+	opts    []hosttest.Option
+}
+
+// stack is a whole meshroll on loopback: a Temporal dev server, a git
+// repository holding the modules, one test host agent per machine, and the
+// real worker.
+type stack struct {
+	t     *testing.T
+	srv   *devserver.Server
+	c     client.Client
+	cfg   *config.Config
+	repo  string
+	hosts map[string]*hosttest.Host
+	cat   *catalogue.Memory
+}
+
+type stackOptions struct {
+	machines []machineSpec
+	// controlPlane names modules marked control_plane.
+	controlPlane []string
+	// modules lists every module (each gets examples/<name> in the repo).
+	modules []string
+	push    string // YAML of the push: section, if any
+}
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	activities.PollInterval = 20 * time.Millisecond
+	srv := devserver.Start(t, devserver.Options{})
+	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*hosttest.Host{}, cat: catalogue.NewMemory()}
+	s.git("init", "-q", "-b", "main")
+	for _, m := range o.modules {
+		s.commit(m)
+	}
+
+	var y strings.Builder
+	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q}\n", srv.HostPort(), "meshroll-"+strings.ToLower(sanitize(t.Name())))
+	if o.push != "" {
+		fmt.Fprintf(&y, "push: %s\n", o.push)
+	}
+	y.WriteString("modules:\n")
+	for _, m := range o.modules {
+		cp := false
+		for _, c := range o.controlPlane {
+			cp = cp || c == m
+		}
+		fmt.Fprintf(&y, "  %s: {repo: ., path: examples/%s, control_plane: %v}\n", m, m, cp)
+	}
+	y.WriteString("machines:\n")
+	for _, m := range o.machines {
+		h := hosttest.New(t, m.name, m.opts...)
+		s.hosts[m.name] = h
+		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "))
+	}
+	cfg, err := config.Parse("test mesh.yaml", []byte(y.String()))
+	require.NoError(t, err, "test mesh config:\n%s", y.String())
+	s.cfg = cfg
+
+	s.startWorker()
+	return s
+}
+
+// startWorker runs the real worker in-process; it stops with the test.
+func (s *stack) startWorker() {
+	deps := workerapp.Deps{Catalogue: s.cat, Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
+	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
+	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)
+	require.NoError(s.t, w.Start())
+	s.t.Cleanup(w.Stop)
+}
+
+func sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, name)
+}
+
+func (s *stack) git(args ...string) string {
+	s.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", s.repo}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=meshroll", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=meshroll", "GIT_COMMITTER_EMAIL=t@example.invalid")
+	out, err := cmd.CombinedOutput()
+	require.NoError(s.t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// commit changes a module and commits on main, returning the commit id.
+func (s *stack) commit(module string) string {
+	s.t.Helper()
+	dir := filepath.Join(s.repo, "examples", module)
+	require.NoError(s.t, os.MkdirAll(dir, 0o755))
+	f := filepath.Join(dir, "version.txt")
+	old, _ := os.ReadFile(f)
+	require.NoError(s.t, os.WriteFile(f, append(old, 'x'), 0o644))
+	s.git("add", ".")
+	s.git("commit", "-q", "-m", "change "+module)
+	return s.git("rev-parse", "HEAD")
+}
+
+func (s *stack) start(module, commit string, gates ...int) plans.Started {
+	s.t.Helper()
+	st, err := plans.Start(context.Background(), s.c, s.cfg.Temporal.TaskQueue, meshapi.PlanInput{
+		Module: module, Commit: commit, Gates: gates, Policy: s.cfg.PushPolicy(),
+	})
+	require.NoError(s.t, err)
+	return st
+}
+
+func (s *stack) wait(id string) meshapi.PlanState {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, err := plans.Wait(ctx, s.c, id, time.Second, nil)
+	require.NoError(s.t, err, "plan %s", id)
+	return st
+}
+
+func (s *stack) converge(module, commit string) meshapi.PlanState {
+	s.t.Helper()
+	st := s.wait(s.start(module, commit).ID)
+	require.Equal(s.t, meshapi.PlanConverged, st.State, "%s: %s", st.Plan, st.Reason)
+	return st
+}
+
+// digestOf is the digest the catalogue recorded for a module at a commit.
+func (s *stack) build(module, commit string) mesh.Build {
+	s.t.Helper()
+	b, err := build.GitDigest{}.Build(context.Background(), build.Request{Module: module, Commit: commit, Repo: s.repo, Path: "examples/" + module})
+	require.NoError(s.t, err)
+	return b
+}
+
+// checkJournal asserts, from a host's own record, the invariants that must
+// hold for every machine whatever the interleaving: one declaration in
+// flight at a time, strictly increasing sequences, and no container's
+// generation ever going down.
+func (s *stack) checkJournal(machine string) {
+	s.t.Helper()
+	h := s.hosts[machine]
+	require.LessOrEqual(s.t, h.MaxInFlight(), 1, "%s: declarations overlapped in flight", machine)
+	var last uint64
+	high := map[string]int64{}
+	for _, d := range h.Received() {
+		require.Greater(s.t, d.Seq, last, "%s: sequence %d sent after %d", machine, d.Seq, last)
+		last = d.Seq
+		for _, c := range d.Containers {
+			require.GreaterOrEqual(s.t, c.Generation, high[c.Module],
+				"%s: declaration %d (plan %s) sends %s generation %d after %d", machine, d.Seq, d.Plan, c.Module, c.Generation, high[c.Module])
+			high[c.Module] = c.Generation
+		}
+	}
+}
+
+// runs asserts what a machine runs now, by its own report.
+func (s *stack) runs(machine string, want ...mesh.Build) {
+	s.t.Helper()
+	rep := s.hosts[machine].Report()
+	for _, b := range want {
+		r, ok := rep.Running(b.Module)
+		require.True(s.t, ok, "%s runs no %s", machine, b.Module)
+		require.Equal(s.t, b.Digest, r.Digest, "%s runs %s generation %d, want %d", machine, b.Module, r.Generation, b.Generation)
+		require.Equal(s.t, mesh.StateRunning, r.State)
+	}
+}

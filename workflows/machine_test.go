@@ -1,0 +1,257 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// machineHarness runs the machine workflow in the SDK's test environment with
+// a fake push activity and records every push and every answer.
+type machineHarness struct {
+	t       *testing.T
+	env     *testsuite.TestWorkflowEnvironment
+	pushes  []meshapi.PushInput
+	answers []meshapi.PushResult
+	// push decides a push's outcome; default: converged at the proposed seq.
+	push func(in meshapi.PushInput) (meshapi.PushOutcome, error)
+	// delay is how long each push takes in the environment's clock.
+	delay time.Duration
+}
+
+func newMachineHarness(t *testing.T) *machineHarness {
+	h := &machineHarness{t: t, env: quietSuite().NewTestWorkflowEnvironment()}
+	h.env.RegisterWorkflowWithOptions(Machine, workflow.RegisterOptions{Name: meshapi.MachineWorkflowType})
+	h.env.RegisterActivity(&activities.Activities{})
+	return h
+}
+
+// install sets up the fakes; pushes take h.delay of the environment's clock,
+// so that requests signalled meanwhile find one in flight.
+func (h *machineHarness) install() {
+	h.env.OnActivity(acts.Push, mock.Anything, mock.Anything).After(h.delay).Return(
+		func(_ context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
+			h.pushes = append(h.pushes, in)
+			if h.push != nil {
+				return h.push(in)
+			}
+			return meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: in.Seq, Sent: true}, nil
+		})
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalPushResult, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.answers = append(h.answers, arg.(meshapi.PushResult))
+			return nil
+		})
+}
+
+// quietSuite is a test suite whose SDK logs are dropped: the assertions say
+// what matters.
+func quietSuite() *testsuite.WorkflowTestSuite {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return &s
+}
+
+func req(plan, module string, gen int64) meshapi.PushRequest {
+	b := mesh.Build{Module: module, Commit: fmt.Sprintf("%040x", gen), Digest: fmt.Sprintf("sha256:%064x", gen), Generation: gen}
+	return meshapi.PushRequest{
+		Request: meshapi.RequestID(plan, "m1"), Plan: plan, Machine: "m1", Build: b,
+		Declaration: mesh.Declaration{Machine: "m1", Plan: plan, Containers: []mesh.Container{{Module: module, Digest: b.Digest, Generation: gen}}},
+	}
+}
+
+// signalAt delivers requests at a point of the environment's clock.
+func (h *machineHarness) signalAt(d time.Duration, rs ...meshapi.PushRequest) {
+	h.env.RegisterDelayedCallback(func() {
+		for _, r := range rs {
+			h.env.SignalWorkflow(meshapi.SignalPush, r)
+		}
+	}, d)
+}
+
+// run starts the workflow and returns the input it continued-as-new with.
+func (h *machineHarness) run(in meshapi.MachineInput) meshapi.MachineInput {
+	h.t.Helper()
+	h.install()
+	h.env.ExecuteWorkflow(Machine, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	err := h.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(h.t, err, &can, "machine workflow should end by continuing as new")
+	var next meshapi.MachineInput
+	require.NoError(h.t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	return next
+}
+
+func (h *machineHarness) answer(request string) (meshapi.PushResult, bool) {
+	for _, a := range h.answers {
+		if a.Request == request {
+			return a, true
+		}
+	}
+	return meshapi.PushResult{}, false
+}
+
+func TestMachineServesFiftyQueuedPushesInOrder(t *testing.T) {
+	h := newMachineHarness(t)
+	var rs []meshapi.PushRequest
+	for i := range 50 {
+		rs = append(rs, req(fmt.Sprintf("plan/m%02d/x", i), fmt.Sprintf("m%02d", i), int64(i+1)))
+	}
+	h.signalAt(0, rs...)
+	next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 50})
+
+	require.Len(t, h.pushes, 50, "every queued push is served")
+	for i, p := range h.pushes {
+		if p.Request.Request != rs[i].Request {
+			t.Fatalf("push %d served %s, want %s (queue order)", i, p.Request.Request, rs[i].Request)
+		}
+		if p.Seq != uint64(i+1) {
+			t.Errorf("push %d proposed seq %d, want %d", i, p.Seq, i+1)
+		}
+	}
+	require.Len(t, h.answers, 50, "every plan gets its answer")
+	for i, a := range h.answers {
+		require.Equal(t, rs[i].Request, a.Request)
+		require.Equal(t, meshapi.MachineConverged, a.Outcome)
+	}
+	require.Equal(t, uint64(50), next.LastSeq)
+	require.Empty(t, next.Queue)
+}
+
+func TestMachineNewestBuildSupersedesQueued(t *testing.T) {
+	h := newMachineHarness(t)
+	first := req("plan/ctl/a", "ctl", 1)
+	old := req("plan/host/b", "host", 2)
+	newer := req("plan/host/c", "host", 3)
+	older := req("plan/host/d", "host", 1)
+	// first is in flight (pushes take a minute) when the others arrive.
+	h.delay = time.Minute
+	h.signalAt(0, first)
+	h.signalAt(time.Second, old, newer, older)
+	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+
+	var served []string
+	for _, p := range h.pushes {
+		served = append(served, p.Request.Plan)
+	}
+	require.Equal(t, []string{first.Plan, newer.Plan}, served, "only the newest queued build of host is pushed")
+	for _, r := range []meshapi.PushRequest{old, older} {
+		a, ok := h.answer(r.Request)
+		require.True(t, ok, "%s answered", r.Plan)
+		require.Equal(t, meshapi.MachineSuperseded, a.Outcome, "%s: %s", r.Plan, a.Reason)
+		require.Contains(t, a.Reason, "newer build of host")
+	}
+}
+
+func TestMachineDuplicateRequestsPushOnce(t *testing.T) {
+	h := newMachineHarness(t)
+	r := req("plan/host/a", "host", 1)
+	other := req("plan/ctl/b", "ctl", 1)
+	h.signalAt(0, r, r)
+	// Re-delivered after it was answered: answered again, not pushed.
+	h.signalAt(time.Hour, r, other)
+	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+
+	require.Len(t, h.pushes, 2, "one push for the request, one for the other")
+	n := 0
+	for _, a := range h.answers {
+		if a.Request == r.Request {
+			n++
+			require.Equal(t, meshapi.MachineConverged, a.Outcome)
+			require.Equal(t, uint64(1), a.Seq)
+		}
+	}
+	require.Equal(t, 2, n, "the re-delivered request is answered again with the first answer")
+}
+
+func TestMachineContinueAsNewCarriesSequenceAndQueue(t *testing.T) {
+	h := newMachineHarness(t)
+	var rs []meshapi.PushRequest
+	for i := range 5 {
+		rs = append(rs, req(fmt.Sprintf("plan/m%d/x", i), fmt.Sprintf("m%d", i), 1))
+	}
+	h.signalAt(0, rs...)
+	next := h.run(meshapi.MachineInput{Machine: "m1", LastSeq: 40, ContinueAfter: 2})
+
+	require.Len(t, h.pushes, 2)
+	require.Equal(t, uint64(41), h.pushes[0].Seq, "numbering continues from the carried sequence")
+	require.Equal(t, uint64(42), next.LastSeq)
+	var queued []string
+	for _, q := range next.Queue {
+		queued = append(queued, q.Request)
+	}
+	require.Equal(t, []string{rs[2].Request, rs[3].Request, rs[4].Request}, queued, "the rest of the queue, in order")
+	require.Len(t, next.Recent, 2)
+	require.Equal(t, 2, next.ContinueAfter)
+}
+
+func TestMachineFollowsHostSequence(t *testing.T) {
+	h := newMachineHarness(t)
+	h.push = func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
+		seq := in.Seq
+		if seq < 10 {
+			seq = 10 // the host outlived a reset and was already at 9
+		}
+		return meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: seq, Sent: true}, nil
+	}
+	h.signalAt(0, req("plan/a/x", "a", 1), req("plan/b/x", "b", 1))
+	next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+	require.Equal(t, uint64(11), h.pushes[1].Seq, "the next proposal follows the host's sequence")
+	require.Equal(t, uint64(11), next.LastSeq)
+}
+
+func TestMachineRefusalAndFailureAnswered(t *testing.T) {
+	h := newMachineHarness(t)
+	h.push = func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
+		if in.Request.Build.Module == "a" {
+			out := meshapi.PushOutcome{Outcome: meshapi.MachineRefused, Reason: "unknown digest"}
+			return out, temporal.NewNonRetryableApplicationError("machine m1 runs x at an unknown digest", meshapi.ErrUnknownDigest, nil, out)
+		}
+		out := meshapi.PushOutcome{Outcome: meshapi.MachineFailed, Seq: in.Seq, Sent: true}
+		return out, temporal.NewNonRetryableApplicationError("b is crash-looping", meshapi.ErrUnhealthy, nil, out)
+	}
+	a, b := req("plan/a/x", "a", 1), req("plan/b/x", "b", 1)
+	h.signalAt(0, a, b)
+	next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+
+	ra, _ := h.answer(a.Request)
+	require.Equal(t, meshapi.MachineRefused, ra.Outcome)
+	require.Contains(t, ra.Reason, "unknown digest")
+	rb, _ := h.answer(b.Request)
+	require.Equal(t, meshapi.MachineFailed, rb.Outcome)
+	require.Contains(t, rb.Reason, "crash-looping")
+	require.Equal(t, uint64(1), rb.Seq, "a sent declaration's sequence is kept even when it failed")
+	require.Equal(t, uint64(1), next.LastSeq)
+}
+
+func TestMachineCancelledRequestLeavesQueue(t *testing.T) {
+	h := newMachineHarness(t)
+	h.delay = time.Minute
+	a, b, c := req("plan/a/x", "a", 1), req("plan/b/x", "b", 1), req("plan/c/x", "c", 1)
+	h.signalAt(0, a, b, c)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(meshapi.SignalCancelPush, meshapi.CancelPush{Request: b.Request, Reason: "aborted"})
+	}, time.Second)
+	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+	var served []string
+	for _, p := range h.pushes {
+		served = append(served, p.Request.Plan)
+	}
+	require.Equal(t, []string{a.Plan, c.Plan}, served, "the withdrawn request is never pushed")
+}

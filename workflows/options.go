@@ -1,0 +1,69 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// acts names activities through a nil pointer; only the method names matter.
+var acts *activities.Activities
+
+// retryForever is the retry policy of activities whose transient failures
+// (a worker restart, Temporal briefly away) should be outlasted; their
+// schedule-to-close timeout is the budget.
+var retryForever = &temporal.RetryPolicy{
+	InitialInterval:    time.Second,
+	BackoffCoefficient: 2,
+	MaximumInterval:    30 * time.Second,
+}
+
+func targetsOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+}
+
+func buildOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Minute,
+		ScheduleToCloseTimeout: 2 * time.Hour,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5},
+		Summary:                "build",
+	})
+}
+
+func composeOptions(ctx workflow.Context, p meshapi.PushPolicy, machine string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: p.RetryBudget,
+		RetryPolicy:            retryForever,
+		Summary:                "compose " + machine,
+	})
+}
+
+func enqueueOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		HeartbeatTimeout:       20 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		RetryPolicy:            retryForever,
+		Summary:                "hand pushes to machine workflows",
+	})
+}
+
+func pushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) workflow.Context {
+	attempt := p.RunningTimeout + time.Minute
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    attempt,
+		HeartbeatTimeout:       20 * time.Second,
+		ScheduleToCloseTimeout: p.RetryBudget + attempt,
+		RetryPolicy:            retryForever,
+		Summary:                summary,
+	})
+}

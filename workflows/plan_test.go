@@ -1,0 +1,369 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+const commit = "1111111111111111111111111111111111111111"
+
+// planHarness runs the plan workflow with faked activities; the fake
+// EnqueuePushes answers each request as a machine workflow would, by
+// signalling the plan.
+type planHarness struct {
+	t       *testing.T
+	env     *testsuite.TestWorkflowEnvironment
+	targets []meshapi.Target
+
+	mu       sync.Mutex
+	enqueued [][]string // machines per EnqueuePushes call, in call order
+	// outcome answers a machine's push; nil means no answer (still in
+	// flight). Default: converged.
+	outcome   func(machine string) *meshapi.PushResult
+	cancelled []meshapi.CancelPush
+
+	targetsFn func() (meshapi.TargetsResult, error)
+	buildFn   func() (mesh.Build, error)
+	composeFn func(meshapi.ComposeInput) (meshapi.ComposeResult, error)
+}
+
+func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
+	h := &planHarness{t: t, env: quietSuite().NewTestWorkflowEnvironment(), targets: targets}
+	h.env.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
+	h.env.RegisterActivity(&activities.Activities{})
+	h.targetsFn = func() (meshapi.TargetsResult, error) { return meshapi.TargetsResult{Targets: targets}, nil }
+	h.buildFn = func() (mesh.Build, error) {
+		return mesh.Build{Module: "host", Commit: commit, Digest: "sha256:" + strings.Repeat("a", 64), Generation: 7}, nil
+	}
+	h.composeFn = func(in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+		return meshapi.ComposeResult{Declaration: mesh.Declaration{Machine: in.Target.Machine, Plan: in.Plan,
+			Containers: []mesh.Container{{Module: in.Build.Module, Digest: in.Build.Digest, Generation: in.Build.Generation}}}}, nil
+	}
+	h.env.OnActivity(acts.Targets, mock.Anything, mock.Anything).Return(
+		func(context.Context, meshapi.TargetsInput) (meshapi.TargetsResult, error) { return h.targetsFn() })
+	h.env.OnActivity(acts.Build, mock.Anything, mock.Anything).Return(
+		func(context.Context, meshapi.BuildInput) (mesh.Build, error) { return h.buildFn() })
+	h.env.OnActivity(acts.Compose, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) { return h.composeFn(in) })
+	h.env.OnActivity(acts.EnqueuePushes, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
+			var ms []string
+			for _, r := range in.Requests {
+				ms = append(ms, r.Machine)
+				res := &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
+				if h.outcome != nil {
+					res = h.outcome(r.Machine)
+				}
+				if res != nil {
+					res.Request, res.Plan, res.Machine = r.Request, r.Plan, r.Machine
+					h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
+				}
+			}
+			h.mu.Lock()
+			h.enqueued = append(h.enqueued, ms)
+			h.mu.Unlock()
+			return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
+		})
+	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
+		func(_, _, _, _ string, arg interface{}) error {
+			h.cancelled = append(h.cancelled, arg.(meshapi.CancelPush))
+			return nil
+		})
+	return h
+}
+
+func (h *planHarness) run(in meshapi.PlanInput) meshapi.PlanState {
+	h.t.Helper()
+	if in.Module == "" {
+		in.Module, in.Commit = "host", commit
+	}
+	h.env.ExecuteWorkflow(Plan, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+	var st meshapi.PlanState
+	require.NoError(h.t, h.env.GetWorkflowResult(&st))
+	return st
+}
+
+func (h *planHarness) query() meshapi.PlanState {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(meshapi.QueryState)
+	require.NoError(h.t, err)
+	var st meshapi.PlanState
+	require.NoError(h.t, v.Get(&st))
+	return st
+}
+
+// updateResult is an update's answer, filled in when the environment
+// delivers it.
+type updateResult struct {
+	done bool
+	err  error
+}
+
+// update sends an update; its answer arrives after the callback returns.
+func (h *planHarness) update(name string, arg any) *updateResult {
+	r := &updateResult{}
+	h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+		OnAccept:   func() {},
+		OnReject:   func(err error) { r.done, r.err = true, err },
+		OnComplete: func(_ interface{}, err error) { r.done, r.err = true, err },
+	}, arg)
+	return r
+}
+
+// ok asserts the update was answered without error.
+func (r *updateResult) ok(t *testing.T) {
+	t.Helper()
+	require.True(t, r.done, "update answered")
+	require.NoError(t, r.err)
+}
+
+// rejected asserts the update was refused with the given error type.
+func (r *updateResult) rejected(t *testing.T, typ string) {
+	t.Helper()
+	require.True(t, r.done, "update answered")
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, r.err, &appErr)
+	require.Equal(t, typ, appErr.Type())
+}
+
+func tier(n int, machines ...string) []meshapi.Target {
+	var ts []meshapi.Target
+	for _, m := range machines {
+		ts = append(ts, meshapi.Target{Machine: m, Tier: n, Modules: []string{"host"}})
+	}
+	return ts
+}
+
+func targets(groups ...[]meshapi.Target) []meshapi.Target {
+	var ts []meshapi.Target
+	for _, g := range groups {
+		ts = append(ts, g...)
+	}
+	return ts
+}
+
+func machineState(st meshapi.PlanState, machine string) meshapi.MachineProgress {
+	for _, t := range st.Tiers {
+		for _, m := range t.Machines {
+			if m.Machine == machine {
+				return m
+			}
+		}
+	}
+	return meshapi.MachineProgress{}
+}
+
+func TestPlanPushesTiersInOrder(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1", "edge-2"), tier(2, "control-node"))...)
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Equal(t, [][]string{{"edge-1", "edge-2"}, {"control-node"}}, h.enqueued, "tier 1 in one wave, then tier 2")
+	for _, tr := range st.Tiers {
+		require.Equal(t, meshapi.TierConverged, tr.State)
+	}
+	require.Equal(t, int64(7), st.Build.Generation)
+}
+
+func TestPlanFailedTierHaltsLaterTiers(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1", "edge-2"), tier(2, "control-node"))...)
+	h.outcome = func(m string) *meshapi.PushResult {
+		if m == "edge-2" {
+			return &meshapi.PushResult{Outcome: meshapi.MachineFailed, Reason: "host unreachable for 2m0s"}
+		}
+		return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanHalted, st.State)
+	require.Contains(t, st.Reason, "edge-2")
+	require.Contains(t, st.Reason, "unreachable")
+	require.Equal(t, [][]string{{"edge-1", "edge-2"}}, h.enqueued, "tier 2 is never pushed")
+	require.Equal(t, meshapi.TierHalted, st.Tiers[0].State)
+	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State)
+	require.Equal(t, meshapi.MachineWaiting, machineState(st, "control-node").State)
+}
+
+func TestPlanRefusedMachineEndsRefused(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	h.outcome = func(string) *meshapi.PushResult {
+		return &meshapi.PushResult{Outcome: meshapi.MachineRefused, Reason: "digest the catalogue does not know"}
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanRefused, st.State)
+	require.Contains(t, st.Reason, "edge-1: digest the catalogue does not know")
+	require.Len(t, h.enqueued, 1)
+}
+
+func TestPlanGateWaitsForApproval(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	var approve *updateResult
+	h.env.RegisterDelayedCallback(func() {
+		st := h.query()
+		require.Equal(t, meshapi.PlanGated, st.State)
+		require.Equal(t, meshapi.TierConverged, st.Tiers[0].State)
+		require.Equal(t, meshapi.TierGated, st.Tiers[1].State)
+		require.Len(t, h.enqueued, 1, "tier 2 not pushed before approval")
+		approve = h.update(meshapi.UpdateApprove, meshapi.ApproveInput{By: "alice"})
+	}, time.Hour)
+	st := h.run(meshapi.PlanInput{Gates: []int{2}})
+	approve.ok(t)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Len(t, h.enqueued, 2)
+}
+
+func TestPlanApproveValidation(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	var noSuchGate, ahead *updateResult
+	three, two := 3, 2
+	h.env.RegisterDelayedCallback(func() {
+		noSuchGate = h.update(meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &three})
+		ahead = h.update(meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &two})
+	}, 0)
+	st := h.run(meshapi.PlanInput{Gates: []int{2}})
+	require.Equal(t, meshapi.PlanConverged, st.State, "a gate approved ahead lets the plan through: %s", st.Reason)
+	noSuchGate.rejected(t, meshapi.ErrNotGated)
+	ahead.ok(t)
+
+	h2 := newPlanHarness(t, tier(1, "edge-1")...)
+	h2.outcome = func(string) *meshapi.PushResult { return nil } // stays pushing
+	var notGated, abort *updateResult
+	h2.env.RegisterDelayedCallback(func() {
+		notGated = h2.update(meshapi.UpdateApprove, meshapi.ApproveInput{})
+		abort = h2.update(meshapi.UpdateAbort, meshapi.AbortInput{Reason: "test"})
+	}, time.Hour)
+	h2.run(meshapi.PlanInput{})
+	notGated.rejected(t, meshapi.ErrNotGated)
+	abort.ok(t)
+}
+
+func TestPlanAbortAtGate(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	var abort *updateResult
+	h.env.RegisterDelayedCallback(func() {
+		abort = h.update(meshapi.UpdateAbort, meshapi.AbortInput{By: "bob", Reason: "bad build"})
+	}, time.Hour)
+	st := h.run(meshapi.PlanInput{Gates: []int{2}})
+	abort.ok(t)
+	require.Equal(t, meshapi.PlanAborted, st.State)
+	require.Contains(t, st.Reason, "bob")
+	require.Contains(t, st.Reason, "bad build")
+	require.Len(t, h.enqueued, 1)
+	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State)
+}
+
+func TestPlanAbortWithdrawsQueuedPushes(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1", "edge-2"), tier(2, "control-node"))...)
+	h.outcome = func(m string) *meshapi.PushResult {
+		if m == "edge-1" {
+			return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 3}
+		}
+		return nil // edge-2 waits in its machine's queue
+	}
+	var abort *updateResult
+	h.env.RegisterDelayedCallback(func() {
+		require.Equal(t, meshapi.MachinePushing, machineState(h.query(), "edge-2").State)
+		abort = h.update(meshapi.UpdateAbort, meshapi.AbortInput{Reason: "stop"})
+	}, time.Hour)
+	st := h.run(meshapi.PlanInput{})
+	abort.ok(t)
+	require.Equal(t, meshapi.PlanAborted, st.State)
+	require.Equal(t, []meshapi.CancelPush{{Request: meshapi.RequestID(st.Plan, "edge-2"), Reason: "aborted: stop"}}, h.cancelled)
+	require.Equal(t, meshapi.MachineConverged, machineState(st, "edge-1").State)
+	require.Equal(t, meshapi.MachineCancelled, machineState(st, "edge-2").State)
+	require.Len(t, h.enqueued, 1)
+}
+
+func TestPlanPauseHoldsNextTier(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	var pause, resume *updateResult
+	h.env.RegisterDelayedCallback(func() {
+		pause = h.update(meshapi.UpdatePause, meshapi.PauseInput{Reason: "look first"})
+	}, 0)
+	h.env.RegisterDelayedCallback(func() {
+		st := h.query()
+		require.Equal(t, meshapi.PlanPaused, st.State)
+		require.Empty(t, h.enqueued, "nothing pushed while paused")
+		resume = h.update(meshapi.UpdateResume, meshapi.ResumeInput{})
+	}, time.Hour)
+	st := h.run(meshapi.PlanInput{})
+	pause.ok(t)
+	resume.ok(t)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Len(t, h.enqueued, 2)
+}
+
+func TestPlanAllSupersededEndsSuperseded(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	h.outcome = func(string) *meshapi.PushResult {
+		return &meshapi.PushResult{Outcome: meshapi.MachineSuperseded, Reason: "runs generation 9"}
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanSuperseded, st.State, st.Reason)
+	require.Len(t, h.enqueued, 2, "each tier is still asked: supersession is per machine")
+}
+
+func TestPlanUnknownModuleRefused(t *testing.T) {
+	h := newPlanHarness(t)
+	h.targetsFn = func() (meshapi.TargetsResult, error) {
+		return meshapi.TargetsResult{}, temporal.NewNonRetryableApplicationError(
+			`module "nope" is not in the worker's mesh config`, meshapi.ErrUnknownModule, nil)
+	}
+	st := h.run(meshapi.PlanInput{Module: "nope", Commit: commit})
+	require.Equal(t, meshapi.PlanRefused, st.State)
+	require.Contains(t, st.Reason, `module "nope" is not in the worker's mesh config`)
+}
+
+func TestPlanBuildFailureHalts(t *testing.T) {
+	h := newPlanHarness(t, tier(1, "edge-1")...)
+	h.buildFn = func() (mesh.Build, error) {
+		return mesh.Build{}, temporal.NewNonRetryableApplicationError("commit not in repository", meshapi.ErrBuildFailed, nil)
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanHalted, st.State)
+	require.Contains(t, st.Reason, "build failed: commit not in repository")
+	require.Empty(t, h.enqueued)
+}
+
+func TestPlanComposeFailureNamesMachine(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	h.composeFn = func(in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+		if in.Target.Machine == "control-node" {
+			return meshapi.ComposeResult{}, temporal.NewNonRetryableApplicationError("host refused report", "X", errors.New("boom"))
+		}
+		return meshapi.ComposeResult{Declaration: mesh.Declaration{Machine: in.Target.Machine}}, nil
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanHalted, st.State)
+	require.Contains(t, st.Reason, "control-node")
+	require.Empty(t, h.enqueued, "no push before every machine is composed")
+}
+
+func TestPlanRejectsMalformedInput(t *testing.T) {
+	for _, in := range []meshapi.PlanInput{
+		{Module: "../etc", Commit: commit},
+		{Module: "host", Commit: "abc"},
+	} {
+		t.Run(fmt.Sprintf("%s@%s", in.Module, in.Commit), func(t *testing.T) {
+			h := newPlanHarness(t, tier(1, "edge-1")...)
+			st := h.run(in)
+			require.Equal(t, meshapi.PlanRefused, st.State)
+			require.NotEmpty(t, st.Reason)
+		})
+	}
+}
