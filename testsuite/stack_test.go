@@ -54,6 +54,9 @@ type stackOptions struct {
 	// modules lists every module (each gets examples/<name> in the repo).
 	modules []string
 	push    string // YAML of the push: section, if any
+	// identity, when set, is the worker's and client's identity (recorded in
+	// histories; the default names the machine's host).
+	identity string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -61,6 +64,14 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	activities.PollInterval = 20 * time.Millisecond
 	srv := devserver.Start(t, devserver.Options{})
 	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*hosttest.Host{}, cat: catalogue.NewMemory()}
+	if o.identity != "" {
+		opts := srv.ClientOptions()
+		opts.Identity = o.identity
+		c, err := client.Dial(opts)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		s.c = c
+	}
 	s.git("init", "-q", "-b", "main")
 	for _, m := range o.modules {
 		s.commit(m)

@@ -1,0 +1,166 @@
+package testsuite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/workflows"
+)
+
+// historyDir holds histories of real runs of both workflows, one JSON file
+// per run, named <workflow>-<what happened>.json, and index.json naming each
+// file's workflow ID and run ID (a history does not hold its own ID, and the
+// plan's ID is part of what it computes). TestReplayHistories replays every
+// one of them against today's workflow code.
+const historyDir = "testdata/histories"
+
+// execution is one entry of index.json.
+type execution struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+}
+
+func readIndex(t *testing.T) map[string]execution {
+	idx := map[string]execution{}
+	data, err := os.ReadFile(filepath.Join(historyDir, "index.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return idx
+	}
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &idx))
+	return idx
+}
+
+// TestReplayHistories fails when a change to workflow code would break a
+// plan or machine workflow already running: every committed history must
+// replay without a non-determinism error.
+func TestReplayHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(historyDir, "*.json"))
+	require.NoError(t, err)
+	idx := readIndex(t)
+	n := 0
+	for _, f := range files {
+		if filepath.Base(f) == "index.json" {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			exec, ok := idx[filepath.Base(f)]
+			require.True(t, ok, "%s is not in index.json", f)
+			file, err := os.Open(f)
+			require.NoError(t, err)
+			defer file.Close()
+			h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
+			require.NoError(t, err)
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
+			r.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{Name: meshapi.MachineWorkflowType})
+			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: workflow.Execution{ID: exec.WorkflowID, RunID: exec.RunID},
+			}))
+		})
+	}
+	require.NotZero(t, n, "no committed histories in %s (MESHROLL_WRITE_HISTORIES=1 scripts/test.sh -run TestCaptureHistories ./testsuite/ makes them)", historyDir)
+}
+
+// TestCaptureHistories records the histories TestReplayHistories replays.
+// It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed
+// from the code that made them, and rewritten only on purpose (a new
+// workflow type or a GetVersion gate, with the old files kept).
+func TestCaptureHistories(t *testing.T) {
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+	o := exampleMesh()
+	o.push = "{retry_budget: 2s, running_timeout: 30s}"
+	o.identity = "meshroll-capture"
+	s := newStack(t, o)
+	ctx := context.Background()
+
+	// A machine workflow that continues as new after two requests.
+	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: meshapi.MachineID("control-node"), TaskQueue: s.cfg.Temporal.TaskQueue},
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "control-node", ContinueAfter: 2})
+	require.NoError(t, err)
+
+	h1, k1 := s.commit("host"), s.commit("mesh-controller")
+	s.converge("mesh-controller", k1)
+	s.converge("host", h1)
+	// Gated host plan composed before a newer controller: rebased at push.
+	h2 := s.commit("host")
+	gated := s.start("host", h2, 2).ID
+	waitFor(t, s, gated, meshapi.PlanGated)
+	kOld := s.commit("mesh-controller") // merged, but its plan comes late
+	k2 := s.commit("mesh-controller")
+	s.converge("mesh-controller", k2)
+	_, err = controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "capture"})
+	require.NoError(t, err)
+	require.Equal(t, meshapi.PlanConverged, s.wait(gated).State)
+	// Superseded: the late plan of an older controller.
+	superseded := s.start("mesh-controller", kOld).ID
+	require.Equal(t, meshapi.PlanSuperseded, s.wait(superseded).State)
+	// Aborted at a gate.
+	h3 := s.commit("host")
+	aborted := s.start("host", h3, 1).ID
+	waitFor(t, s, aborted, meshapi.PlanGated)
+	_, err = controlPlan(s, aborted, meshapi.UpdateAbort, meshapi.AbortInput{By: "capture", Reason: "recording"})
+	require.NoError(t, err)
+	require.Equal(t, meshapi.PlanAborted, s.wait(aborted).State)
+	// Halted: edge-1 unreachable.
+	s.hosts["edge-1"].SetDown(true)
+	h4 := s.commit("host")
+	halted := s.start("host", h4).ID
+	require.Equal(t, meshapi.PlanHalted, s.wait(halted).State)
+
+	require.NoError(t, os.MkdirAll(historyDir, 0o755))
+	idx := readIndex(t)
+	s.writeHistory(idx, "plan-converged-gated-rebased", gated, "")
+	s.writeHistory(idx, "plan-superseded", superseded, "")
+	s.writeHistory(idx, "plan-aborted-at-gate", aborted, "")
+	s.writeHistory(idx, "plan-halted-unreachable", halted, "")
+	s.writeHistory(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
+	s.writeHistory(idx, "machine-running", meshapi.MachineID("edge-1"), "")
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
+// writeHistory saves a workflow run's history as JSON, the format the
+// Temporal CLI and Web UI export.
+func (s *stack) writeHistory(idx map[string]execution, name, id, runID string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if runID == "" {
+		d, err := s.c.DescribeWorkflow(ctx, id, "")
+		require.NoError(s.t, err)
+		runID = d.WorkflowExecution.RunID
+	}
+	idx[name+".json"] = execution{WorkflowID: id, RunID: runID}
+	it := s.c.GetWorkflowHistory(ctx, id, runID, false, 0)
+	h := &historypb.History{}
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(s.t, err)
+		h.Events = append(h.Events, e)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	require.NoError(s.t, err)
+	for _, leak := range []string{s.repo, os.Getenv("HOME")} {
+		require.False(s.t, leak != "" && strings.Contains(string(data), leak), "history %s names a local path", name)
+	}
+	require.NoError(s.t, os.WriteFile(filepath.Join(historyDir, name+".json"), append(data, '\n'), 0o644))
+}
