@@ -92,7 +92,9 @@ func TestPushRebasesStaleControllerOntoWhatRuns(t *testing.T) {
 	ctl10, ctl11 := bld("mesh-controller", 10), bld("mesh-controller", 11)
 	host6, host7 := bld("host", 6), bld("host", 7)
 	f.record(ctl10, ctl11, host6, host7)
-	f.host.Seed(running(ctl11), running(host6))
+	runningCtl := running(ctl11)
+	runningCtl.Args, runningCtl.Env = []string{"--serve"}, map[string]string{"SEAT": "control"}
+	f.host.Seed(runningCtl, running(host6))
 
 	out, err := f.push(host7, 1, declared(host7), declared(ctl10))
 	require.NoError(t, err)
@@ -103,6 +105,8 @@ func TestPushRebasesStaleControllerOntoWhatRuns(t *testing.T) {
 	require.Len(t, applied, 1)
 	sentCtl, _ := applied[0].Container("mesh-controller")
 	require.Equal(t, ctl11.Digest, sentCtl.Digest, "the controller sent is the one running, never the stale one")
+	require.Equal(t, runningCtl.Env, sentCtl.Env, "kept exactly as it runs, settings included")
+	require.Equal(t, runningCtl.Args, sentCtl.Args)
 	sentHost, _ := applied[0].Container("host")
 	require.Equal(t, host7.Digest, sentHost.Digest)
 }

@@ -42,7 +42,9 @@ type stack struct {
 	srv   *devserver.Server
 	c     client.Client
 	cfg   *config.Config
-	repo  string
+	// configPath is the mesh config written out for the starter CLI.
+	configPath string
+	repo       string
 	hosts map[string]*hosttest.Host
 	cat   *catalogue.Memory
 }
@@ -99,6 +101,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	cfg, err := config.Parse("test mesh.yaml", []byte(y.String()))
 	require.NoError(t, err, "test mesh config:\n%s", y.String())
 	s.cfg = cfg
+	s.configPath = filepath.Join(t.TempDir(), "mesh.yaml")
+	require.NoError(t, os.WriteFile(s.configPath, []byte(y.String()), 0o644))
 
 	s.startWorker()
 	return s

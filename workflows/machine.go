@@ -127,17 +127,18 @@ func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 			return
 		}
 	}
-	kept := m.queue[:0]
-	var superseded []meshapi.PushRequest
 	for _, q := range m.queue {
-		switch {
-		case q.Build.Module == r.Build.Module && q.Build.Generation < r.Build.Generation:
-			superseded = append(superseded, q)
-		case q.Build.Module == r.Build.Module && q.Build.Generation > r.Build.Generation:
+		if q.Build.Module == r.Build.Module && q.Build.Generation > r.Build.Generation {
 			m.answer(ctx, result(r, meshapi.MachineSuperseded, fmt.Sprintf(
 				"a newer build of %s (generation %d, plan %s) is already queued for %s", q.Build.Module, q.Build.Generation, q.Plan, m.in.Machine)))
 			return
-		default:
+		}
+	}
+	var kept, superseded []meshapi.PushRequest
+	for _, q := range m.queue {
+		if q.Build.Module == r.Build.Module && q.Build.Generation < r.Build.Generation {
+			superseded = append(superseded, q)
+		} else {
 			kept = append(kept, q)
 		}
 	}

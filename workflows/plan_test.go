@@ -367,3 +367,22 @@ func TestPlanRejectsMalformedInput(t *testing.T) {
 		})
 	}
 }
+
+// A plan whose workflow is cancelled withdraws the pushes it has waiting in
+// machine queues, and reports the cancellation.
+func TestPlanCancelledLeavesMachineQueues(t *testing.T) {
+	h := newPlanHarness(t, tier(1, "edge-1", "edge-2")...)
+	h.outcome = func(m string) *meshapi.PushResult {
+		if m == "edge-1" {
+			return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
+		}
+		return nil
+	}
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Hour)
+	h.env.ExecuteWorkflow(Plan, meshapi.PlanInput{Module: "host", Commit: commit})
+	require.True(t, h.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
+	require.Len(t, h.cancelled, 1)
+	require.Equal(t, meshapi.RequestID("default-test-workflow-id", "edge-2"), h.cancelled[0].Request)
+}

@@ -165,7 +165,7 @@ func (h *Host) Seed(cs ...mesh.RunningContainer) {
 			rc.Since = now()
 		}
 		c := &container{
-			spec: mesh.Container{Module: rc.Module, Digest: rc.Digest, Generation: rc.Generation},
+			spec: rc.Declared(),
 			rc:   rc,
 		}
 		h.containers = slices.DeleteFunc(h.containers, func(o *container) bool { return o.rc.Module == rc.Module })
@@ -298,6 +298,7 @@ func (h *Host) applyLocked(d mesh.Declaration) {
 		rc := mesh.RunningContainer{
 			Module: spec.Module, Digest: spec.Digest, Generation: spec.Generation,
 			Plan: d.Plan, Seq: d.Seq, State: mesh.StateStarting, Since: ts,
+			Commit: spec.Commit, Image: spec.Image, Args: spec.Args, Env: spec.Env,
 		}
 		c := &container{spec: spec, rc: rc, pending: h.cfg.startAfter}
 		if old := h.findLocked(spec.Module); old != nil && old.rc.State == mesh.StateRunning && sameSpec(old.spec, spec) {

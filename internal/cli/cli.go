@@ -1,0 +1,170 @@
+// Package cli is the starter's command line: `merge` starts (or finds) the
+// plan for a merge and can follow it to its end, and `plan show|approve|
+// pause|resume|abort` read and steer a running plan.
+//
+// It lives in a package rather than in package main so that the starter's
+// main stays a thin exit-code mapper and the integration tests can drive
+// exactly what an operator runs, in process, with their own stdout and
+// stderr. Everything talks to Temporal through package plans; this package
+// only parses, checks what can be checked before connecting, and words the
+// results and errors for a person (table) or a script (json).
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/temporalx"
+)
+
+// Output formats of --output.
+const (
+	OutputTable = "table"
+	OutputJSON  = "json"
+)
+
+// DialTimeout bounds connecting to Temporal, so that an unreachable server
+// fails a command in seconds instead of hanging a CI job.
+const DialTimeout = 5 * time.Second
+
+// WaitInterval is how often --wait polls the plan's state for progress.
+const WaitInterval = 500 * time.Millisecond
+
+// Execute runs the starter with args (without the program name), writing
+// results to stdout and the SDK's logs to stderr. It never reads os.Args
+// and never exits, so tests can call it in process; pass the error to
+// ExitCode for the process's exit status. The error's text is what main
+// prints after "starter: ".
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if args == nil {
+		args = []string{} // cobra falls back to os.Args on nil
+	}
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && !a.ran {
+		return cobraUsage(cmd, err)
+	}
+	return err
+}
+
+// app holds one invocation's flags and streams; a fresh one per Execute
+// keeps concurrent in-process runs apart.
+type app struct {
+	stdout, stderr io.Writer
+
+	configFlag string
+	output     string
+	logLevel   string
+
+	log zerolog.Logger
+	// ran is set when a command's own code starts, so that Execute can tell
+	// cobra's argument errors (usage) from the command's (failures).
+	ran bool
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "starter",
+		Short: "Start and steer meshroll roll-out plans",
+		Long: `starter starts the roll-out plan for a merge to a module (build, compose,
+then push tier by tier) and reads, approves, pauses, resumes or aborts plans.
+
+A plan's ID is plan/<module>/<commit>; starting the same merge twice finds the
+plan it already started.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Args:              cobra.NoArgs,
+		PersistentPreRunE: a.setup,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return cobraUsage(cmd, err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configFlag, "config", "", "mesh config file (default $"+config.EnvConfig+" or "+config.DefaultPath+")")
+	pf.StringVarP(&a.output, "output", "o", OutputTable, "output format: table or json")
+	pf.StringVar(&a.logLevel, "log-level", "warn", "level of the Temporal SDK's logs on stderr: debug, info, warn, error, disabled")
+
+	root.AddCommand(a.mergeCommand(), a.planCommand())
+	return root
+}
+
+// setup checks the persistent flags and builds the logger before any
+// command runs.
+func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	switch a.output {
+	case OutputTable, OutputJSON:
+	default:
+		return usagef(nil, "unknown --output %q (want %s or %s)", a.output, OutputTable, OutputJSON)
+	}
+	log, err := logging.New(a.stderr, a.logLevel, logging.FormatAuto)
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("--log-level: %w", err)}
+	}
+	a.log = log
+	return nil
+}
+
+// run marks the start of a command's own work; see app.ran.
+func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		a.ran = true
+		return fn(cmd, args)
+	}
+}
+
+// loadConfig reads the mesh config named by --config (or its defaults) and
+// returns the path it resolved, for messages.
+func (a *app) loadConfig() (*config.Config, string, error) {
+	path := config.ResolvePath(a.configFlag)
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, path, err
+	}
+	return cfg, path, nil
+}
+
+func (a *app) dial(ctx context.Context, cfg *config.Config) (client.Client, error) {
+	return temporalx.Dial(ctx, cfg.Temporal, a.log, DialTimeout)
+}
+
+func (a *app) json() bool { return a.output == OutputJSON }
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+func (a *app) printf(format string, args ...any) error {
+	if _, err := fmt.Fprintf(a.stdout, format, args...); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// interrupted words a cancelled wait: the plan runs on in Temporal.
+func interrupted(id string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("stopped following plan %s (it goes on in Temporal): %w", id, err)
+	}
+	return err
+}

@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+const (
+	commit = "0123456789abcdef0123456789abcdef01234567"
+	// unreachable is a Temporal address nothing listens on.
+	unreachable = "127.0.0.1:1"
+)
+
+const meshYAML = `temporal: {address: 127.0.0.1:1, namespace: default, task_queue: meshroll}
+modules:
+  mesh-controller: {repo: ., path: examples/controller, control_plane: true}
+  host:            {repo: ., path: examples/host}
+machines:
+  control-node: {host: http://127.0.0.1:7400, tier: 2, modules: [mesh-controller, host]}
+  edge-1:       {host: http://127.0.0.1:7401, tier: 1, modules: [host]}
+`
+
+func writeConfig(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "mesh.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(meshYAML), 0o600))
+	return p
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+	took           time.Duration
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	// Environment overrides would change what the config says.
+	t.Setenv("MESHROLL_TEMPORAL_ADDRESS", "")
+	t.Setenv(config.EnvConfig, "")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := Execute(ctx, args, &stdout, &stderr)
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err, took: time.Since(start)}
+}
+
+func TestUnknownModuleNeverDials(t *testing.T) {
+	cfg := writeConfig(t)
+	r := run(t, "--config", cfg, "merge", "--module", "nope", "--commit", commit)
+	require.Error(t, r.err)
+	assert.Equal(t, `unknown module "nope" (known: host, mesh-controller); add it to modules: in `+cfg, r.err.Error())
+	assert.NotContains(t, r.err.Error(), unreachable, "must refuse before dialing")
+	assert.ErrorIs(t, r.err, config.ErrUnknownModule)
+	assert.Equal(t, ExitUsage, ExitCode(r.err))
+	assert.Empty(t, r.stdout)
+}
+
+func TestUnknownModuleBeforeMalformedCommit(t *testing.T) {
+	r := run(t, "--config", writeConfig(t), "merge", "--module", "nope", "--commit", "abc")
+	require.Error(t, r.err)
+	assert.Contains(t, r.err.Error(), `unknown module "nope"`)
+}
+
+func TestMalformedCommit(t *testing.T) {
+	for _, c := range []string{"abc", strings.ToUpper(commit), commit[:12], commit + "0"} {
+		r := run(t, "--config", writeConfig(t), "merge", "--module", "host", "--commit", c)
+		require.Error(t, r.err, c)
+		assert.Contains(t, r.err.Error(), `commit "`+c+`" is not a full commit id`)
+		assert.NotContains(t, r.err.Error(), unreachable)
+		assert.Equal(t, ExitUsage, ExitCode(r.err))
+	}
+}
+
+func TestGateOnTierNoMachineHas(t *testing.T) {
+	cfg := writeConfig(t)
+	r := run(t, "--config", cfg, "merge", "--module", "host", "--commit", commit, "--gate", "1", "--gate", "3")
+	require.Error(t, r.err)
+	assert.Equal(t, "--gate 3: no machine running module host is on tier 3 (its tiers: 1, 2)", r.err.Error())
+	assert.Equal(t, ExitUsage, ExitCode(r.err))
+
+	// mesh-controller runs only on tier 2.
+	r = run(t, "--config", cfg, "merge", "--module", "mesh-controller", "--commit", commit, "--gate", "1")
+	require.Error(t, r.err)
+	assert.Equal(t, "--gate 1: no machine running module mesh-controller is on tier 1 (its tiers: 2)", r.err.Error())
+}
+
+func TestPlanInput(t *testing.T) {
+	cfg, err := config.Load(writeConfig(t))
+	require.NoError(t, err)
+	in, err := planInput(cfg, "mesh.yaml", mergeOpts{module: "host", commit: commit, gates: []int{2, 1, 2}, force: true})
+	require.NoError(t, err)
+	assert.Equal(t, meshapi.PlanInput{
+		Module: "host", Commit: commit, Gates: []int{1, 2}, Policy: meshapi.DefaultPushPolicy, Force: true,
+	}, in)
+}
+
+func TestTemporalUnreachable(t *testing.T) {
+	cfg := writeConfig(t)
+	for _, args := range [][]string{
+		{"merge", "--module", "host", "--commit", commit, "--gate", "2"},
+		{"merge", "--module", "host", "--commit", commit, "--wait", "--output", "json"},
+		{"plan", "show", meshapi.PlanID("host", commit)},
+		{"plan", "approve", meshapi.PlanID("host", commit), "--tier", "2"},
+		{"plan", "pause", meshapi.PlanID("host", commit)},
+		{"plan", "resume", meshapi.PlanID("host", commit)},
+		{"plan", "abort", meshapi.PlanID("host", commit), "--reason", "test"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			r := run(t, append([]string{"--config", cfg}, args...)...)
+			require.Error(t, r.err)
+			assert.Contains(t, r.err.Error(), "temporal unreachable at "+unreachable)
+			assert.Equal(t, ExitError, ExitCode(r.err))
+			assert.Less(t, r.took, DialTimeout+2*time.Second, "an unreachable server must fail fast")
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	r := run(t, "--config", missing, "merge", "--module", "host", "--commit", commit)
+	require.Error(t, r.err)
+	assert.Contains(t, r.err.Error(), missing)
+	assert.Equal(t, ExitError, ExitCode(r.err))
+
+	bad := filepath.Join(t.TempDir(), "mesh.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("modules:\n  host: {repo: ., path: x, bogus: 1}\n"), 0o600))
+	r = run(t, "--config", bad, "plan", "show", "plan/host/"+commit)
+	require.Error(t, r.err)
+	assert.Contains(t, r.err.Error(), bad)
+	assert.NotContains(t, r.err.Error(), "temporal")
+}
+
+func TestUsageErrors(t *testing.T) {
+	cfg := writeConfig(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `unknown command "bogus" for "starter"`},
+		{[]string{"plan", "bogus"}, `unknown command "bogus" for "starter plan"`},
+		{[]string{"merge", "--module", "host"}, `required flag(s) "commit" not set`},
+		{[]string{"merge", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"merge", "--module", "host", "--commit", commit, "--gate", "x"}, `invalid argument "x" for "--gate"`},
+		{[]string{"plan", "show"}, "takes one plan ID"},
+		{[]string{"plan", "abort", "a", "b"}, "takes one plan ID"},
+		{[]string{"plan", "approve", "x", "--tier", "one"}, `invalid argument "one" for "--tier"`},
+		{[]string{"--output", "yaml", "plan", "show", "x"}, `unknown --output "yaml"`},
+		{[]string{"--log-level", "loud", "plan", "show", "x"}, `unknown log level "loud"`},
+	} {
+		r := run(t, append([]string{"--config", cfg}, tc.args...)...)
+		require.Error(t, r.err, tc.args)
+		assert.Contains(t, r.err.Error(), tc.want, tc.args)
+		assert.NotContains(t, r.err.Error(), "\n", "one line: %v", tc.args)
+		assert.Equal(t, ExitUsage, ExitCode(r.err), tc.args)
+	}
+}
+
+func TestHelpForEveryCommand(t *testing.T) {
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string{}, path...), sub.Name()))
+		}
+	}
+	walk((&app{}).rootCommand(), nil)
+	require.GreaterOrEqual(t, len(paths), 8, "root, merge, plan, show, approve, pause, resume, abort (and help)")
+
+	for _, path := range paths {
+		for _, help := range []string{"--help", "-h"} {
+			r := run(t, append(append([]string{}, path...), help)...)
+			require.NoError(t, r.err, "%v %s", path, help)
+			assert.Contains(t, r.stdout, "Usage:", "%v", path)
+			assert.Contains(t, r.stdout, "starter "+strings.Join(path, " "), "%v", path)
+			assert.Contains(t, r.stdout, "--config", "persistent flags shown for %v", path)
+		}
+	}
+	// No command at all shows the root's help.
+	r := run(t)
+	require.NoError(t, r.err)
+	assert.Contains(t, r.stdout, "Available Commands:")
+}
+
+func TestExitCode(t *testing.T) {
+	assert.Equal(t, ExitOK, ExitCode(nil))
+	assert.Equal(t, ExitError, ExitCode(errors.New("boom")))
+	assert.Equal(t, ExitUsage, ExitCode(&UsageError{Err: errors.New("bad")}))
+	ended := &PlanEndedError{State: meshapi.PlanState{Plan: "plan/host/x", State: meshapi.PlanHalted, Reason: "tier 1 halted"}}
+	assert.Equal(t, ExitPlanFailed, ExitCode(ended))
+	assert.Equal(t, ExitPlanFailed, ExitCode(errors.Join(errors.New("x"), ended)))
+	assert.Equal(t, "plan plan/host/x ended halted: tier 1 halted", ended.Error())
+}
+
+func TestErrorWording(t *testing.T) {
+	id := meshapi.PlanID("host", commit)
+	err := planError(id, errors.Join(plans.ErrNotFound, errors.New(id)))
+	assert.Equal(t, "plan "+id+" not found; list plans in the Temporal UI or check the module and commit", err.Error())
+	assert.ErrorIs(t, err, plans.ErrNotFound)
+
+	other := errors.New("describe plan x: boom")
+	assert.Equal(t, other, planError(id, other))
+}
+
+func TestProgressLines(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgressPrinter(&b)
+	st := meshapi.PlanState{Plan: "plan/host/c", State: meshapi.PlanPushing, Tiers: []meshapi.TierState{
+		{Tier: 1, State: meshapi.TierPushing, Machines: []meshapi.MachineProgress{
+			{Machine: "edge-1", State: meshapi.MachineConverged}, {Machine: "edge-2", State: meshapi.MachinePushing}}},
+		{Tier: 2, State: meshapi.TierWaiting, Machines: []meshapi.MachineProgress{{Machine: "control-node", State: meshapi.MachineWaiting}}},
+	}}
+	p.show(st)
+	assert.Equal(t, "plan/host/c pushing\n"+
+		"tier 1: pushing  edge-1=converged edge-2=pushing\n"+
+		"tier 2: waiting  control-node=waiting\n", b.String())
+
+	// Only what changed is printed again; a terminal state is left to the
+	// caller's final line.
+	b.Reset()
+	st.State = meshapi.PlanConverged
+	st.Tiers[0].Machines[1].State = meshapi.MachineConverged
+	st.Tiers[0].State = meshapi.TierConverged
+	p.show(st)
+	assert.Equal(t, "tier 1: converged  edge-1=converged edge-2=converged\n", b.String())
+}
+
+func TestShowTable(t *testing.T) {
+	var b bytes.Buffer
+	a := &app{stdout: &b}
+	require.NoError(t, a.printState(meshapi.PlanState{
+		Plan: "plan/host/c", Module: "host", Commit: "c", State: meshapi.PlanHalted, Reason: "tier 1 halted",
+		Tiers: []meshapi.TierState{{Tier: 1, State: meshapi.TierHalted, Machines: []meshapi.MachineProgress{
+			{Machine: "edge-1", State: meshapi.MachineConverged, Seq: 7, Rebased: []string{"proxy"}},
+			{Machine: "edge-2", State: meshapi.MachineFailed, Reason: "host unreachable"},
+		}}},
+	}))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 5)
+	assert.Equal(t, "plan plan/host/c  module host  commit c  state halted  reason tier 1 halted", lines[0])
+	assert.Empty(t, lines[1])
+	assert.Regexp(t, `^TIER\s+MACHINE\s+STATE\s+SEQ\s+REASON$`, lines[2])
+	assert.Regexp(t, `^1 \(halted\)\s+edge-1\s+converged\s+7\s+rebased proxy$`, lines[3])
+	assert.Regexp(t, `^1 \(halted\)\s+edge-2\s+failed\s+-\s+host unreachable$`, lines[4])
+}

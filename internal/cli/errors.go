@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// Exit codes of the starter. They are part of its interface: CI jobs and
+// scripts branch on them, so a plan that ended badly (3) can be told from a
+// starter that could not do its job (1) or was called wrongly (2).
+const (
+	ExitOK = 0
+	// ExitError: the command failed (config, Temporal, plan not found, a
+	// refused approve/pause/resume/abort, ...).
+	ExitError = 1
+	// ExitUsage: the command line was wrong (unknown command or flag,
+	// missing argument, unknown module, malformed commit, bad gate) and
+	// nothing was sent to Temporal.
+	ExitUsage = 2
+	// ExitPlanFailed: --wait followed the plan to an end other than
+	// converged or superseded (halted, refused, aborted).
+	ExitPlanFailed = 3
+)
+
+// UsageError is a command line the starter refuses before doing anything. It
+// is a type, not a message, so that ExitCode can tell it apart (exit 2)
+// without matching text.
+type UsageError struct {
+	Err error
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap lets errors.Is/As see the cause (config.ErrUnknownModule, ...).
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// PlanEndedError reports that --wait saw the plan end in a state other than
+// converged or superseded. It carries the final state so that in-process
+// callers (the integration tests) can inspect it without parsing output.
+type PlanEndedError struct {
+	State meshapi.PlanState
+}
+
+func (e *PlanEndedError) Error() string {
+	return "plan " + e.State.Plan + " ended " + withReason(e.State.State, e.State.Reason)
+}
+
+// ExitCode maps an error returned by Execute to the process exit code, so
+// that main stays a one-liner and the mapping is tested with the commands.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var pe *PlanEndedError
+	if errors.As(err, &pe) {
+		return ExitPlanFailed
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// messageError replaces an error's text with one written for an operator
+// while keeping the original in the chain for errors.Is/As.
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+func (e *messageError) Unwrap() error { return e.err }
+
+func usagef(cause error, format string, args ...any) error {
+	return &UsageError{Err: &messageError{msg: fmt.Sprintf(format, args...), err: cause}}
+}
+
+// cobraUsage turns an error cobra raised before a command ran (unknown
+// command or flag, wrong argument count, missing required flag) into a
+// one-line UsageError pointing at the command's help.
+func cobraUsage(cmd *cobra.Command, err error) error {
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	path := "starter"
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	return &UsageError{Err: &messageError{msg: fmt.Sprintf("%s (see %q)", msg, path+" --help"), err: err}}
+}
+
+// notFound is the one wording for a plan ID the server does not know.
+func notFound(id string, err error) error {
+	return &messageError{
+		msg: fmt.Sprintf("plan %s not found; list plans in the Temporal UI or check the module and commit", id),
+		err: err,
+	}
+}
+
+// planError words the errors of reading a plan.
+func planError(id string, err error) error {
+	if errors.Is(err, plans.ErrNotFound) {
+		return notFound(id, err)
+	}
+	return err
+}
+
+// rejection returns the plan's own message when it refused an update (its
+// validator's ApplicationError), without the SDK's "(type: ..., retryable:
+// ...)" decoration.
+func rejection(err error) (error, bool) {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Message() != "" {
+		return &messageError{msg: app.Message(), err: err}, true
+	}
+	return err, false
+}
+
+func withReason(state, reason string) string {
+	if reason == "" {
+		return state
+	}
+	return state + ": " + reason
+}

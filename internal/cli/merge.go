@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+type mergeOpts struct {
+	module string
+	commit string
+	gates  []int
+	force  bool
+	wait   bool
+}
+
+func (a *app) mergeCommand() *cobra.Command {
+	var o mergeOpts
+	cmd := &cobra.Command{
+		Use:   "merge --module M --commit C [--gate TIER ...] [--force] [--wait]",
+		Short: "Start the roll-out plan for a merge to a module",
+		Long: `merge starts the plan that rolls a merge of a module out to the machines
+that run it: build, compose, then push tier by tier.
+
+The plan's ID is plan/<module>/<commit>. A merge delivered twice finds the plan
+it already started instead of starting another.
+
+--gate makes a tier wait for "starter plan approve" before it is pushed.
+--force lets pushes pass an unknown running digest or a host's floor (the host
+journals it); operators only.
+--wait follows the plan to its end; the exit code is 0 when it converged or was
+superseded and 3 when it halted, was refused or was aborted.`,
+		Example: `  starter merge --module host --commit 0123456789abcdef0123456789abcdef01234567
+  starter merge --module host --commit $SHA --gate 2 --wait
+  starter merge --module host --commit $SHA --wait --output json`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.merge(cmd.Context(), o) }),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.module, "module", "", "module that was merged (required; one of the config's modules:)")
+	f.StringVar(&o.commit, "commit", "", "full id of the merge commit (required)")
+	f.IntSliceVar(&o.gates, "gate", nil, "push tier that waits for approval; repeat or comma-separate for several")
+	f.BoolVar(&o.force, "force", false, "let pushes pass an unknown running digest or the host's floor")
+	f.BoolVar(&o.wait, "wait", false, "follow the plan to its end and exit 3 unless it converged or was superseded")
+	_ = cmd.MarkFlagRequired("module")
+	_ = cmd.MarkFlagRequired("commit")
+	return cmd
+}
+
+// mergeResult is merge's JSON output. Reason and Tiers are set only with
+// --wait, where State is the final state.
+type mergeResult struct {
+	Plan     string               `json:"plan"`
+	RunID    string               `json:"run_id"`
+	Existing bool                 `json:"existing"`
+	State    string               `json:"state"`
+	Reason   *string              `json:"reason,omitempty"`
+	Tiers    *[]meshapi.TierState `json:"tiers,omitempty"`
+}
+
+func (a *app) merge(ctx context.Context, o mergeOpts) error {
+	cfg, path, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	in, err := planInput(cfg, path, o)
+	if err != nil {
+		return err
+	}
+	c, err := a.dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	started, err := plans.Start(ctx, c, cfg.Temporal.TaskQueue, in)
+	if err != nil {
+		return err
+	}
+	res := mergeResult{Plan: started.ID, RunID: started.RunID, Existing: started.Existing}
+
+	if !o.wait {
+		if !a.json() {
+			return a.printStarted(started)
+		}
+		st, err := firstState(ctx, c, started.ID)
+		if err != nil {
+			// The plan is started either way; say so rather than fail.
+			fmt.Fprintf(a.stderr, "starter: warning: started plan %s but could not read its state: %v\n", started.ID, err)
+		}
+		res.State = st.State
+		return a.printJSON(res)
+	}
+
+	var progress func(meshapi.PlanState)
+	if !a.json() {
+		if err := a.printStarted(started); err != nil {
+			return err
+		}
+		progress = newProgressPrinter(a.stdout).show
+	}
+	final, err := plans.Wait(ctx, c, started.ID, WaitInterval, progress)
+	if err != nil {
+		return interrupted(started.ID, planError(started.ID, err))
+	}
+	if a.json() {
+		tiers := final.Tiers
+		if tiers == nil {
+			tiers = []meshapi.TierState{}
+		}
+		res.State, res.Reason, res.Tiers = final.State, &final.Reason, &tiers
+		err = a.printJSON(res)
+	} else {
+		err = a.printf("%s %s\n", started.ID, withReason(final.State, final.Reason))
+	}
+	if err != nil {
+		return err
+	}
+	switch final.State {
+	case meshapi.PlanConverged, meshapi.PlanSuperseded:
+		return nil
+	}
+	return &PlanEndedError{State: final}
+}
+
+func (a *app) printStarted(s plans.Started) error {
+	if s.Existing {
+		return a.printf("plan %s already started by this merge (run %s); not starting another\n", s.ID, s.RunID)
+	}
+	return a.printf("started plan %s\n", s.ID)
+}
+
+// planInput checks what can be checked without Temporal, in the order an
+// operator fixes things: the config, the module, the commit, the gates.
+func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput, error) {
+	if _, ok := cfg.Modules[o.module]; !ok {
+		known := "none"
+		if names := cfg.ModuleNames(); len(names) > 0 {
+			known = strings.Join(names, ", ")
+		}
+		return meshapi.PlanInput{}, usagef(config.ErrUnknownModule,
+			"unknown module %q (known: %s); add it to modules: in %s", o.module, known, path)
+	}
+	if err := mesh.ValidCommit(o.commit); err != nil {
+		return meshapi.PlanInput{}, &UsageError{Err: err}
+	}
+	targets, err := cfg.Targets(o.module)
+	if err != nil {
+		return meshapi.PlanInput{}, err
+	}
+	var tiers []int
+	for _, t := range targets {
+		if !slices.Contains(tiers, t.Tier) {
+			tiers = append(tiers, t.Tier)
+		}
+	}
+	gates := slices.Clone(o.gates)
+	slices.Sort(gates)
+	gates = slices.Compact(gates)
+	for _, g := range gates {
+		if slices.Contains(tiers, g) {
+			continue
+		}
+		if len(tiers) == 0 {
+			return meshapi.PlanInput{}, usagef(nil, "--gate %d: no machine in %s runs module %s, so it has no tiers", g, path, o.module)
+		}
+		return meshapi.PlanInput{}, usagef(nil, "--gate %d: no machine running module %s is on tier %d (its tiers: %s)",
+			g, o.module, g, joinInts(tiers))
+	}
+	return meshapi.PlanInput{
+		Module: o.module,
+		Commit: o.commit,
+		Gates:  gates,
+		Policy: cfg.PushPolicy(),
+		Force:  o.force,
+	}, nil
+}
+
+// firstState reads a plan's state right after it started. The query can
+// fail until a worker has run the plan's first task, so it is retried for
+// a few seconds.
+func firstState(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		st, err := plans.State(ctx, c, id)
+		if err == nil {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return meshapi.PlanState{}, planError(id, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// progressPrinter prints what changed in a plan since the last state it
+// saw: the plan's phase, and each tier whose state or machines moved.
+type progressPrinter struct {
+	w        io.Writer
+	lastPlan string
+	lastTier map[int]string
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	return &progressPrinter{w: w, lastTier: map[int]string{}}
+}
+
+func (p *progressPrinter) show(st meshapi.PlanState) {
+	// The terminal state is the caller's final line.
+	if !meshapi.PlanTerminal(st.State) {
+		line := st.Plan + " " + withReason(st.State, st.Reason)
+		if st.Paused && st.State != meshapi.PlanPaused {
+			line += " (paused)"
+		}
+		if line != p.lastPlan {
+			p.lastPlan = line
+			fmt.Fprintln(p.w, line)
+		}
+	}
+	for _, t := range st.Tiers {
+		line := tierLine(t)
+		if p.lastTier[t.Tier] != line {
+			p.lastTier[t.Tier] = line
+			fmt.Fprintln(p.w, line)
+		}
+	}
+}
+
+// tierLine is one tier's progress: "tier 1: pushing  edge-1=converged edge-2=pushing".
+func tierLine(t meshapi.TierState) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tier %d: %s ", t.Tier, t.State)
+	for _, m := range t.Machines {
+		fmt.Fprintf(&b, " %s=%s", m.Machine, m.State)
+	}
+	return b.String()
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+func (a *app) planCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show, approve, pause, resume or abort a plan",
+		Long: `plan reads and steers one plan, named by its ID: plan/<module>/<commit>
+(what "starter merge" prints).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.showCommand(), a.approveCommand(), a.pauseCommand(), a.resumeCommand(), a.abortCommand())
+	return cmd
+}
+
+func (a *app) showCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "show ID",
+		Short:   "Show a plan's state, tier by tier and machine by machine",
+		Example: `  starter plan show plan/host/0123456789abcdef0123456789abcdef01234567 --output json`,
+		Args:    planIDArg,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			return a.withClient(cmd.Context(), func(ctx context.Context, c client.Client) error {
+				st, err := plans.State(ctx, c, args[0])
+				if err != nil {
+					return planError(args[0], err)
+				}
+				if a.json() {
+					return a.printJSON(st)
+				}
+				return a.printState(st)
+			})
+		}),
+	}
+}
+
+func (a *app) printState(st meshapi.PlanState) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)
+	if st.Paused && st.State != meshapi.PlanPaused {
+		b.WriteString(" (paused)")
+	}
+	if len(st.Gates) > 0 {
+		fmt.Fprintf(&b, "  gates %s", joinInts(st.Gates))
+	}
+	reason := st.Reason
+	if reason == "" {
+		reason = "-"
+	}
+	fmt.Fprintf(&b, "  reason %s\n\n", reason)
+
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIER\tMACHINE\tSTATE\tSEQ\tREASON")
+	for _, t := range st.Tiers {
+		for _, m := range t.Machines {
+			seq := "-"
+			if m.Seq > 0 {
+				seq = strconv.FormatUint(m.Seq, 10)
+			}
+			why := m.Reason
+			if len(m.Rebased) > 0 {
+				why = strings.TrimPrefix(why+"; rebased "+strings.Join(m.Rebased, ","), "; ")
+			}
+			if why == "" {
+				why = "-"
+			}
+			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, m.State, seq, oneLine(why))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return a.printf("%s", b.String())
+}
+
+// controlResult is the JSON output of the control commands.
+type controlResult struct {
+	Plan   string `json:"plan"`
+	Action string `json:"action"`
+	Tier   *int   `json:"tier,omitempty"`
+	State  string `json:"state"`
+}
+
+func (a *app) approveCommand() *cobra.Command {
+	var tier int
+	var by string
+	cmd := &cobra.Command{
+		Use:   "approve ID [--tier N] [--by NAME]",
+		Short: "Open a plan's gate so the gated tier is pushed",
+		Long: `approve opens the gate the plan is waiting at now, or, with --tier, the gate
+before that tier ahead of time. The plan refuses when it is not waiting at a
+gate (and no --tier is given), has no gate before --tier, or has ended.`,
+		Args: planIDArg,
+	}
+	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		in := meshapi.ApproveInput{By: by}
+		if cmd.Flags().Changed("tier") {
+			in.Tier = &tier
+		}
+		return a.control(cmd.Context(), args[0], meshapi.UpdateApprove, in, in.Tier)
+	})
+	cmd.Flags().IntVar(&tier, "tier", 0, "tier whose gate to open (default: the gate the plan waits at now)")
+	cmd.Flags().StringVar(&by, "by", os.Getenv("USER"), "who approves, for the plan's log")
+	return cmd
+}
+
+func (a *app) pauseCommand() *cobra.Command {
+	var in meshapi.PauseInput
+	cmd := &cobra.Command{
+		Use:   "pause ID [--reason R] [--by NAME]",
+		Short: "Hold a plan before its next tier",
+		Long: `pause holds the plan before it starts its next tier; pushes already under way
+finish. "starter plan resume" lets it go on.`,
+		Args: planIDArg,
+	}
+	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		return a.control(cmd.Context(), args[0], meshapi.UpdatePause, in, nil)
+	})
+	cmd.Flags().StringVar(&in.Reason, "reason", "", "why, for the plan's log")
+	cmd.Flags().StringVar(&in.By, "by", os.Getenv("USER"), "who pauses, for the plan's log")
+	return cmd
+}
+
+func (a *app) resumeCommand() *cobra.Command {
+	var in meshapi.ResumeInput
+	cmd := &cobra.Command{
+		Use:   "resume ID [--by NAME]",
+		Short: "Let a paused plan go on",
+		Args:  planIDArg,
+	}
+	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		return a.control(cmd.Context(), args[0], meshapi.UpdateResume, in, nil)
+	})
+	cmd.Flags().StringVar(&in.By, "by", os.Getenv("USER"), "who resumes, for the plan's log")
+	return cmd
+}
+
+func (a *app) abortCommand() *cobra.Command {
+	var in meshapi.AbortInput
+	cmd := &cobra.Command{
+		Use:   "abort ID [--reason R] [--by NAME]",
+		Short: "End a plan: its queued pushes are withdrawn, later tiers untouched",
+		Long: `abort ends the plan. Its pushes still queued at their machines are withdrawn;
+machines already pushed keep what they got, and later tiers are not touched.`,
+		Args: planIDArg,
+	}
+	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		return a.control(cmd.Context(), args[0], meshapi.UpdateAbort, in, nil)
+	})
+	cmd.Flags().StringVar(&in.Reason, "reason", "", "why, for the plan's log and its final reason")
+	cmd.Flags().StringVar(&in.By, "by", os.Getenv("USER"), "who aborts, for the plan's log")
+	return cmd
+}
+
+func (a *app) control(ctx context.Context, id, update string, arg any, tier *int) error {
+	return a.withClient(ctx, func(ctx context.Context, c client.Client) error {
+		// approve without --tier opens whichever gate the plan waits at;
+		// read which, only to say so.
+		shown := tier
+		if update == meshapi.UpdateApprove && tier == nil {
+			shown = gatedTier(ctx, c, id)
+		}
+		res, err := plans.Control(ctx, c, id, update, arg)
+		if err != nil {
+			return controlError(ctx, c, id, err)
+		}
+		if a.json() {
+			return a.printJSON(controlResult{Plan: id, Action: update, Tier: shown, State: res.State})
+		}
+		switch update {
+		case meshapi.UpdateApprove:
+			if shown == nil {
+				return a.printf("approved the gate plan %s was waiting at\n", id)
+			}
+			return a.printf("approved tier %d of plan %s\n", *shown, id)
+		case meshapi.UpdatePause:
+			return a.printf("paused plan %s; it holds before its next tier\n", id)
+		case meshapi.UpdateResume:
+			return a.printf("resumed plan %s\n", id)
+		default:
+			return a.printf("aborted plan %s\n", id)
+		}
+	})
+}
+
+// gatedTier returns the tier the plan is waiting to have approved, or nil
+// when that cannot be told quickly.
+func gatedTier(ctx context.Context, c client.Client, id string) *int {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := plans.State(ctx, c, id)
+	if err != nil {
+		return nil
+	}
+	for _, t := range st.Tiers {
+		if t.State == meshapi.TierGated {
+			n := t.Tier
+			return &n
+		}
+	}
+	return nil
+}
+
+// controlError words a failed update: the plan's own refusal as it gave it,
+// an ended plan as ended rather than missing.
+func controlError(ctx context.Context, c client.Client, id string, err error) error {
+	if clean, ok := rejection(err); ok {
+		return clean
+	}
+	if errors.Is(err, plans.ErrNotFound) {
+		// An update to a closed workflow is "not found" too.
+		if st, serr := plans.State(ctx, c, id); serr == nil && meshapi.PlanTerminal(st.State) {
+			return &messageError{msg: fmt.Sprintf("plan %s already ended %s", id, withReason(st.State, st.Reason)), err: err}
+		}
+		return notFound(id, err)
+	}
+	return err
+}
+
+// withClient loads the config, dials Temporal and runs fn.
+func (a *app) withClient(ctx context.Context, fn func(context.Context, client.Client) error) error {
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	c, err := a.dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// planIDArg takes exactly one non-empty plan ID.
+func planIDArg(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%s takes one plan ID (plan/<module>/<commit>), got %d arguments", cmd.CommandPath(), len(args))
+	}
+	if strings.TrimSpace(args[0]) == "" {
+		return fmt.Errorf("%s: the plan ID is empty", cmd.CommandPath())
+	}
+	return nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
