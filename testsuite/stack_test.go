@@ -38,15 +38,15 @@ type machineSpec struct {
 // repository holding the modules, one test host agent per machine, and the
 // real worker.
 type stack struct {
-	t     *testing.T
-	srv   *devserver.Server
-	c     client.Client
-	cfg   *config.Config
+	t   *testing.T
+	srv *devserver.Server
+	c   client.Client
+	cfg *config.Config
 	// configPath is the mesh config written out for the starter CLI.
 	configPath string
 	repo       string
-	hosts map[string]*hosttest.Host
-	cat   *catalogue.Memory
+	hosts      map[string]*hosttest.Host
+	cat        *catalogue.Memory
 }
 
 type stackOptions struct {

@@ -59,7 +59,9 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 	h.env.OnActivity(acts.Build, mock.Anything, mock.Anything).Return(
 		func(context.Context, meshapi.BuildInput) (mesh.Build, error) { return h.buildFn() })
 	h.env.OnActivity(acts.Compose, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) { return h.composeFn(in) })
+		func(_ context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+			return h.composeFn(in)
+		})
 	h.env.OnActivity(acts.EnqueuePushes, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
 			var ms []string
