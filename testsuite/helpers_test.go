@@ -47,12 +47,6 @@ func controlPlan(s *stack, id, update string, arg any) (meshapi.ControlResult, e
 }
 
 func progress(st meshapi.PlanState, machine string) meshapi.MachineProgress {
-	for _, t := range st.Tiers {
-		for _, m := range t.Machines {
-			if m.Machine == machine {
-				return m
-			}
-		}
-	}
-	return meshapi.MachineProgress{}
+	m, _ := st.Machine(machine)
+	return m
 }

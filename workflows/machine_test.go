@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type machineHarness struct {
 	t       *testing.T
 	env     *testsuite.TestWorkflowEnvironment
 	pushes  []meshapi.PushInput
+	mu      sync.Mutex // answers are signalled from the environment's goroutines
 	answers []meshapi.PushResult
 	// push decides a push's outcome; default: converged at the proposed seq.
 	push func(in meshapi.PushInput) (meshapi.PushOutcome, error)
@@ -54,6 +56,8 @@ func (h *machineHarness) install() {
 		})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalPushResult, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
 			h.answers = append(h.answers, arg.(meshapi.PushResult))
 			return nil
 		})
@@ -99,6 +103,8 @@ func (h *machineHarness) run(in meshapi.MachineInput) meshapi.MachineInput {
 }
 
 func (h *machineHarness) answer(request string) (meshapi.PushResult, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, a := range h.answers {
 		if a.Request == request {
 			return a, true
@@ -126,9 +132,11 @@ func TestMachineServesFiftyQueuedPushesInOrder(t *testing.T) {
 		}
 	}
 	require.Len(t, h.answers, 50, "every plan gets its answer")
-	for i, a := range h.answers {
-		require.Equal(t, rs[i].Request, a.Request)
+	for i, r := range rs {
+		a, ok := h.answer(r.Request)
+		require.True(t, ok, "plan %d answered", i)
 		require.Equal(t, meshapi.MachineConverged, a.Outcome)
+		require.Equal(t, uint64(i+1), a.Seq, "answered with the sequence its push was sent with")
 	}
 	require.Equal(t, uint64(50), next.LastSeq)
 	require.Empty(t, next.Queue)

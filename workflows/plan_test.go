@@ -83,6 +83,8 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 		})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
 			h.cancelled = append(h.cancelled, arg.(meshapi.CancelPush))
 			return nil
 		})
@@ -162,14 +164,8 @@ func targets(groups ...[]meshapi.Target) []meshapi.Target {
 }
 
 func machineState(st meshapi.PlanState, machine string) meshapi.MachineProgress {
-	for _, t := range st.Tiers {
-		for _, m := range t.Machines {
-			if m.Machine == machine {
-				return m
-			}
-		}
-	}
-	return meshapi.MachineProgress{}
+	m, _ := st.Machine(machine)
+	return m
 }
 
 func TestPlanPushesTiersInOrder(t *testing.T) {

@@ -174,6 +174,19 @@ type PlanState struct {
 	Tiers  []TierState `json:"tiers"`
 }
 
+// Machine returns the progress of one machine of the plan, whatever its
+// tier.
+func (s PlanState) Machine(name string) (MachineProgress, bool) {
+	for _, t := range s.Tiers {
+		for _, m := range t.Machines {
+			if m.Machine == name {
+				return m, true
+			}
+		}
+	}
+	return MachineProgress{}, false
+}
+
 // TierState is one push tier of a plan.
 type TierState struct {
 	Tier     int               `json:"tier"`

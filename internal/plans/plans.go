@@ -65,7 +65,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 // State returns the plan's state: its result if it has ended, else its
 // answer to the state query.
 func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
@@ -74,7 +74,7 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 		return meshapi.PlanState{}, fmt.Errorf("describe plan %s: %w", id, err)
 	}
 	var st meshapi.PlanState
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
 			return meshapi.PlanState{}, fmt.Errorf("plan %s ended without a result: %w", id, err)
 		}
