@@ -159,3 +159,29 @@ func TestFiftyPlansOnOneMachineAllServed(t *testing.T) {
 		s.runs("busy", s.build(m, head))
 	}
 }
+
+// A plan in flight outlives its worker and the Temporal server: the worker
+// is replaced while the plan waits at a gate, the server is restarted on its
+// database, and the plan still converges with nothing applied twice.
+func TestPlanSurvivesWorkerReplacementAndServerRestart(t *testing.T) {
+	o := exampleMesh()
+	o.persist = true
+	s := newStack(t, o)
+	_ = s.commit("mesh-controller")
+	h1 := s.commit("host")
+	id := s.start("host", h1, 2).ID
+	waitFor(t, s, id, meshapi.PlanGated)
+
+	s.worker.Stop()
+	s.srv.Restart(t)
+	s.startWorker()
+
+	_, err := controlPlan(s, id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
+	require.NoError(t, err)
+	st := s.wait(id)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	for _, m := range []string{"edge-1", "control-node"} {
+		s.checkJournal(m)
+		require.Len(t, s.hosts[m].Applied(), 1, "%s: applied exactly once", m)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/build"
@@ -47,6 +48,8 @@ type stack struct {
 	repo       string
 	hosts      map[string]*hosttest.Host
 	cat        *catalogue.Memory
+	// worker is the worker started last.
+	worker worker.Worker
 }
 
 type stackOptions struct {
@@ -59,12 +62,19 @@ type stackOptions struct {
 	// identity, when set, is the worker's and client's identity (recorded in
 	// histories; the default names the machine's host).
 	identity string
+	// persist keeps the dev server's state in a SQLite file, so that the
+	// server can be restarted.
+	persist bool
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	activities.PollInterval = 20 * time.Millisecond
-	srv := devserver.Start(t, devserver.Options{})
+	var dbFile string
+	if o.persist {
+		dbFile = filepath.Join(t.TempDir(), "temporal.db")
+	}
+	srv := devserver.Start(t, devserver.Options{DBFile: dbFile})
 	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*hosttest.Host{}, cat: catalogue.NewMemory()}
 	if o.identity != "" {
 		opts := srv.ClientOptions()
@@ -108,13 +118,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
-// startWorker runs the real worker in-process; it stops with the test.
-func (s *stack) startWorker() {
+// startWorker runs the real worker in-process; it stops with the test, or
+// earlier with the returned worker's Stop.
+func (s *stack) startWorker() worker.Worker {
 	deps := workerapp.Deps{Catalogue: s.cat, Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)
+	s.worker = w
+	return w
 }
 
 func sanitize(name string) string {

@@ -74,3 +74,30 @@ func TestStarterWaitExitsNonZeroWhenHalted(t *testing.T) {
 	require.Equal(t, cli.ExitPlanFailed, cli.ExitCode(err))
 	require.Contains(t, err.Error(), "edge-1")
 }
+
+// An operator steers a gated plan from the CLI: show says it waits at the
+// gate, approve lets it through, and approving again is refused with the
+// plan's own words.
+func TestStarterGateApprove(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	_ = s.commit("mesh-controller")
+	h1 := s.commit("host")
+	out, err := s.starter("merge", "--module", "host", "--commit", h1, "--gate", "2")
+	require.NoError(t, err, out)
+	id := meshapi.PlanID("host", h1)
+	waitFor(t, s, id, meshapi.PlanGated)
+
+	out, err = s.starter("plan", "show", id)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "gated")
+
+	out, err = s.starter("plan", "approve", id)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "tier 2")
+	st := s.wait(id)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+
+	_, err = s.starter("plan", "approve", id)
+	require.Error(t, err, "approving an ended plan is refused")
+	require.Contains(t, err.Error(), "already ended converged")
+}

@@ -152,7 +152,18 @@ func TestMachineNewestBuildSupersedesQueued(t *testing.T) {
 	h.delay = time.Minute
 	h.signalAt(0, first)
 	h.signalAt(time.Second, old, newer, older)
+	var seen meshapi.MachineState
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(meshapi.QueryState)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&seen))
+	}, 2*time.Second)
 	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+
+	require.NotNil(t, seen.Current, "the query says what is in flight")
+	require.Equal(t, first.Request, seen.Current.Request)
+	require.Len(t, seen.Queue, 1, "and what waits: only the newest host build")
+	require.Equal(t, int64(3), seen.Queue[0].Generation)
 
 	var served []string
 	for _, p := range h.pushes {
