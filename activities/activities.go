@@ -85,7 +85,7 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 		}
 		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", in.Module, in.Commit, err)
 	}
-	if err := a.Catalogue.Record(ctx, b); err != nil {
+	if err := a.Catalogue.Record(ctx, b, in.Plan); err != nil {
 		return mesh.Build{}, fmt.Errorf("record build: %w", err)
 	}
 	log.Info().Str("digest", b.Digest).Int64("generation", b.Generation).Msg("build recorded")

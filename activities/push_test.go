@@ -65,7 +65,7 @@ func newPushFixture(t *testing.T, opts ...hosttest.Option) *pushFixture {
 
 func (f *pushFixture) record(bs ...mesh.Build) {
 	for _, b := range bs {
-		require.NoError(f.t, f.cat.Record(context.Background(), b))
+		require.NoError(f.t, f.cat.Record(context.Background(), b, "plan/test"))
 	}
 }
 

@@ -9,51 +9,65 @@
 package catalogue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
 // Catalogue records builds and answers for them. Implementations are safe
-// for concurrent use.
+// for concurrent use, and for concurrent use by several workers where the
+// store is shared: recording the same build twice (a retried build
+// activity, two workers) records it once.
 type Catalogue interface {
-	// Record adds a build; recording the same build again is a no-op.
-	Record(ctx context.Context, b mesh.Build) error
+	// Record adds a build made by a plan; recording the same module and
+	// commit again with the same digest is a no-op, with another digest an
+	// error (the build is not reproducible).
+	Record(ctx context.Context, b mesh.Build, plan string) error
 	// Lookup returns the build a digest belongs to. When reproducible builds
 	// gave several commits one digest, it returns the highest generation, so
 	// that what runs is never judged older than it is.
 	Lookup(ctx context.Context, digest string) (mesh.Build, bool, error)
+	// Newest returns the module's build with the highest generation.
+	Newest(ctx context.Context, module string) (mesh.Build, bool, error)
 	// NewestConverged returns the module's newest build that some machine
 	// has reported running.
 	NewestConverged(ctx context.Context, module string) (mesh.Build, bool, error)
 	// MarkConverged notes that a machine reported the build running.
 	MarkConverged(ctx context.Context, digest, machine string) error
+	// Builds lists a module's builds, newest first, at most limit (0: all).
+	Builds(ctx context.Context, module string, limit int) ([]Entry, error)
 }
 
-// entry is one build and the machines it has converged on.
-type entry struct {
+// Entry is one build with what the catalogue knows about it.
+type Entry struct {
 	Build     mesh.Build `json:"build"`
+	Plan      string     `json:"plan,omitempty"`
+	BuiltAt   time.Time  `json:"built_at"`
 	Converged []string   `json:"converged,omitempty"`
 }
 
 // Memory is an in-process catalogue, for tests and as File's cache.
 type Memory struct {
 	mu      sync.Mutex
-	entries []entry
-	persist func([]entry) error
+	now     func() time.Time
+	entries []Entry
+	persist func([]Entry) error
 }
 
 // NewMemory returns an empty catalogue.
-func NewMemory() *Memory { return &Memory{} }
+func NewMemory() *Memory { return &Memory{now: time.Now} }
 
 // Record implements Catalogue.
-func (m *Memory) Record(_ context.Context, b mesh.Build) error {
+func (m *Memory) Record(_ context.Context, b mesh.Build, plan string) error {
 	if err := mesh.ValidDigest(b.Digest); err != nil {
 		return fmt.Errorf("record build of %s: %w", b.Module, err)
 	}
@@ -68,7 +82,7 @@ func (m *Memory) Record(_ context.Context, b mesh.Build) error {
 			return nil
 		}
 	}
-	m.entries = append(m.entries, entry{Build: b})
+	m.entries = append(m.entries, Entry{Build: b, Plan: plan, BuiltAt: m.now().UTC()})
 	return m.save()
 }
 
@@ -86,18 +100,45 @@ func (m *Memory) Lookup(_ context.Context, digest string) (mesh.Build, bool, err
 	return best, found, nil
 }
 
+// Newest implements Catalogue.
+func (m *Memory) Newest(_ context.Context, module string) (mesh.Build, bool, error) {
+	return m.newest(module, false)
+}
+
 // NewestConverged implements Catalogue.
 func (m *Memory) NewestConverged(_ context.Context, module string) (mesh.Build, bool, error) {
+	return m.newest(module, true)
+}
+
+func (m *Memory) newest(module string, converged bool) (mesh.Build, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var best mesh.Build
 	found := false
 	for _, e := range m.entries {
-		if e.Build.Module == module && len(e.Converged) > 0 && (!found || e.Build.Generation > best.Generation) {
+		if e.Build.Module == module && (!converged || len(e.Converged) > 0) && (!found || e.Build.Generation > best.Generation) {
 			best, found = e.Build, true
 		}
 	}
 	return best, found, nil
+}
+
+// Builds implements Catalogue.
+func (m *Memory) Builds(_ context.Context, module string, limit int) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Entry
+	for _, e := range m.entries {
+		if e.Build.Module == module {
+			e.Converged = slices.Clone(e.Converged)
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Entry) int { return cmp.Compare(b.Build.Generation, a.Build.Generation) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // MarkConverged implements Catalogue.
@@ -111,7 +152,7 @@ func (m *Memory) MarkConverged(_ context.Context, digest, machine string) error 
 			continue
 		}
 		found = true
-		if !contains(e.Converged, machine) {
+		if !slices.Contains(e.Converged, machine) {
 			e.Converged = append(e.Converged, machine)
 			changed = true
 		}
@@ -132,20 +173,11 @@ func (m *Memory) save() error {
 	return m.persist(m.entries)
 }
 
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 // OpenFile opens (or creates) a catalogue kept in one JSON file, rewritten
 // atomically (temp file, fsync, rename) on every change. It is meant for one
 // worker process; share a SQL catalogue between workers.
 func OpenFile(path string) (*Memory, error) {
-	m := &Memory{}
+	m := NewMemory()
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -159,7 +191,7 @@ func OpenFile(path string) (*Memory, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open catalogue: %w", err)
 	}
-	m.persist = func(es []entry) error { return writeAtomic(path, es) }
+	m.persist = func(es []Entry) error { return writeAtomic(path, es) }
 	return m, nil
 }
 

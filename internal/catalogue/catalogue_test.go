@@ -21,7 +21,7 @@ func TestFileCatalogueSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range []mesh.Build{build("host", 1), build("host", 2), build("host", 3)} {
-		if err := c.Record(ctx, b); err != nil {
+		if err := c.Record(ctx, b, "plan/test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,14 +46,14 @@ func TestRecordRejectsNonReproducible(t *testing.T) {
 	c := NewMemory()
 	ctx := context.Background()
 	b := build("host", 1)
-	if err := c.Record(ctx, b); err != nil {
+	if err := c.Record(ctx, b, "plan/test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Record(ctx, b); err != nil {
+	if err := c.Record(ctx, b, "plan/test"); err != nil {
 		t.Fatalf("recording the same build twice: %v", err)
 	}
 	b.Digest = build("host", 9).Digest
-	if err := c.Record(ctx, b); err == nil {
+	if err := c.Record(ctx, b, "plan/test"); err == nil {
 		t.Fatal("recording one commit with a second digest succeeded")
 	}
 }
@@ -64,8 +64,8 @@ func TestLookupTakesHighestGenerationForSharedDigest(t *testing.T) {
 	a := build("host", 5)
 	b := build("host", 7)
 	b.Digest = a.Digest // same content at two commits
-	_ = c.Record(ctx, a)
-	_ = c.Record(ctx, b)
+	_ = c.Record(ctx, a, "p")
+	_ = c.Record(ctx, b, "plan/test")
 	got, _, _ := c.Lookup(ctx, a.Digest)
 	if got.Generation != 7 {
 		t.Errorf("Lookup generation = %d, want 7", got.Generation)
