@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/meshroll/meshroll/internal/host"
+)
+
+// PathJournal is the agent's journal, newest first, paged with ?before and
+// ?limit. It is the agent's addition to the host API of package host.
+const PathJournal = "/v1/journal"
+
+// HeaderRuntime names the agent's runtime on every answer, so a client (or
+// an operator with curl) can tell a noop agent from one running code.
+const HeaderRuntime = "Meshroll-Runtime"
+
+// JournalPage is the answer to GET /v1/journal.
+type JournalPage struct {
+	Machine string `json:"machine"`
+	Runtime string `json:"runtime"`
+	// Entries are newest first.
+	Entries []Entry `json:"entries"`
+	// NextBefore is the before= that fetches the next older page; 0 when
+	// there is none.
+	NextBefore uint64 `json:"next_before"`
+}
+
+// NewHandler serves a's host API: host.NewHandler for report, declarations
+// and health, exactly as every meshroll host answers them, plus the journal.
+// token, when not empty, is required on everything but the health check.
+func NewHandler(a *Agent, token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(PathJournal, requireToken(token, http.HandlerFunc(a.serveJournal)))
+	mux.Handle("/", host.NewHandler(a, token))
+	rt := a.Runtime()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(HeaderRuntime, rt)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// requireToken checks the bearer token the way host.NewHandler does: both
+// sides hashed, then compared in constant time, so not even the token's
+// length leaks.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="meshroll-host"`)
+			writeRefusal(w, &host.Refusal{Code: host.CodeUnauthorized, Message: "missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *Agent) serveJournal(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: host.Refusal{
+			Code: host.CodeInvalid, Message: r.Method + " is not allowed on " + PathJournal,
+		}})
+		return
+	}
+	before, limit, err := journalQuery(r)
+	if err != nil {
+		writeRefusal(w, &host.Refusal{Code: host.CodeInvalid, Message: err.Error()})
+		return
+	}
+	entries, err := a.Journal(r.Context(), before, limit)
+	if err != nil {
+		writeRefusal(w, &host.Refusal{Code: host.CodeInternal, Message: err.Error()})
+		return
+	}
+	page := JournalPage{Machine: a.machine, Runtime: a.Runtime(), Entries: entries}
+	if n := len(entries); n > 0 && entries[n-1].Index > 1 {
+		page.NextBefore = entries[n-1].Index
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// journalQuery reads ?before and ?limit, refusing anything else: a parameter
+// the agent does not know is one it would silently ignore.
+func journalQuery(r *http.Request) (before uint64, limit int, err error) {
+	q := r.URL.Query()
+	limit = DefaultJournalLimit
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return 0, 0, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+		}
+		v := vs[0]
+		switch k {
+		case "before":
+			before, err = strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("before=%q: want a journal index (0 or more): %w", v, err)
+			}
+		case "limit":
+			limit, err = strconv.Atoi(v)
+			if err != nil || limit < 1 || limit > MaxJournalLimit {
+				return 0, 0, fmt.Errorf("limit=%q: want 1 to %d", v, MaxJournalLimit)
+			}
+		default:
+			return 0, 0, fmt.Errorf("unknown query parameter %q (want before, limit)", k)
+		}
+	}
+	return before, limit, nil
+}
+
+// errorBody is host's error envelope, {"error": Refusal}.
+type errorBody struct {
+	Error host.Refusal `json:"error"`
+}
+
+func writeRefusal(w http.ResponseWriter, r *host.Refusal) {
+	writeJSON(w, r.Status(), errorBody{Error: *r})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,267 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+const (
+	testMachine = "edge-1"
+	testToken   = "t0ken"
+	// waitLimit only bounds a wait that would otherwise hang a broken test;
+	// no test sleeps to synchronise.
+	waitLimit = 10 * time.Second
+)
+
+// gate holds the noop runtime's starts until a test releases them, one
+// release per start of a module.
+type gate struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func (g *gate) chanFor(module string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(map[string]chan struct{})
+	}
+	c, ok := g.ch[module]
+	if !ok {
+		c = make(chan struct{}, 16)
+		g.ch[module] = c
+	}
+	return c
+}
+
+func (g *gate) wait(ctx context.Context, c mesh.Container) error {
+	select {
+	case <-g.chanFor(c.Module):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) release(module string) { g.chanFor(module) <- struct{}{} }
+
+// harness is an agent on a state directory, served over httptest like the
+// real binary serves it, with the test hooks wired.
+type harness struct {
+	t       *testing.T
+	dir     string
+	held    bool
+	token   string
+	gate    *gate
+	updates chan Update
+	crash   atomic.Value // string: the point to crash at next, "" for none
+	a       *Agent
+	srv     *httptest.Server
+	c       *host.HTTPClient
+	log     *strings.Builder
+	logMu   *sync.Mutex
+}
+
+type harnessOpt func(*harness)
+
+// held makes container starts wait for gate releases.
+func held(h *harness) { h.held = true }
+
+func withToken(tok string) harnessOpt { return func(h *harness) { h.token = tok } }
+
+func newHarness(t *testing.T, dir string, opts ...harnessOpt) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: dir, log: &strings.Builder{}, logMu: &sync.Mutex{}}
+	for _, o := range opts {
+		o(h)
+	}
+	h.open()
+	return h
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (h *harness) open() {
+	h.t.Helper()
+	h.gate = &gate{}
+	h.updates = make(chan Update, 1024)
+	h.crash.Store("")
+	rt := NewNoopRuntime(0)
+	if h.held {
+		rt.gate = h.gate.wait
+	}
+	a, err := Open(context.Background(), Options{
+		Machine:  testMachine,
+		StateDir: h.dir,
+		Runtime:  rt,
+		Log:      zerolog.New(syncWriter{h.logMu, h.log}),
+		crash:    func(p string) bool { return h.crash.CompareAndSwap(p, "") },
+		observed: func(u Update) { h.updates <- u },
+	})
+	require.NoError(h.t, err)
+	h.a = a
+	h.srv = httptest.NewServer(NewHandler(a, h.token))
+	h.c, err = host.NewHTTPClient(h.srv.URL, h.token, nil)
+	require.NoError(h.t, err)
+	h.t.Cleanup(h.close)
+}
+
+func (h *harness) close() {
+	if h.a == nil {
+		return
+	}
+	h.srv.Close()
+	require.NoError(h.t, h.a.Close(context.Background()))
+	h.a = nil
+}
+
+// restart stops the agent and opens a new one on the same directory, as a
+// restarted process would.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.close()
+	h.open()
+}
+
+// crashAt makes the agent stop, as killed, at point the next time it gets
+// there.
+func (h *harness) crashAt(point string) { h.crash.Store(point) }
+
+// waitState waits until the agent reports module in state. Every update the
+// agent takes in wakes it to look again, and the agent has changed its state
+// before the update is signalled, so no change is missed.
+func (h *harness) waitState(module, state string) {
+	h.t.Helper()
+	timeout := time.NewTimer(waitLimit)
+	defer timeout.Stop()
+	for {
+		h.a.mu.Lock()
+		cur := ""
+		for _, rc := range h.a.containers {
+			if rc.Module == module {
+				cur = rc.State
+			}
+		}
+		h.a.mu.Unlock()
+		if cur == state {
+			return
+		}
+		select {
+		case <-h.updates:
+		case <-timeout.C:
+			h.t.Fatalf("%s never reached %s (it is %q)", module, state, cur)
+		}
+	}
+}
+
+// run releases module's start and waits until it runs.
+func (h *harness) run(module string) {
+	h.t.Helper()
+	h.gate.release(module)
+	h.waitState(module, mesh.StateRunning)
+}
+
+func (h *harness) apply(d mesh.Declaration) (host.ApplyResult, error) {
+	h.t.Helper()
+	return h.c.Apply(context.Background(), d)
+}
+
+func (h *harness) mustApply(d mesh.Declaration) host.ApplyResult {
+	h.t.Helper()
+	res, err := h.apply(d)
+	require.NoError(h.t, err)
+	return res
+}
+
+func (h *harness) report() mesh.Report {
+	h.t.Helper()
+	rep, err := h.c.Report(context.Background())
+	require.NoError(h.t, err)
+	return rep
+}
+
+func (h *harness) floor(module string) (host.Mark, bool) {
+	h.a.mu.Lock()
+	defer h.a.mu.Unlock()
+	m, ok := h.a.ledger.Floor[module]
+	return m, ok
+}
+
+// journal reads the whole journal through the agent, newest first.
+func (h *harness) journal() []Entry {
+	h.t.Helper()
+	es, err := h.a.Journal(context.Background(), 0, MaxJournalLimit)
+	require.NoError(h.t, err)
+	return es
+}
+
+// getJournal reads a page over HTTP.
+func (h *harness) getJournal(query, token string) (int, JournalPage, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+PathJournal+query, nil)
+	require.NoError(h.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(h.t, err)
+	var p JournalPage
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(h.t, json.Unmarshal(b, &p), string(b))
+	}
+	return resp.StatusCode, p, string(b)
+}
+
+func digest(n int) string { return fmt.Sprintf("sha256:%064x", n) }
+
+func ctr(module string, gen int64) mesh.Container {
+	return mesh.Container{Module: module, Digest: digest(int(gen)*1000 + len(module)), Generation: gen}
+}
+
+func decl(seq uint64, cs ...mesh.Container) mesh.Declaration {
+	return mesh.Declaration{
+		Machine: testMachine, Seq: seq,
+		Plan:       fmt.Sprintf("plan/web/%040x", seq),
+		Request:    fmt.Sprintf("plan/web/%040x@%s", seq, testMachine),
+		Containers: cs,
+	}
+}
+
+// outcomes lists the journal's (outcome, seq) pairs, newest first.
+func outcomes(es []Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = fmt.Sprintf("%s %d", e.Outcome, e.Seq)
+		if e.Code != "" {
+			out[i] += " " + e.Code
+		}
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Runtime names the agent accepts (see NewRuntime).
+const (
+	// RuntimeNoop runs nothing and reports every declared container running.
+	RuntimeNoop = "noop"
+	// RuntimeExec will pull images by digest and supervise their entrypoints
+	// as child processes.
+	RuntimeExec = "exec"
+	// RuntimeDocker will run containers through the Docker engine.
+	RuntimeDocker = "docker"
+)
+
+// ErrRuntimeUnavailable is returned by NewRuntime for a runtime meshroll
+// knows but cannot offer yet, so that the agent refuses to start instead of
+// pretending to run images it cannot fetch.
+var ErrRuntimeUnavailable = errors.New("runtime not available")
+
+// ErrUnknownRuntime is returned by NewRuntime for a name it does not know; it
+// is a usage error, unlike ErrRuntimeUnavailable.
+var ErrUnknownRuntime = errors.New("unknown runtime")
+
+// Runtime runs the containers of the current declaration. The agent owns the
+// declaration, the ledger and the journal; a runtime only turns a list of
+// containers into processes and says how they fare, so that exec, docker and
+// noop differ in nothing the machine workflow can observe but the containers'
+// states.
+//
+// The agent calls Apply and Close from one goroutine at a time, in the order
+// declarations were recorded.
+type Runtime interface {
+	// Name is the runtime's name as the agent reports and journals it.
+	Name() string
+	// Apply makes the runtime run exactly cs: start what is new, replace
+	// what changed, stop what is no longer declared and keep what is
+	// unchanged. It returns once the work is under way, never waiting for a
+	// container to run, because the agent answers a declaration once it is
+	// recorded and the caller polls the report. ctx bounds the call, not the
+	// containers' lives.
+	//
+	// By the time Apply returns, the runtime has reported the state of
+	// every container of cs through update (starting, or running for one it
+	// kept), and it reports every change after that, in order for any one
+	// container, until the next Apply or Close. Only the runtime knows what
+	// it kept, so the agent's own guess never stands unconfirmed. update may
+	// be called from any goroutine, also during Apply, and must not call the
+	// runtime; the agent ignores calls belonging to a superseded Apply. An
+	// error means the runtime could not take cs at all; the agent then
+	// reports the containers exited and journals why.
+	Apply(ctx context.Context, cs []mesh.Container, update func(Update)) error
+	// Close stops every container the runtime started and returns once no
+	// more updates will be made.
+	Close(ctx context.Context) error
+}
+
+// Update is one container's state as its runtime sees it.
+type Update struct {
+	Module string
+	// State is one of mesh.StateStarting, StateRunning, StateExited or
+	// StateCrashLooping.
+	State string
+	// Since is when the container entered State.
+	Since time.Time
+	// Reason says why a container exited or crash-loops; it is journalled.
+	Reason string
+}
+
+// RuntimeOptions configures NewRuntime.
+type RuntimeOptions struct {
+	// StartDelay is how long the noop runtime reports a container starting
+	// before it reports it running. Zero reports it running at once.
+	StartDelay time.Duration
+}
+
+// NewRuntime returns the runtime called name. The image-pulling runtimes
+// (exec, docker) need images built and served by an OCI registry, which a
+// later increment brings; until then they fail with ErrRuntimeUnavailable
+// rather than run something that is not what was declared.
+func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
+	switch name {
+	case RuntimeNoop:
+		if o.StartDelay < 0 {
+			return nil, fmt.Errorf("runtime noop: start delay %s is negative", o.StartDelay)
+		}
+		return NewNoopRuntime(o.StartDelay), nil
+	case RuntimeExec, RuntimeDocker:
+		return nil, fmt.Errorf("runtime %s: %w until meshroll builds images and serves them from an OCI registry (the registry and image builds come in a later increment); use --runtime noop to try meshroll without images", name, ErrRuntimeUnavailable)
+	}
+	return nil, fmt.Errorf("%w %q (want %s, %s or %s)", ErrUnknownRuntime, name, RuntimeNoop, RuntimeExec, RuntimeDocker)
+}
+
+// NoopRuntime runs nothing. It reports each declared container starting for
+// its start delay and then running, which is enough to try meshroll's
+// roll-outs, floors and journal on a machine without images. It is honest
+// about it: the agent names the runtime in every answer's Meshroll-Runtime
+// header, in the journal and in its log, so nobody mistakes it for a machine
+// running code.
+type NoopRuntime struct {
+	delay time.Duration
+	// gate, when set (tests only), is waited on before a container is
+	// reported running; an error (ctx ended) abandons the start.
+	gate func(ctx context.Context, c mesh.Container) error
+
+	mu      sync.Mutex
+	closed  bool
+	current map[string]noopContainer
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type noopContainer struct {
+	spec    mesh.Container
+	running bool
+	since   time.Time
+}
+
+var _ Runtime = (*NoopRuntime)(nil)
+
+// NewNoopRuntime returns a noop runtime that reports a container running
+// startDelay after it was declared.
+func NewNoopRuntime(startDelay time.Duration) *NoopRuntime {
+	return &NoopRuntime{delay: startDelay, current: make(map[string]noopContainer)}
+}
+
+// Name is RuntimeNoop.
+func (r *NoopRuntime) Name() string { return RuntimeNoop }
+
+// Apply keeps running containers whose spec is unchanged and "starts" the
+// others; containers no longer declared are forgotten.
+func (r *NoopRuntime) Apply(_ context.Context, cs []mesh.Container, update func(Update)) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errors.New("runtime noop: closed")
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	// Updates are made with r.mu held, here and in start, so that for any
+	// one container they arrive in the order they happened.
+	defer r.mu.Unlock()
+	next := make(map[string]noopContainer, len(cs))
+	for _, c := range cs {
+		if old, ok := r.current[c.Module]; ok && old.running && sameSpec(old.spec, c) {
+			next[c.Module] = old
+			update(Update{Module: c.Module, State: mesh.StateRunning, Since: old.since})
+			continue
+		}
+		next[c.Module] = noopContainer{spec: c}
+		update(Update{Module: c.Module, State: mesh.StateStarting, Since: time.Now().UTC()})
+		r.wg.Add(1)
+		go r.start(ctx, c, update)
+	}
+	r.current = next
+	return nil
+}
+
+func (r *NoopRuntime) start(ctx context.Context, c mesh.Container, update func(Update)) {
+	defer r.wg.Done()
+	if r.delay > 0 {
+		t := time.NewTimer(r.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	if r.gate != nil {
+		if err := r.gate(ctx, c); err != nil {
+			return
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, ok := r.current[c.Module]
+	if ctx.Err() != nil || !ok || !sameSpec(cur.spec, c) {
+		return
+	}
+	cur.running, cur.since = true, time.Now().UTC()
+	r.current[c.Module] = cur
+	update(Update{Module: c.Module, State: mesh.StateRunning, Since: cur.since})
+}
+
+// Close abandons pending starts and waits until no update can follow.
+func (r *NoopRuntime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.current = map[string]noopContainer{}
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("runtime noop: close: %w", ctx.Err())
+	}
+}
+
+// sameSpec reports whether two containers are declared identically, so that
+// a re-declared container keeps running instead of restarting.
+func sameSpec(a, b mesh.Container) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
