@@ -20,7 +20,6 @@ import (
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devserver"
-	"github.com/meshroll/meshroll/internal/host/hosttest"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
@@ -32,11 +31,10 @@ type machineSpec struct {
 	name    string
 	tier    int
 	modules []string
-	opts    []hosttest.Option
 }
 
 // stack is a whole meshroll on loopback: a Temporal dev server, a git
-// repository holding the modules, one test host agent per machine, and the
+// repository holding the modules, one real host agent per machine, and the
 // real worker.
 type stack struct {
 	t   *testing.T
@@ -46,7 +44,7 @@ type stack struct {
 	// configPath is the mesh config written out for the starter CLI.
 	configPath string
 	repo       string
-	hosts      map[string]*hosttest.Host
+	hosts      map[string]*agentHost
 	cat        *catalogue.Memory
 	// worker is the worker started last.
 	worker worker.Worker
@@ -75,7 +73,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		dbFile = filepath.Join(t.TempDir(), "temporal.db")
 	}
 	srv := devserver.Start(t, devserver.Options{DBFile: dbFile})
-	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*hosttest.Host{}, cat: catalogue.NewMemory()}
+	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*agentHost{}, cat: catalogue.NewMemory()}
 	if o.identity != "" {
 		opts := srv.ClientOptions()
 		opts.Identity = o.identity
@@ -104,7 +102,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	y.WriteString("machines:\n")
 	for _, m := range o.machines {
-		h := hosttest.New(t, m.name, m.opts...)
+		h := newAgentHost(t, m.name)
 		s.hosts[m.name] = h
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "))
 	}

@@ -1,0 +1,117 @@
+package testsuite
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// agentHost is a real host agent (package agent, durable state in a temp
+// dir, the noop runtime) serving its real handler on loopback. The only
+// additions are two knobs in front of it: a switch that makes it answer 503
+// (a host the worker cannot use) and a counter of declarations in flight.
+// Everything the tests assert about what a machine was sent is read from the
+// agent's own journal.
+type agentHost struct {
+	t           *testing.T
+	a           *agent.Agent
+	srv         *httptest.Server
+	down        atomic.Bool
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
+}
+
+func newAgentHost(t *testing.T, machine string) *agentHost {
+	t.Helper()
+	a, err := agent.Open(context.Background(), agent.Options{
+		Machine:  machine,
+		StateDir: t.TempDir(),
+		Runtime:  agent.NewNoopRuntime(0),
+		Log:      zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	h := &agentHost{t: t, a: a}
+	api := agent.NewHandler(a, "")
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"host is down (test)"}}`)
+			return
+		}
+		if r.Method == http.MethodPost {
+			n := h.inFlight.Add(1)
+			defer h.inFlight.Add(-1)
+			for m := h.maxInFlight.Load(); n > m && !h.maxInFlight.CompareAndSwap(m, n); m = h.maxInFlight.Load() {
+			}
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		h.srv.Close()
+		require.NoError(t, a.Close(context.Background()))
+	})
+	return h
+}
+
+func (h *agentHost) URL() string { return h.srv.URL }
+
+// SetDown makes the host unreachable for the worker (503 on everything).
+func (h *agentHost) SetDown(down bool) { h.down.Store(down) }
+
+// MaxInFlight is the most declarations ever being handled at once.
+func (h *agentHost) MaxInFlight() int { return int(h.maxInFlight.Load()) }
+
+// Report is the agent's report.
+func (h *agentHost) Report() mesh.Report {
+	h.t.Helper()
+	rep, err := h.a.Report(context.Background())
+	require.NoError(h.t, err)
+	return rep
+}
+
+// journal is the agent's whole journal, oldest first.
+func (h *agentHost) journal() []agent.Entry {
+	h.t.Helper()
+	var all []agent.Entry
+	var before uint64
+	for {
+		page, err := h.a.Journal(context.Background(), before, agent.MaxJournalLimit)
+		require.NoError(h.t, err)
+		all = append(all, page...)
+		if len(page) == 0 || page[len(page)-1].Index <= 1 {
+			break
+		}
+		before = page[len(page)-1].Index
+	}
+	slices.Reverse(all)
+	return all
+}
+
+// Received is every declaration the agent judged (applied, repeated or
+// refused), in order, from its journal.
+func (h *agentHost) Received() []mesh.Declaration {
+	return h.declarations(agent.OutcomeApplied, agent.OutcomeRepeat, agent.OutcomeRefused)
+}
+
+// Applied is every declaration the agent applied, in order, from its journal.
+func (h *agentHost) Applied() []mesh.Declaration { return h.declarations(agent.OutcomeApplied) }
+
+func (h *agentHost) declarations(outcomes ...string) []mesh.Declaration {
+	var ds []mesh.Declaration
+	for _, e := range h.journal() {
+		if slices.Contains(outcomes, e.Outcome) {
+			ds = append(ds, mesh.Declaration{Machine: e.Machine, Seq: e.Seq, Plan: e.Plan, Request: e.Request, Force: e.Force, Containers: e.Containers})
+		}
+	}
+	return ds
+}
