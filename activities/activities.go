@@ -11,6 +11,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sync"
 
@@ -193,7 +194,14 @@ func (h *ConfigHosts) Host(machine string) (host.Client, error) {
 	if !ok {
 		return nil, fmt.Errorf("machine %q is not in the worker's mesh config", machine)
 	}
-	c, err := host.NewHTTPClient(m.Host, m.Token, nil)
+	var hc *http.Client
+	if m.CAFile != "" {
+		var err error
+		if hc, err = host.HTTPClientWithCA(m.CAFile); err != nil {
+			return nil, fmt.Errorf("machine %s: %w", machine, err)
+		}
+	}
+	c, err := host.NewHTTPClient(m.Host, m.Token, hc)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", machine, err)
 	}

@@ -5,19 +5,22 @@
 // was.
 //
 //	go run ./host --machine edge-1 [--listen 127.0.0.1:7400] [--state DIR]
-//	              [--token T] [--runtime noop] [--config host.yaml]
+//	              [--token-file F] [--tls-cert F --tls-key F]
+//	              [--runtime noop] [--config host.yaml]
 //
 // Every setting also comes from MESHROLL_HOST_<KEY> (MESHROLL_HOST_TOKEN,
 // MESHROLL_HOST_LOG_LEVEL, ...) and from the YAML file given by --config (or
 // MESHROLL_HOST_CONFIG), with keys named like the variables without the
-// prefix (listen, machine, state, token, runtime, noop_start_delay,
-// log_level, log_format). A flag beats a variable, which beats the file.
+// prefix (listen, machine, state, token, token_file, tls_cert, tls_key,
+// runtime, noop_start_delay, log_level, log_format). A flag beats a
+// variable, which beats the file.
 //
 // Exit codes: 0 stopped cleanly (SIGINT, SIGTERM), 1 error, 2 usage.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +65,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 type settings struct {
 	listen, machine, state, token, runtime string
+	tlsCert, tlsKey                        string
 	startDelay                             time.Duration
 	logLevel, logFormat                    string
 }
@@ -72,6 +76,9 @@ var keys = map[string]string{
 	"machine":          "machine",
 	"state":            "state",
 	"token":            "token",
+	"token_file":       "token-file",
+	"tls_cert":         "tls-cert",
+	"tls_key":          "tls-key",
 	"runtime":          "runtime",
 	"noop_start_delay": "noop-start-delay",
 	"log_level":        "log-level",
@@ -124,8 +131,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Warn().Msg("runtime noop runs nothing: declared containers are reported running without running; it is for trying meshroll without images")
 	}
 	log.Info().Str("address", ln.Addr().String()).Str("machine", s.machine).Str("state_dir", s.state).
-		Str("runtime", rt.Name()).Bool("auth", s.token != "").Msg("host agent listening")
+		Str("runtime", rt.Name()).Bool("auth", s.token != "").Bool("tls", s.tlsCert != "").Msg("host agent listening")
 
+	if s.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
+		if err != nil {
+			_ = ln.Close()
+			_ = a.Close(ctx)
+			return fail(stderr, fmt.Errorf("tls certificate: %w", err))
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var serveErr error
@@ -173,6 +190,9 @@ func load(args []string, stderr io.Writer) (settings, error) {
 	fs.String("machine", "", "machine this agent answers for (required)")
 	fs.String("state", "", "state directory (default .meshroll/hosts/<machine>)")
 	fs.String("token", "", "bearer token the API requires (prefer "+envPrefix+"_TOKEN: flags show in ps)")
+	fs.String("token-file", "", "file holding the bearer token (the safest place for it)")
+	fs.String("tls-cert", "", "PEM certificate to serve TLS with (with --tls-key)")
+	fs.String("tls-key", "", "PEM private key of --tls-cert")
 	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images) or exec (needs images from an OCI registry: not available yet)")
 	fs.Duration("noop-start-delay", 0, "how long the noop runtime reports a container starting before running")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -234,6 +254,23 @@ func load(args []string, stderr io.Writer) (settings, error) {
 		runtime:   strings.TrimSpace(v.GetString("runtime")),
 		logLevel:  v.GetString("log_level"),
 		logFormat: v.GetString("log_format"),
+		tlsCert:   strings.TrimSpace(v.GetString("tls_cert")),
+		tlsKey:    strings.TrimSpace(v.GetString("tls_key")),
+	}
+	if f := strings.TrimSpace(v.GetString("token_file")); f != "" {
+		if s.token != "" {
+			return settings{}, usagef("give the token either directly or as a file, not both")
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return settings{}, fmt.Errorf("token file: %w", err)
+		}
+		if s.token = strings.TrimSpace(string(b)); s.token == "" {
+			return settings{}, fmt.Errorf("token file %s is empty", f)
+		}
+	}
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return settings{}, usagef("--tls-cert and --tls-key go together")
 	}
 	if d := strings.TrimSpace(v.GetString("noop_start_delay")); d != "" {
 		var err error

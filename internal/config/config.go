@@ -135,6 +135,10 @@ type Machine struct {
 	// String, GoString, LogValue and MarshalJSON all redact it. Set it
 	// with MESHROLL_MACHINES_<NAME>_TOKEN rather than in the file.
 	Token string `mapstructure:"token"`
+	// CAFile is a PEM bundle of the CAs that sign the host's TLS
+	// certificate, for https hosts whose certificate a private CA issued.
+	// Empty means the system's roots.
+	CAFile string `mapstructure:"ca_file"`
 }
 
 const redacted = "<redacted>"

@@ -627,7 +627,7 @@ machines:
 `,
 			want: []Problem{
 				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
-				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token (line 7)"},
+				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, modules, machines (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, args, env (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
@@ -722,7 +722,7 @@ machines:
   machines.edge-1.host: "localhost:7401" has no scheme; want the host API's base URL, such as http://localhost:7401 (line 10)
   machines.edge-1.modules: unknown module "hots"; modules are host, mesh-controller, unused (line 10)
   machines.edge-1.tier: missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 10)
-  machines.edge-1.tiers: unknown key; known keys: host, tier, modules, token (line 10)
+  machines.edge-1.tiers: unknown key; known keys: host, tier, modules, token, ca_file (line 10)
   machines.edge-2.tier: must be a non-negative integer, got 1.5 (line 11)
   machines.edge-3.modules: runs no modules; list the modules it runs, such as [host] (line 12)
   modules.host: duplicate key: defined at line 5 and again at line 7; only one may stay

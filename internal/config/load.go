@@ -414,6 +414,7 @@ func (l *loader) machine(name string, n *yaml.Node) Machine {
 		Tier:    l.tier(at("tier")...),
 		Modules: l.list(at("modules")...),
 		Token:   l.str(at("token")...),
+		CAFile:  l.str(at("ca_file")...),
 	}
 	if l.skip.leaf[key+".modules"] {
 		l.skip.machineModules = true

@@ -3,6 +3,8 @@ package host
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -80,6 +83,32 @@ func NewHTTPClient(baseURL, token string, hc *http.Client) (*HTTPClient, error) 
 		}
 	}
 	return &HTTPClient{base: strings.TrimRight(u.String(), "/"), token: token, hc: hc}, nil
+}
+
+// HTTPClientWithCA is the default client trusting the CAs in the PEM file
+// caFile as well as the system's, for agents serving TLS with a certificate
+// from a private CA.
+func HTTPClientWithCA(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("host CA file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("host CA file %s: no PEM certificates in it", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{
+		Timeout:   DefaultTimeout,
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}, nil
 }
 
 // URL is the agent's base URL, for logs and errors.
