@@ -65,7 +65,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 type settings struct {
 	listen, machine, state, token, runtime string
-	tlsCert, tlsKey                        string
+	tlsCert, tlsKey, dockerSocket          string
 	startDelay                             time.Duration
 	logLevel, logFormat                    string
 }
@@ -80,6 +80,7 @@ var keys = map[string]string{
 	"tls_cert":         "tls-cert",
 	"tls_key":          "tls-key",
 	"runtime":          "runtime",
+	"docker_socket":    "docker-socket",
 	"noop_start_delay": "noop-start-delay",
 	"log_level":        "log-level",
 	"log_format":       "log-format",
@@ -97,7 +98,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, usageError{err})
 	}
-	rt, err := agent.NewRuntime(s.runtime, agent.RuntimeOptions{StartDelay: s.startDelay})
+	rt, err := agent.NewRuntime(s.runtime, agent.RuntimeOptions{StartDelay: s.startDelay, Machine: s.machine, DockerSocket: s.dockerSocket})
 	if errors.Is(err, agent.ErrUnknownRuntime) {
 		return fail(stderr, usageError{err})
 	}
@@ -193,7 +194,8 @@ func load(args []string, stderr io.Writer) (settings, error) {
 	fs.String("token-file", "", "file holding the bearer token (the safest place for it)")
 	fs.String("tls-cert", "", "PEM certificate to serve TLS with (with --tls-key)")
 	fs.String("tls-key", "", "PEM private key of --tls-cert")
-	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images) or exec (needs images from an OCI registry: not available yet)")
+	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), docker (Docker Engine API; Podman's compatible service works) or exec (needs images from an OCI registry: not available yet)")
+	fs.String("docker-socket", agent.DefaultDockerSocket, "the Docker engine's unix socket, for --runtime docker")
 	fs.Duration("noop-start-delay", 0, "how long the noop runtime reports a container starting before running")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.String("log-format", logging.FormatAuto, "log format: json, console, auto (console on a terminal)")
@@ -256,6 +258,8 @@ func load(args []string, stderr io.Writer) (settings, error) {
 		logFormat: v.GetString("log_format"),
 		tlsCert:   strings.TrimSpace(v.GetString("tls_cert")),
 		tlsKey:    strings.TrimSpace(v.GetString("tls_key")),
+
+		dockerSocket: strings.TrimSpace(v.GetString("docker_socket")),
 	}
 	if f := strings.TrimSpace(v.GetString("token_file")); f != "" {
 		if s.token != "" {

@@ -553,11 +553,9 @@ func TestNewRuntime(t *testing.T) {
 	rt, err := NewRuntime(RuntimeNoop, RuntimeOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, RuntimeNoop, rt.Name())
-	for _, name := range []string{RuntimeExec, RuntimeDocker} {
-		_, err := NewRuntime(name, RuntimeOptions{})
-		assert.ErrorIs(t, err, ErrRuntimeUnavailable, name)
-		assert.Contains(t, err.Error(), "OCI registry", name)
-	}
+	_, err = NewRuntime(RuntimeExec, RuntimeOptions{})
+	assert.ErrorIs(t, err, ErrRuntimeUnavailable)
+	assert.Contains(t, err.Error(), "OCI registry")
 	_, err = NewRuntime("podman", RuntimeOptions{})
 	assert.ErrorIs(t, err, ErrUnknownRuntime)
 	_, err = NewRuntime(RuntimeNoop, RuntimeOptions{StartDelay: -1})

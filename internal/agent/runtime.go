@@ -18,7 +18,8 @@ const (
 	// RuntimeExec will pull images by digest and supervise their entrypoints
 	// as child processes.
 	RuntimeExec = "exec"
-	// RuntimeDocker will run containers through the Docker engine.
+	// RuntimeDocker runs containers through the Docker Engine API (Docker,
+	// or Podman's compatible service).
 	RuntimeDocker = "docker"
 )
 
@@ -81,6 +82,11 @@ type RuntimeOptions struct {
 	// StartDelay is how long the noop runtime reports a container starting
 	// before it reports it running. Zero reports it running at once.
 	StartDelay time.Duration
+	// Machine names the machine, for the docker runtime's container labels.
+	Machine string
+	// DockerSocket is the Docker engine's unix socket (default
+	// DefaultDockerSocket) or an http:// URL.
+	DockerSocket string
 }
 
 // NewRuntime returns the runtime called name. The image-pulling runtimes
@@ -94,7 +100,15 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 			return nil, fmt.Errorf("runtime noop: start delay %s is negative", o.StartDelay)
 		}
 		return NewNoopRuntime(o.StartDelay), nil
-	case RuntimeExec, RuntimeDocker:
+	case RuntimeDocker:
+		r := NewDockerRuntime(o.Machine, o.DockerSocket)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.Ping(ctx); err != nil {
+			return nil, fmt.Errorf("%w (is Docker or Podman's service running? --docker-socket names another socket)", err)
+		}
+		return r, nil
+	case RuntimeExec:
 		return nil, fmt.Errorf("runtime %s: %w until meshroll builds images and serves them from an OCI registry (the registry and image builds come in a later increment); use --runtime noop to try meshroll without images", name, ErrRuntimeUnavailable)
 	}
 	return nil, fmt.Errorf("%w %q (want %s, %s or %s)", ErrUnknownRuntime, name, RuntimeNoop, RuntimeExec, RuntimeDocker)

@@ -1,0 +1,347 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Docker labels meshroll puts on the containers it creates, so that it finds
+// its own containers again and never touches anyone else's.
+const (
+	labelMachine = "io.meshroll.machine"
+	labelModule  = "io.meshroll.module"
+	labelSpec    = "io.meshroll.spec"
+)
+
+// DefaultDockerSocket is where the Docker engine (or Podman's compatible
+// service) listens on a typical machine.
+const DefaultDockerSocket = "/var/run/docker.sock"
+
+// DockerRuntime runs declared containers through the Docker Engine API, so
+// that a machine with Docker or Podman runs exactly the images the
+// declaration pins by digest. It speaks the API's JSON over HTTP itself
+// (create, start, inspect, stop, remove, pull) rather than taking the Docker
+// client library and its dependencies into the agent.
+type DockerRuntime struct {
+	machine string
+	hc      *http.Client
+	base    string
+	// poll is how often a container's state is inspected.
+	poll time.Duration
+
+	mu      sync.Mutex
+	closed  bool
+	current map[string]*dockerContainer
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type dockerContainer struct {
+	spec mesh.Container
+	id   string
+	hash string
+	// state and since are the last state reported, under the runtime's mu.
+	state string
+	since time.Time
+}
+
+var _ Runtime = (*DockerRuntime)(nil)
+
+// NewDockerRuntime returns a runtime for machine talking to the engine at
+// socket (a unix socket path) or, when socket starts with http://, at that
+// URL.
+func NewDockerRuntime(machine, socket string) *DockerRuntime {
+	r := &DockerRuntime{machine: machine, poll: time.Second, current: map[string]*dockerContainer{}}
+	if strings.HasPrefix(socket, "http://") {
+		r.base, r.hc = strings.TrimRight(socket, "/"), &http.Client{}
+		return r
+	}
+	if socket == "" {
+		socket = DefaultDockerSocket
+	}
+	r.base = "http://docker"
+	r.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
+	return r
+}
+
+// Name is RuntimeDocker.
+func (r *DockerRuntime) Name() string { return RuntimeDocker }
+
+// Ping checks the engine answers, so that the agent refuses to start on a
+// machine without one instead of failing every declaration.
+func (r *DockerRuntime) Ping(ctx context.Context) error {
+	if err := r.call(ctx, http.MethodGet, "/_ping", nil, nil); err != nil {
+		return fmt.Errorf("runtime docker: no engine answers: %w", err)
+	}
+	return nil
+}
+
+// Apply keeps containers whose spec is unchanged, replaces changed ones
+// (pull by digest, create, start, then stop and remove the old one) and
+// removes those no longer declared. Pulls and starts run in the background;
+// each container's state is then followed by inspecting it.
+func (r *DockerRuntime) Apply(ctx context.Context, cs []mesh.Container, update func(Update)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("runtime docker: closed")
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+
+	next := map[string]*dockerContainer{}
+	for _, c := range cs {
+		hash := specHash(c)
+		if old, ok := r.current[c.Module]; ok && old.hash == hash && old.id != "" {
+			next[c.Module] = old
+			update(Update{Module: c.Module, State: old.state, Since: old.since})
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.follow(wctx, old, update)
+			}()
+			continue
+		}
+		dc := &dockerContainer{spec: c, hash: hash, state: mesh.StateStarting, since: time.Now().UTC()}
+		next[c.Module] = dc
+		update(Update{Module: c.Module, State: dc.state, Since: dc.since})
+		r.wg.Add(1)
+		go r.start(wctx, dc, r.current[c.Module], update)
+	}
+	for m, old := range r.current {
+		if _, ok := next[m]; !ok && old.id != "" {
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.remove(context.Background(), old.id)
+			}()
+		}
+	}
+	r.current = next
+	return nil
+}
+
+// start pulls, creates and starts dc, then retires old and follows dc.
+func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *dockerContainer, update func(Update)) {
+	defer r.wg.Done()
+	c := dc.spec
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			r.report(dc, Update{Module: c.Module, State: mesh.StateExited, Since: time.Now().UTC(), Reason: err.Error()}, update)
+		}
+	}
+	if c.Image == "" {
+		fail(fmt.Errorf("container %s names no image repository to pull %s from", c.Module, c.Digest))
+		return
+	}
+	ref := c.Image + "@" + c.Digest
+	q := url.Values{"fromImage": {ref}}
+	if err := r.call(ctx, http.MethodPost, "/images/create?"+q.Encode(), nil, nil); err != nil {
+		fail(fmt.Errorf("pull %s: %w", ref, err))
+		return
+	}
+	env := make([]string, 0, len(c.Env))
+	for k, v := range c.Env {
+		env = append(env, k+"="+v)
+	}
+	body := map[string]any{
+		"Image": ref,
+		"Env":   env,
+		"Labels": map[string]string{
+			labelMachine: r.machine, labelModule: c.Module, labelSpec: dc.hash,
+		},
+		"HostConfig": map[string]any{"RestartPolicy": map[string]any{"Name": "on-failure"}},
+	}
+	if len(c.Args) > 0 {
+		body["Cmd"] = c.Args
+	}
+	var created struct {
+		ID string `json:"Id"`
+	}
+	name := url.Values{"name": {fmt.Sprintf("meshroll-%s-%s-%s", r.machine, c.Module, dc.hash[:12])}}
+	if err := r.call(ctx, http.MethodPost, "/containers/create?"+name.Encode(), body, &created); err != nil {
+		fail(fmt.Errorf("create %s: %w", c.Module, err))
+		return
+	}
+	if old != nil && old.id != "" {
+		r.remove(ctx, old.id)
+	}
+	if err := r.call(ctx, http.MethodPost, "/containers/"+created.ID+"/start", nil, nil); err != nil {
+		fail(fmt.Errorf("start %s: %w", c.Module, err))
+		return
+	}
+	r.mu.Lock()
+	dc.id = created.ID
+	r.mu.Unlock()
+	r.follow(ctx, dc, update)
+}
+
+// follow inspects the container until ctx ends, reporting each change of
+// state.
+func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update func(Update)) {
+	r.mu.Lock()
+	last := dc.state
+	r.mu.Unlock()
+	t := time.NewTicker(r.poll)
+	defer t.Stop()
+	for {
+		var st struct {
+			State struct {
+				Status     string `json:"Status"`
+				Restarting bool   `json:"Restarting"`
+				ExitCode   int    `json:"ExitCode"`
+				Error      string `json:"Error"`
+			} `json:"State"`
+			RestartCount int `json:"RestartCount"`
+		}
+		if err := r.call(ctx, http.MethodGet, "/containers/"+dc.id+"/json", nil, &st); err == nil {
+			state, reason := mesh.StateStarting, ""
+			switch {
+			case st.State.Restarting || (st.RestartCount > 0 && st.State.Status != "running"):
+				state, reason = mesh.StateCrashLooping, fmt.Sprintf("exit code %d, restarted %d times", st.State.ExitCode, st.RestartCount)
+			case st.State.Status == "running":
+				state = mesh.StateRunning
+			case st.State.Status == "exited" || st.State.Status == "dead":
+				state, reason = mesh.StateExited, fmt.Sprintf("exit code %d %s", st.State.ExitCode, st.State.Error)
+			}
+			if state != last && ctx.Err() == nil {
+				last = state
+				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: time.Now().UTC(), Reason: strings.TrimSpace(reason)}, update)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// report records and passes on a state change of dc.
+func (r *DockerRuntime) report(dc *dockerContainer, u Update, update func(Update)) {
+	r.mu.Lock()
+	dc.state, dc.since = u.State, u.Since
+	r.mu.Unlock()
+	update(u)
+}
+
+// remove stops a container (SIGTERM, then SIGKILL after ten seconds) and
+// removes it.
+func (r *DockerRuntime) remove(ctx context.Context, id string) {
+	_ = r.call(ctx, http.MethodPost, "/containers/"+id+"/stop?t=10", nil, nil)
+	_ = r.call(ctx, http.MethodDelete, "/containers/"+id+"?force=1", nil, nil)
+}
+
+// Close stops following containers and stops and removes every container
+// this runtime started.
+func (r *DockerRuntime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	if r.cancel != nil {
+		r.cancel()
+	}
+	var ids []string
+	for _, dc := range r.current {
+		if dc.id != "" {
+			ids = append(ids, dc.id)
+		}
+	}
+	r.current = map[string]*dockerContainer{}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.remove(ctx, id)
+	}
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("runtime docker: close: %w", ctx.Err())
+	}
+}
+
+// call does one Engine API request; a non-2xx answer is an error with the
+// engine's message (304, "already started/stopped", counts as success).
+func (r *DockerRuntime) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified {
+		return nil
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Message string `json:"message"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(b, &e) != nil || e.Message == "" {
+			e.Message = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("docker %s %s: %d %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Message)
+	}
+	if out == nil {
+		// The pull answers a stream of progress objects; an error in it
+		// arrives as {"error": ...}.
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var m struct {
+				Error string `json:"error"`
+			}
+			if err := dec.Decode(&m); err != nil {
+				return nil
+			}
+			if m.Error != "" {
+				return errors.New(m.Error)
+			}
+		}
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// specHash names a container spec, so that an unchanged re-declaration is
+// recognised and kept.
+func specHash(c mesh.Container) string {
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
