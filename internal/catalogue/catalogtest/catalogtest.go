@@ -1,0 +1,581 @@
+// Package catalogtest is the conformance suite for catalogue.Catalogue. Every
+// implementation runs the same suite from its own tests, so that the push
+// path can rely on the contract rather than on whichever store a worker was
+// configured with: a catalogue that, say, lost a concurrent Record or judged
+// a shared digest by its older commit would let a push downgrade a machine.
+//
+// It is an ordinary (non-test) package so that implementations' _test files
+// in other packages can import it; nothing outside tests should.
+package catalogtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Concurrency sizes: enough goroutines and builds to make lost or duplicated
+// records likely if an implementation has a check-then-insert race, small
+// enough for -race on two cores.
+const (
+	workers          = 8
+	buildsPerWorker  = 6
+	sharedBuildCount = 10
+)
+
+// Run runs every clause of the catalogue contract against catalogues made by
+// open, each subtest with a fresh one, including concurrent use of one
+// handle. open returns a new, empty catalogue and registers its own cleanup
+// (t.Cleanup) for whatever it opened.
+func Run(t *testing.T, open func(t *testing.T) catalogue.Catalogue) {
+	t.Helper()
+	single := []struct {
+		name string
+		fn   func(t *testing.T, c catalogue.Catalogue)
+	}{
+		{"Empty", testEmpty},
+		{"RecordIdempotent", testRecordIdempotent},
+		{"RecordNotReproducible", testRecordNotReproducible},
+		{"RecordRejectsInvalidDigest", testRecordRejectsInvalidDigest},
+		{"LookupUnknown", testLookupUnknown},
+		{"LookupSharedDigestHighestGeneration", testLookupSharedDigest},
+		{"Newest", testNewest},
+		{"NewestConverged", testNewestConverged},
+		{"MarkConvergedUnknownDigest", testMarkConvergedUnknown},
+		{"MarkConvergedTwice", testMarkConvergedTwice},
+		{"MarkConvergedSharedDigest", testMarkConvergedSharedDigest},
+		{"BuildsNewestFirstWithLimit", testBuildsOrderAndLimit},
+		{"PlanAndBuiltAtKept", testPlanAndBuiltAt},
+		{"PerModule", testPerModule},
+	}
+	for _, tc := range single {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+	for _, tc := range concurrent {
+		t.Run(tc.name, func(t *testing.T) {
+			c := open(t)
+			tc.fn(t, []catalogue.Catalogue{c})
+		})
+	}
+}
+
+// RunShared runs the clauses that concern several workers on one store:
+// what one handle records or marks the other sees, a conflicting digest is
+// refused across handles, and goroutines spread over both handles recording
+// the same and different builds at once leave exactly one entry per module
+// and commit, none lost. Implementations whose store can be shared (SQL)
+// run it in addition to Run. open returns two handles on one new, empty
+// store, as two workers would hold them (for a SQL catalogue: two
+// connection pools on one database).
+func RunShared(t *testing.T, open func(t *testing.T) (catalogue.Catalogue, catalogue.Catalogue)) {
+	t.Helper()
+	t.Run("SharedVisibility", func(t *testing.T) {
+		a, b := open(t)
+		testSharedVisibility(t, a, b)
+	})
+	for _, tc := range concurrent {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := open(t)
+			tc.fn(t, []catalogue.Catalogue{a, b})
+		})
+	}
+}
+
+var concurrent = []struct {
+	name string
+	fn   func(t *testing.T, cs []catalogue.Catalogue)
+}{
+	{"ConcurrentSameBuilds", testConcurrentSame},
+	{"ConcurrentDifferentBuilds", testConcurrentDifferent},
+	{"ConcurrentMixed", testConcurrentMixed},
+}
+
+// Build returns a valid build of module at generation gen whose commit and
+// digest are derived from both, so builds of different modules or
+// generations never collide. Implementations' own tests use it too.
+func Build(module string, gen int64) mesh.Build {
+	return mesh.Build{
+		Module:     module,
+		Commit:     hash("commit", module, gen)[:40],
+		Digest:     "sha256:" + hash("digest", module, gen),
+		Generation: gen,
+		Image:      "127.0.0.1:5000/meshroll/" + module,
+	}
+}
+
+func hash(kind, module string, gen int64) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", kind, module, gen))
+	return hex.EncodeToString(sum[:])
+}
+
+func record(t *testing.T, c catalogue.Catalogue, b mesh.Build, plan string) {
+	t.Helper()
+	if err := c.Record(t.Context(), b, plan); err != nil {
+		t.Fatalf("Record(%s gen %d): %v", b.Module, b.Generation, err)
+	}
+}
+
+func markConverged(t *testing.T, c catalogue.Catalogue, digest, machine string) {
+	t.Helper()
+	if err := c.MarkConverged(t.Context(), digest, machine); err != nil {
+		t.Fatalf("MarkConverged(%s, %s): %v", digest, machine, err)
+	}
+}
+
+func builds(t *testing.T, c catalogue.Catalogue, module string, limit int) []catalogue.Entry {
+	t.Helper()
+	es, err := c.Builds(t.Context(), module, limit)
+	if err != nil {
+		t.Fatalf("Builds(%s, %d): %v", module, limit, err)
+	}
+	return es
+}
+
+func generations(es []catalogue.Entry) []int64 {
+	out := make([]int64, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.Build.Generation)
+	}
+	return out
+}
+
+type getter func(ctx context.Context, key string) (mesh.Build, bool, error)
+
+// expect checks that get(key) finds want (all fields), or nothing when want
+// is the zero Build.
+func expect(t *testing.T, what string, get getter, key string, want mesh.Build) {
+	t.Helper()
+	got, ok, err := get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("%s(%s): %v", what, key, err)
+	}
+	if want == (mesh.Build{}) {
+		if ok {
+			t.Fatalf("%s(%s) = %+v, want none", what, key, got)
+		}
+		return
+	}
+	if !ok {
+		t.Fatalf("%s(%s) found nothing, want generation %d", what, key, want.Generation)
+	}
+	if got != want {
+		t.Fatalf("%s(%s) = %+v, want %+v", what, key, got, want)
+	}
+}
+
+func testEmpty(t *testing.T, c catalogue.Catalogue) {
+	expect(t, "Lookup", c.Lookup, Build("host", 1).Digest, mesh.Build{})
+	expect(t, "Newest", c.Newest, "host", mesh.Build{})
+	expect(t, "NewestConverged", c.NewestConverged, "host", mesh.Build{})
+	if es := builds(t, c, "host", 0); len(es) != 0 {
+		t.Fatalf("Builds of an empty catalogue = %+v", es)
+	}
+}
+
+func testRecordIdempotent(t *testing.T, c catalogue.Catalogue) {
+	b := Build("host", 1)
+	record(t, c, b, "plan/first")
+	record(t, c, b, "plan/first")
+	// A retried build activity of another plan is still the same build.
+	record(t, c, b, "plan/retry")
+	es := builds(t, c, "host", 0)
+	if len(es) != 1 {
+		t.Fatalf("after recording one build three times, Builds = %+v; want one entry", es)
+	}
+	if es[0].Build != b || es[0].Plan != "plan/first" {
+		t.Fatalf("entry = %+v; want %+v built by plan/first", es[0], b)
+	}
+}
+
+func testRecordNotReproducible(t *testing.T, c catalogue.Catalogue) {
+	b := Build("host", 1)
+	record(t, c, b, "plan/test")
+	other := b
+	other.Digest = Build("host", 9).Digest
+	err := c.Record(t.Context(), other, "plan/test")
+	if err == nil {
+		t.Fatal("recording one module and commit with a second digest succeeded")
+	}
+	if !strings.Contains(err.Error(), "not reproducible") {
+		t.Fatalf("error %q does not say the build is not reproducible", err)
+	}
+	expect(t, "Lookup", c.Lookup, b.Digest, b)
+	expect(t, "Lookup", c.Lookup, other.Digest, mesh.Build{})
+	if es := builds(t, c, "host", 0); len(es) != 1 || es[0].Build != b {
+		t.Fatalf("Builds = %+v; want only the first recording", es)
+	}
+}
+
+func testRecordRejectsInvalidDigest(t *testing.T, c catalogue.Catalogue) {
+	b := Build("host", 1)
+	b.Digest = "latest"
+	if err := c.Record(t.Context(), b, "plan/test"); err == nil {
+		t.Fatal("Record accepted digest \"latest\"")
+	}
+	if es := builds(t, c, "host", 0); len(es) != 0 {
+		t.Fatalf("Builds after a rejected Record = %+v", es)
+	}
+}
+
+func testLookupUnknown(t *testing.T, c catalogue.Catalogue) {
+	record(t, c, Build("host", 1), "plan/test")
+	expect(t, "Lookup", c.Lookup, Build("host", 2).Digest, mesh.Build{})
+	expect(t, "Lookup", c.Lookup, Build("agent", 1).Digest, mesh.Build{})
+}
+
+func testLookupSharedDigest(t *testing.T, c catalogue.Catalogue) {
+	// Reproducible builds: the same content at three commits. Recorded out of
+	// order, so that "last recorded" and "highest generation" differ.
+	shared := Build("host", 5).Digest
+	var bs []mesh.Build
+	for _, gen := range []int64{5, 7, 6} {
+		b := Build("host", gen)
+		b.Digest = shared
+		bs = append(bs, b)
+		record(t, c, b, "plan/test")
+	}
+	expect(t, "Lookup", c.Lookup, shared, bs[1])
+}
+
+func testNewest(t *testing.T, c catalogue.Catalogue) {
+	for _, gen := range []int64{3, 1, 4, 2} {
+		record(t, c, Build("host", gen), "plan/test")
+	}
+	expect(t, "Newest", c.Newest, "host", Build("host", 4))
+	noImage := Build("host", 10)
+	noImage.Image = ""
+	record(t, c, noImage, "plan/test")
+	expect(t, "Newest", c.Newest, "host", noImage)
+}
+
+func testNewestConverged(t *testing.T, c catalogue.Catalogue) {
+	for gen := int64(1); gen <= 3; gen++ {
+		record(t, c, Build("host", gen), "plan/test")
+	}
+	expect(t, "NewestConverged", c.NewestConverged, "host", mesh.Build{})
+	markConverged(t, c, Build("host", 2).Digest, "edge-1")
+	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 2))
+	expect(t, "Newest", c.Newest, "host", Build("host", 3))
+	markConverged(t, c, Build("host", 1).Digest, "edge-2")
+	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 2))
+	markConverged(t, c, Build("host", 3).Digest, "edge-1")
+	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 3))
+}
+
+func testMarkConvergedUnknown(t *testing.T, c catalogue.Catalogue) {
+	if err := c.MarkConverged(t.Context(), Build("host", 1).Digest, "edge-1"); err == nil {
+		t.Fatal("MarkConverged of a digest in an empty catalogue succeeded")
+	}
+	record(t, c, Build("host", 1), "plan/test")
+	if err := c.MarkConverged(t.Context(), Build("host", 2).Digest, "edge-1"); err == nil {
+		t.Fatal("MarkConverged of an unknown digest succeeded")
+	}
+	expect(t, "NewestConverged", c.NewestConverged, "host", mesh.Build{})
+	if es := builds(t, c, "host", 0); len(es) != 1 || len(es[0].Converged) != 0 {
+		t.Fatalf("Builds = %+v; want one entry converged nowhere", es)
+	}
+}
+
+func testMarkConvergedTwice(t *testing.T, c catalogue.Catalogue) {
+	b := Build("host", 1)
+	record(t, c, b, "plan/test")
+	markConverged(t, c, b.Digest, "edge-1")
+	markConverged(t, c, b.Digest, "edge-1")
+	es := builds(t, c, "host", 0)
+	if len(es) != 1 || !slices.Equal(es[0].Converged, []string{"edge-1"}) {
+		t.Fatalf("after marking twice on edge-1, Builds = %+v; want edge-1 listed once", es)
+	}
+	markConverged(t, c, b.Digest, "edge-2")
+	markConverged(t, c, b.Digest, "edge-1")
+	es = builds(t, c, "host", 0)
+	if got := sorted(es[0].Converged); len(es) != 1 || !slices.Equal(got, []string{"edge-1", "edge-2"}) {
+		t.Fatalf("Builds = %+v; want converged on edge-1 and edge-2, once each", es)
+	}
+}
+
+func testMarkConvergedSharedDigest(t *testing.T, c catalogue.Catalogue) {
+	a, b := Build("host", 5), Build("host", 7)
+	b.Digest = a.Digest
+	record(t, c, a, "plan/test")
+	record(t, c, b, "plan/test")
+	record(t, c, Build("host", 9), "plan/test")
+	markConverged(t, c, a.Digest, "edge-1")
+	// What runs is the digest; the newest build with it is what converged.
+	expect(t, "NewestConverged", c.NewestConverged, "host", b)
+	for _, e := range builds(t, c, "host", 0) {
+		want := []string{"edge-1"}
+		if e.Build.Generation == 9 {
+			want = nil
+		}
+		if !slices.Equal(e.Converged, want) {
+			t.Errorf("generation %d converged on %v, want %v", e.Build.Generation, e.Converged, want)
+		}
+	}
+}
+
+func testBuildsOrderAndLimit(t *testing.T, c catalogue.Catalogue) {
+	for _, gen := range []int64{2, 5, 1, 4, 3} {
+		record(t, c, Build("host", gen), "plan/test")
+	}
+	for _, tc := range []struct {
+		limit int
+		want  []int64
+	}{
+		{0, []int64{5, 4, 3, 2, 1}},
+		{2, []int64{5, 4}},
+		{1, []int64{5}},
+		{5, []int64{5, 4, 3, 2, 1}},
+		{10, []int64{5, 4, 3, 2, 1}},
+	} {
+		es := builds(t, c, "host", tc.limit)
+		if got := generations(es); !slices.Equal(got, tc.want) {
+			t.Errorf("Builds(limit %d) generations = %v, want %v", tc.limit, got, tc.want)
+		}
+		for _, e := range es {
+			if e.Build != Build("host", e.Build.Generation) {
+				t.Errorf("Builds(limit %d) entry %+v, want %+v", tc.limit, e.Build, Build("host", e.Build.Generation))
+			}
+		}
+	}
+	if es := builds(t, c, "agent", 0); len(es) != 0 {
+		t.Errorf("Builds of a module with none = %+v", es)
+	}
+}
+
+func testPlanAndBuiltAt(t *testing.T, c catalogue.Catalogue) {
+	before := time.Now()
+	record(t, c, Build("host", 1), "plan/one")
+	after := time.Now()
+	record(t, c, Build("host", 2), "")
+	es := builds(t, c, "host", 0)
+	if len(es) != 2 {
+		t.Fatalf("Builds = %+v; want two", es)
+	}
+	one := es[1]
+	if one.Plan != "plan/one" || es[0].Plan != "" {
+		t.Errorf("plans = %q, %q; want \"plan/one\", \"\"", one.Plan, es[0].Plan)
+	}
+	// Stores may keep less than nanoseconds (PostgreSQL: microseconds).
+	if one.BuiltAt.Before(before.Add(-time.Second)) || one.BuiltAt.After(after.Add(time.Second)) {
+		t.Errorf("BuiltAt = %v, want between %v and %v", one.BuiltAt, before, after)
+	}
+	if len(one.Converged) != 0 {
+		t.Errorf("a new build is converged on %v", one.Converged)
+	}
+	// Recording again, later and from another plan, keeps what was first known.
+	time.Sleep(5 * time.Millisecond)
+	record(t, c, Build("host", 1), "plan/two")
+	again := builds(t, c, "host", 0)[1]
+	if again.Plan != "plan/one" || !again.BuiltAt.Equal(one.BuiltAt) {
+		t.Errorf("after recording again: plan %q built at %v; want plan/one at %v", again.Plan, again.BuiltAt, one.BuiltAt)
+	}
+	// And reading again gives the same time (no re-rounding on the way out).
+	if got := builds(t, c, "host", 1)[0]; !got.BuiltAt.Equal(es[0].BuiltAt) {
+		t.Errorf("BuiltAt read twice: %v, then %v", es[0].BuiltAt, got.BuiltAt)
+	}
+}
+
+func testPerModule(t *testing.T, c catalogue.Catalogue) {
+	for gen := int64(1); gen <= 3; gen++ {
+		record(t, c, Build("host", gen), "plan/host")
+	}
+	record(t, c, Build("agent", 1), "plan/agent")
+	record(t, c, Build("agent", 2), "plan/agent")
+	// One commit of the repository builds every module: the same commit in
+	// another module with another digest is no conflict.
+	sameCommit := Build("agent", 3)
+	sameCommit.Commit = Build("host", 3).Commit
+	record(t, c, sameCommit, "plan/agent")
+
+	markConverged(t, c, Build("host", 3).Digest, "edge-1")
+	expect(t, "Newest", c.Newest, "host", Build("host", 3))
+	expect(t, "Newest", c.Newest, "agent", sameCommit)
+	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 3))
+	expect(t, "NewestConverged", c.NewestConverged, "agent", mesh.Build{})
+	expect(t, "Newest", c.Newest, "other", mesh.Build{})
+	for module, want := range map[string][]int64{"host": {3, 2, 1}, "agent": {3, 2, 1}} {
+		es := builds(t, c, module, 0)
+		if got := generations(es); !slices.Equal(got, want) {
+			t.Errorf("Builds(%s) generations = %v, want %v", module, got, want)
+		}
+		for _, e := range es {
+			if e.Build.Module != module {
+				t.Errorf("Builds(%s) lists %+v", module, e.Build)
+			}
+		}
+	}
+}
+
+func testSharedVisibility(t *testing.T, a, b catalogue.Catalogue) {
+	record(t, a, Build("host", 1), "plan/a")
+	expect(t, "Lookup via the other handle", b.Lookup, Build("host", 1).Digest, Build("host", 1))
+	record(t, b, Build("host", 1), "plan/b") // same build from the other worker: no-op
+	other := Build("host", 1)
+	other.Digest = Build("host", 2).Digest
+	if err := b.Record(t.Context(), other, "plan/b"); err == nil || !strings.Contains(err.Error(), "not reproducible") {
+		t.Fatalf("conflicting digest via the other handle: err = %v, want not reproducible", err)
+	}
+	markConverged(t, b, Build("host", 1).Digest, "edge-1")
+	expect(t, "NewestConverged via the first handle", a.NewestConverged, "host", Build("host", 1))
+	es := builds(t, a, "host", 0)
+	if len(es) != 1 || es[0].Plan != "plan/a" || !slices.Equal(es[0].Converged, []string{"edge-1"}) {
+		t.Fatalf("Builds = %+v; want one entry by plan/a converged on edge-1", es)
+	}
+}
+
+// parallel runs fn(i, handle) for i in [0, n) at once, each goroutine on one
+// of cs in turn, and fails the test with every error.
+func parallel(t *testing.T, cs []catalogue.Catalogue, n int, fn func(ctx context.Context, i int, c catalogue.Catalogue) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if err := fn(t.Context(), i, cs[i%len(cs)]); err != nil {
+				errs <- fmt.Errorf("goroutine %d: %w", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// shuffled returns gens 1..n in an order that differs per goroutine.
+func shuffled(n int, seed int) []int64 {
+	gens := make([]int64, n)
+	for i := range gens {
+		gens[i] = int64(i + 1)
+	}
+	r := rand.New(rand.NewPCG(uint64(seed), 0x6d657368))
+	r.Shuffle(len(gens), func(i, j int) { gens[i], gens[j] = gens[j], gens[i] })
+	return gens
+}
+
+// checkExactly fails unless every handle lists exactly want (by generation,
+// newest first), each with its own build.
+func checkExactly(t *testing.T, cs []catalogue.Catalogue, module string, want []int64) {
+	t.Helper()
+	slices.Sort(want)
+	slices.Reverse(want)
+	for h, c := range cs {
+		es := builds(t, c, module, 0)
+		if got := generations(es); !slices.Equal(got, want) {
+			t.Fatalf("handle %d: Builds(%s) has %d entries %v, want %d %v", h, module, len(got), got, len(want), want)
+		}
+		for _, e := range es {
+			if e.Build != Build(module, e.Build.Generation) {
+				t.Fatalf("handle %d: entry %+v, want %+v", h, e.Build, Build(module, e.Build.Generation))
+			}
+		}
+	}
+}
+
+// testConcurrentSame has every goroutine record the same builds: half of
+// them in one order (so that they collide on every build, as retried
+// activities do), half each in its own.
+func testConcurrentSame(t *testing.T, cs []catalogue.Catalogue) {
+	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+		order := shuffled(sharedBuildCount, i)
+		if i%2 == 0 {
+			slices.Sort(order)
+		}
+		for _, gen := range order {
+			if err := c.Record(ctx, Build("host", gen), fmt.Sprintf("plan/%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	want := shuffled(sharedBuildCount, 0)
+	checkExactly(t, cs, "host", want)
+}
+
+func testConcurrentDifferent(t *testing.T, cs []catalogue.Catalogue) {
+	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+		for k := range buildsPerWorker {
+			gen := int64(i*buildsPerWorker + k + 1)
+			if err := c.Record(ctx, Build("host", gen), fmt.Sprintf("plan/%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	checkExactly(t, cs, "host", shuffled(workers*buildsPerWorker, 0))
+}
+
+// testConcurrentMixed has every goroutine record the shared builds and its
+// own, in its own order, and mark each shared build converged on its own
+// machine, all at once.
+func testConcurrentMixed(t *testing.T, cs []catalogue.Catalogue) {
+	const ownBase = 1000
+	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+		machine := fmt.Sprintf("edge-%d", i)
+		for k, gen := range shuffled(sharedBuildCount, i) {
+			b := Build("host", gen)
+			if err := c.Record(ctx, b, fmt.Sprintf("plan/%d", i)); err != nil {
+				return err
+			}
+			if err := c.MarkConverged(ctx, b.Digest, machine); err != nil {
+				return err
+			}
+			if k < buildsPerWorker {
+				if err := c.Record(ctx, Build("host", int64(ownBase+i*buildsPerWorker+k)), machine); err != nil {
+					return err
+				}
+			}
+			if _, ok, err := c.Lookup(ctx, b.Digest); err != nil || !ok {
+				return fmt.Errorf("look up a build just recorded: found %v, err %v", ok, err)
+			}
+		}
+		return nil
+	})
+	want := shuffled(sharedBuildCount, 0)
+	for i := range workers * buildsPerWorker {
+		want = append(want, int64(ownBase+i))
+	}
+	checkExactly(t, cs, "host", want)
+	var machines []string
+	for i := range workers {
+		machines = append(machines, fmt.Sprintf("edge-%d", i))
+	}
+	for h, c := range cs {
+		for _, e := range builds(t, c, "host", 0) {
+			want := machines
+			if e.Build.Generation >= ownBase {
+				want = nil
+			}
+			if got := sorted(e.Converged); !slices.Equal(got, sorted(want)) {
+				t.Fatalf("handle %d: generation %d converged on %v, want %v", h, e.Build.Generation, got, want)
+			}
+		}
+		expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", sharedBuildCount))
+	}
+}
+
+func sorted(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}

@@ -1,0 +1,278 @@
+// Package sqlcat is the catalogue kept in a SQL database: SQLite for one
+// worker (or a few on one machine) that should not lose its builds on a
+// restart, PostgreSQL for a fleet of workers sharing one catalogue. It is one
+// implementation over database/sql, because the contract is small and the
+// queries are the same in both; only the schema's types, the time encoding
+// and the migration lock differ (see dialect).
+//
+// Sharing is the point of it, so it leans on the database for the cases
+// catalogue.Catalogue promises: two workers recording one build at once
+// insert with ON CONFLICT (module, commit) DO NOTHING and then both compare
+// the stored digest with their own, so neither loses the build, neither
+// records it twice, and a non-reproducible build is refused whichever worker
+// came second. Builds are never updated or deleted, which is what makes a
+// check after an insert (rather than a transaction) enough.
+//
+// The schema migrates itself at Open from migrations embedded in the binary.
+package sqlcat
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	// The drivers: PostgreSQL through pgx's database/sql adapter, SQLite
+	// through a pure-Go build, so that the worker needs no cgo.
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// Catalogue is a catalogue.Catalogue in a SQL database. It is safe for
+// concurrent use, and any number of Catalogues, in any number of processes,
+// may share one database.
+type Catalogue struct {
+	db  *sql.DB
+	d   dialect
+	t   target
+	now func() time.Time
+}
+
+var _ catalogue.Catalogue = (*Catalogue)(nil)
+
+// postgresMaxConns bounds one worker's pool: catalogue calls are short, and
+// a fleet of workers must stay under PostgreSQL's default max_connections
+// (100).
+const postgresMaxConns = 8
+
+// Open connects to the catalogue named by dsn and brings its schema up to
+// date, so that a worker that starts finds the tables it expects or fails at
+// once rather than at its first build. dsn is one of
+//
+//	sqlite:<path>                    a file, created with its directory if missing
+//	postgres://user:password@host:port/database?sslmode=...
+//	postgresql://...                 the same
+//
+// A PostgreSQL DSN takes any parameter pgx does (sslmode, search_path, ...).
+// Errors name the DSN with its password redacted.
+func Open(ctx context.Context, dsn string) (*Catalogue, error) {
+	t, err := parseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open catalogue: %w", err)
+	}
+	c := &Catalogue{d: t.dialect, t: t, now: time.Now}
+	if t.path != "" {
+		if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
+			return nil, c.fail("open catalogue "+t.shown, err)
+		}
+	}
+	db, err := sql.Open(t.dialect.driver, t.driver)
+	if err != nil {
+		return nil, c.fail("open catalogue "+t.shown, err)
+	}
+	c.db = db
+	if t.dialect.name == postgresDialect.name {
+		db.SetMaxOpenConns(postgresMaxConns)
+		db.SetMaxIdleConns(postgresMaxConns)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, c.fail("open catalogue "+t.shown, err)
+	}
+	if err := c.migrate(ctx); err != nil {
+		db.Close()
+		return nil, c.fail("open catalogue "+t.shown+": migrate", err)
+	}
+	return c, nil
+}
+
+// Close closes the connection pool; calls after it fail.
+func (c *Catalogue) Close() error {
+	if err := c.db.Close(); err != nil {
+		return c.fail("close catalogue "+c.t.shown, err)
+	}
+	return nil
+}
+
+// String names the catalogue by its DSN, password redacted, so that a worker
+// can log which catalogue it uses.
+func (c *Catalogue) String() string { return c.t.shown }
+
+// fail wraps err with the operation and scrubs the DSN's secrets from the
+// message: drivers quote connection details back in some errors.
+func (c *Catalogue) fail(op string, err error) error {
+	return scrub(fmt.Errorf("%s: %w", op, err), c.t.original, c.t.secrets)
+}
+
+const buildColumns = `module, "commit", generation, digest, image`
+
+func scanBuild(row interface{ Scan(...any) error }) (mesh.Build, error) {
+	var b mesh.Build
+	err := row.Scan(&b.Module, &b.Commit, &b.Generation, &b.Digest, &b.Image)
+	return b, err
+}
+
+// stamp is a time as the catalogue stores it: UTC, to the microsecond
+// (PostgreSQL's precision, used for SQLite too so both read back alike).
+func (c *Catalogue) stamp() time.Time { return c.now().UTC().Truncate(time.Microsecond) }
+
+// Record implements catalogue.Catalogue: insert unless the module and commit
+// are known, then compare the stored digest, so that a concurrent recorder of
+// the same build is a no-op and one of another digest an error.
+func (c *Catalogue) Record(ctx context.Context, b mesh.Build, plan string) error {
+	if err := mesh.ValidDigest(b.Digest); err != nil {
+		return fmt.Errorf("record build of %s: %w", b.Module, err)
+	}
+	op := fmt.Sprintf("record build of %s at %s", b.Module, b.Commit)
+	res, err := c.db.ExecContext(ctx,
+		`INSERT INTO builds (module, "commit", generation, digest, image, plan, built_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (module, "commit") DO NOTHING`,
+		b.Module, b.Commit, b.Generation, b.Digest, b.Image, plan, c.d.timeArg(c.stamp()))
+	if err != nil {
+		return c.fail(op, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 1 {
+		return nil
+	}
+	var stored string
+	err = c.db.QueryRowContext(ctx, `SELECT digest FROM builds WHERE module = $1 AND "commit" = $2`, b.Module, b.Commit).Scan(&stored)
+	if err != nil {
+		return c.fail(op, err)
+	}
+	if stored != b.Digest {
+		return fmt.Errorf("%s: already recorded with digest %s, now %s (the build is not reproducible)", op, stored, b.Digest)
+	}
+	return nil
+}
+
+// Lookup implements catalogue.Catalogue.
+func (c *Catalogue) Lookup(ctx context.Context, digest string) (mesh.Build, bool, error) {
+	return c.one(ctx, "look up "+digest,
+		`SELECT `+buildColumns+` FROM builds WHERE digest = $1 ORDER BY generation DESC, id LIMIT 1`, digest)
+}
+
+// Newest implements catalogue.Catalogue.
+func (c *Catalogue) Newest(ctx context.Context, module string) (mesh.Build, bool, error) {
+	return c.one(ctx, "newest build of "+module,
+		`SELECT `+buildColumns+` FROM builds WHERE module = $1 ORDER BY generation DESC, id LIMIT 1`, module)
+}
+
+// NewestConverged implements catalogue.Catalogue. Convergence is kept per
+// digest, since the digest is what a machine runs: every commit that built it
+// converged.
+func (c *Catalogue) NewestConverged(ctx context.Context, module string) (mesh.Build, bool, error) {
+	return c.one(ctx, "newest converged build of "+module,
+		`SELECT `+buildColumns+` FROM builds
+		WHERE module = $1 AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest)
+		ORDER BY generation DESC, id LIMIT 1`, module)
+}
+
+func (c *Catalogue) one(ctx context.Context, op, query string, arg string) (mesh.Build, bool, error) {
+	b, err := scanBuild(c.db.QueryRowContext(ctx, query, arg))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return mesh.Build{}, false, nil
+	case err != nil:
+		return mesh.Build{}, false, c.fail(op, err)
+	}
+	return b, true, nil
+}
+
+// MarkConverged implements catalogue.Catalogue. Marking again is a no-op
+// (ON CONFLICT DO NOTHING), so a host's repeated reports list a machine once.
+func (c *Catalogue) MarkConverged(ctx context.Context, digest, machine string) error {
+	op := fmt.Sprintf("mark %s converged on %s", digest, machine)
+	var known bool
+	if err := c.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM builds WHERE digest = $1)`, digest).Scan(&known); err != nil {
+		return c.fail(op, err)
+	}
+	if !known {
+		return fmt.Errorf("%s: digest not in the catalogue", op)
+	}
+	if _, err := c.db.ExecContext(ctx,
+		`INSERT INTO converged (digest, machine, at) VALUES ($1, $2, $3) ON CONFLICT (digest, machine) DO NOTHING`,
+		digest, machine, c.d.timeArg(c.stamp())); err != nil {
+		return c.fail(op, err)
+	}
+	return nil
+}
+
+// Builds implements catalogue.Catalogue, in one query so that the list and
+// its machines come from one snapshot.
+func (c *Catalogue) Builds(ctx context.Context, module string, limit int) ([]catalogue.Entry, error) {
+	op := "list builds of " + module
+	args := []any{module}
+	limitClause := ""
+	if limit > 0 {
+		limitClause = "LIMIT $2"
+		args = append(args, int64(limit))
+	}
+	rows, err := c.db.QueryContext(ctx, `
+		SELECT b.module, b."commit", b.generation, b.digest, b.image, b.plan, b.built_at, cv.machine
+		FROM (
+			SELECT id, module, "commit", generation, digest, image, plan, built_at
+			FROM builds WHERE module = $1 ORDER BY generation DESC, id `+limitClause+`
+		) b
+		LEFT JOIN converged cv ON cv.digest = b.digest
+		ORDER BY b.generation DESC, b.id, cv.at, cv.machine`, args...)
+	if err != nil {
+		return nil, c.fail(op, err)
+	}
+	defer rows.Close()
+	var out []catalogue.Entry
+	for rows.Next() {
+		var e catalogue.Entry
+		var machine sql.NullString
+		if err := rows.Scan(&e.Build.Module, &e.Build.Commit, &e.Build.Generation, &e.Build.Digest, &e.Build.Image,
+			&e.Plan, timeScanner{&e.BuiltAt}, &machine); err != nil {
+			return nil, c.fail(op, err)
+		}
+		if n := len(out); n > 0 && out[n-1].Build == e.Build {
+			out[n-1].Converged = append(out[n-1].Converged, machine.String)
+			continue
+		}
+		if machine.Valid {
+			e.Converged = []string{machine.String}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.fail(op, err)
+	}
+	return out, nil
+}
+
+// timeScanner reads a stored time: PostgreSQL's driver gives a time.Time,
+// SQLite gives the text sqliteDialect.timeArg wrote.
+type timeScanner struct{ t *time.Time }
+
+func (s timeScanner) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		*s.t = v.UTC()
+		return nil
+	case []byte:
+		return s.parse(string(v))
+	case string:
+		return s.parse(v)
+	}
+	return fmt.Errorf("stored time is a %T, want a time or text", src)
+}
+
+func (s timeScanner) parse(text string) error {
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(text))
+	if err != nil {
+		return fmt.Errorf("stored time %q: %w", text, err)
+	}
+	*s.t = t.UTC()
+	return nil
+}

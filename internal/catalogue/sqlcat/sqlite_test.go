@@ -1,0 +1,283 @@
+package sqlcat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/catalogue/catalogtest"
+)
+
+// openT opens dsn and closes it when the test ends.
+func openT(t *testing.T, dsn string) *Catalogue {
+	t.Helper()
+	c, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", RedactDSN(dsn), err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func sqliteDSN(t *testing.T) string {
+	return "sqlite:" + filepath.Join(t.TempDir(), "state", "catalogue.db")
+}
+
+func TestSQLiteConformance(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) catalogue.Catalogue { return openT(t, sqliteDSN(t)) })
+}
+
+func TestSQLiteSharedConformance(t *testing.T) {
+	catalogtest.RunShared(t, func(t *testing.T) (catalogue.Catalogue, catalogue.Catalogue) {
+		dsn := sqliteDSN(t)
+		return openT(t, dsn), openT(t, dsn)
+	})
+}
+
+func TestSQLiteSettings(t *testing.T) {
+	c := openT(t, sqliteDSN(t))
+	for pragma, want := range map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000"} {
+		var got string
+		if err := c.db.QueryRowContext(t.Context(), "PRAGMA "+pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %s, want %s", pragma, got, want)
+		}
+	}
+}
+
+func TestSQLiteReopenKeepsData(t *testing.T) {
+	testReopenKeepsData(t, sqliteDSN(t))
+}
+
+// testReopenKeepsData is a worker restarting: what it recorded is there, and
+// the migrations are not applied a second time.
+func testReopenKeepsData(t *testing.T, dsn string) {
+	ctx := t.Context()
+	b1, b2 := catalogtest.Build("host", 1), catalogtest.Build("host", 2)
+	c, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []struct {
+		gen  int64
+		plan string
+	}{{1, "plan/one"}, {2, "plan/two"}} {
+		if err := c.Record(ctx, catalogtest.Build("host", b.gen), b.plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.MarkConverged(ctx, b1.Digest, "edge-1"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Builds(ctx, "host", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c2 := openT(t, dsn)
+	after, err := c2.Builds(ctx, "host", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("Builds after reopen = %+v, want %+v", after, before)
+	}
+	if got, ok, err := c2.NewestConverged(ctx, "host"); err != nil || !ok || got != b1 {
+		t.Errorf("NewestConverged after reopen = %+v, %v, %v; want %+v", got, ok, err, b1)
+	}
+	if got, ok, err := c2.Newest(ctx, "host"); err != nil || !ok || got != b2 {
+		t.Errorf("Newest after reopen = %+v, %v, %v; want %+v", got, ok, err, b2)
+	}
+	checkMigrations(t, c2)
+}
+
+// checkMigrations fails unless each known migration is recorded exactly once.
+func checkMigrations(t *testing.T, c *Catalogue) {
+	t.Helper()
+	ms, err := loadMigrations(migrationFiles, c.d.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows, versions int
+	if err := c.db.QueryRowContext(t.Context(),
+		`SELECT count(*), count(DISTINCT version) FROM schema_migrations`).Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(ms) || versions != len(ms) {
+		t.Errorf("schema_migrations has %d rows of %d versions, want %d", rows, versions, len(ms))
+	}
+}
+
+func TestSQLiteConcurrentOpen(t *testing.T) {
+	testConcurrentOpen(t, sqliteDSN(t))
+}
+
+// testConcurrentOpen is several workers starting at once on a new database:
+// all of them open it, and the migrations apply once.
+func testConcurrentOpen(t *testing.T, dsn string) {
+	const n = 6
+	cs := make([]*Catalogue, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			cs[i], errs[i] = Open(t.Context(), dsn)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, c := range cs {
+		if errs[i] != nil {
+			t.Errorf("Open %d: %v", i, errs[i])
+			continue
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	checkMigrations(t, cs[0])
+	for i, c := range cs {
+		if err := c.Record(t.Context(), catalogtest.Build("host", int64(i+1)), "plan/test"); err != nil {
+			t.Fatalf("Record via catalogue %d: %v", i, err)
+		}
+	}
+	if es, err := cs[n-1].Builds(t.Context(), "host", 0); err != nil || len(es) != n {
+		t.Fatalf("Builds = %d entries, %v; want %d", len(es), err, n)
+	}
+}
+
+func TestSQLiteTwoRecorders(t *testing.T) {
+	dsn := sqliteDSN(t)
+	testTwoRecorders(t, openT(t, dsn), openT(t, dsn))
+}
+
+// testTwoRecorders is two workers (two pools) recording the same builds, in
+// the same order, from many goroutines at once: the worst case for a
+// check-then-insert race. Exactly one row per module and commit may result,
+// and no recorder may see an error.
+func testTwoRecorders(t *testing.T, a, b *Catalogue) {
+	const goroutines, count = 12, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	start := make(chan struct{})
+	for i := range goroutines {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Go(func() {
+			<-start
+			for gen := int64(1); gen <= count; gen++ {
+				if err := c.Record(t.Context(), catalogtest.Build("host", gen), fmt.Sprintf("plan/%d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var rows, keys int
+	if err := a.db.QueryRowContext(t.Context(),
+		`SELECT count(*), count(DISTINCT module || '/' || "commit") FROM builds`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != count || keys != count {
+		t.Errorf("builds has %d rows for %d module/commit pairs; want %d and %d", rows, keys, count, count)
+	}
+}
+
+func TestOpenRejectsBadDSN(t *testing.T) {
+	for _, dsn := range []string{
+		"",
+		"catalogue.db",
+		"sqlite:",
+		"sqlite::memory:",
+		"sqlite:file:x.db?mode=memory",
+		"mysql://u:pw@localhost/db",
+		"host=localhost password=hunter2pw",
+	} {
+		c, err := Open(t.Context(), dsn)
+		if err == nil {
+			c.Close()
+			t.Errorf("Open(%q) succeeded", dsn)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "open catalogue") {
+			t.Errorf("Open(%q) error %q does not name the operation", dsn, err)
+		}
+		if strings.Contains(err.Error(), "hunter2pw") || strings.Contains(err.Error(), ":pw@") {
+			t.Errorf("Open(%q) error %q holds the password", dsn, err)
+		}
+	}
+}
+
+func TestOpenCreatesStateDir(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "catalogue.db")
+	c := openT(t, "sqlite:"+path)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	if c.String() != "sqlite:"+path {
+		t.Errorf("String() = %q", c.String())
+	}
+	// A path that would read as URI parameters is still a path.
+	odd := filepath.Join(t.TempDir(), "x?mode=memory#y%20", "catalogue.db")
+	openT(t, "sqlite:"+odd)
+	if _, err := os.Stat(odd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	dsn := sqliteDSN(t)
+	c, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.ExecContext(t.Context(),
+		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'from_the_future', '2999-01-01T00:00:00.000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c, err = Open(t.Context(), dsn)
+	if err == nil {
+		c.Close()
+		t.Fatal("Open of a database migrated by a newer meshroll succeeded")
+	}
+	if !errors.Is(err, errSchemaNewer) || !strings.Contains(err.Error(), "migrate") {
+		t.Fatalf("error %q; want errSchemaNewer, naming the migration", err)
+	}
+}
+
+func TestCallsAfterCloseFail(t *testing.T) {
+	c, err := Open(t.Context(), sqliteDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Record(context.Background(), catalogtest.Build("host", 1), "plan/test")
+	if err == nil || !strings.Contains(err.Error(), "record build of host") {
+		t.Fatalf("Record after Close: %v; want an error naming the operation", err)
+	}
+}
