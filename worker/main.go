@@ -54,10 +54,11 @@ func run() error {
 		return err
 	}
 	defer c.Close()
-	deps, err := workerapp.DefaultDeps(cfg, dir)
+	deps, closeDeps, err := workerapp.DefaultDeps(ctx, cfg, dir)
 	if err != nil {
 		return err
 	}
+	defer closeDeps()
 	w := workerapp.New(c, cfg, dir, deps, log)
 	log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
 		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Msg("worker started")

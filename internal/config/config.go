@@ -64,6 +64,8 @@ type Config struct {
 	// Push bounds every push; it becomes the meshapi.PushPolicy a plan
 	// starts with.
 	Push Push `mapstructure:"push"`
+	// Catalogue says where builds are recorded.
+	Catalogue Catalogue `mapstructure:"catalogue"`
 	// Modules are the buildable units, by name.
 	Modules map[string]Module `mapstructure:"modules"`
 	// Machines are the hosts pushed to, by name.
@@ -97,6 +99,15 @@ type Push struct {
 	// RetryBudget is how long an unreachable host is retried before the
 	// push fails (default 2m).
 	RetryBudget time.Duration `mapstructure:"retry_budget"`
+}
+
+// Catalogue is where the worker records builds. Several workers share one
+// only through PostgreSQL.
+type Catalogue struct {
+	// DSN is "sqlite:<path>" or a postgres:// URL. Empty means SQLite in the
+	// state directory (<state_dir>/catalogue.db). Put a password in
+	// MESHROLL_CATALOGUE_DSN rather than in the file; it is never logged.
+	DSN string `mapstructure:"dsn"`
 }
 
 // Module is one buildable unit: where its source is and how it runs. A merge

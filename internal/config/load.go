@@ -70,6 +70,7 @@ var (
 	topKeys      = tagKeys(reflect.TypeFor[Config]())
 	temporalKeys = tagKeys(reflect.TypeFor[Temporal]())
 	pushKeys     = tagKeys(reflect.TypeFor[Push]())
+	catKeys      = tagKeys(reflect.TypeFor[Catalogue]())
 	moduleKeys   = tagKeys(reflect.TypeFor[Module]())
 	machineKeys  = tagKeys(reflect.TypeFor[Machine]())
 )
@@ -339,6 +340,8 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	l.section(val("push"), "push", []string{"push"}, strings.Join(pushKeys, ", "), pushKeys)
 	c.Push.RunningTimeout = l.duration("push", "running_timeout")
 	c.Push.RetryBudget = l.duration("push", "retry_budget")
+	l.section(val("catalogue"), "catalogue", []string{"catalogue"}, strings.Join(catKeys, ", "), catKeys)
+	c.Catalogue.DSN = l.str("catalogue", "dsn")
 
 	mods, ok := l.section(val("modules"), "modules", []string{"modules"}, "module name to module", nil)
 	l.skip.modules = !ok

@@ -18,6 +18,7 @@ import (
 	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/workflows"
@@ -37,18 +38,23 @@ type Deps struct {
 	Hosts     activities.Hosts
 }
 
-// DefaultDeps are this stage's: a file catalogue in the state directory, the
-// git digest builder, and host agents at the URLs in the mesh config.
-func DefaultDeps(cfg *config.Config, configDir string) (Deps, error) {
-	dir := cfg.StateDir
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(configDir, dir)
+// DefaultDeps opens what the config names: the catalogue (SQLite in the
+// state directory unless catalogue.dsn says otherwise), the builder, and host
+// agents at the URLs in the mesh config. The returned close releases them.
+func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string) (Deps, func() error, error) {
+	dsn := cfg.Catalogue.DSN
+	if dsn == "" {
+		dir := cfg.StateDir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(configDir, dir)
+		}
+		dsn = "sqlite:" + filepath.Join(dir, "catalogue.db")
 	}
-	cat, err := catalogue.OpenFile(filepath.Join(dir, "catalogue.json"))
+	cat, err := sqlcat.Open(ctx, dsn)
 	if err != nil {
-		return Deps{}, err
+		return Deps{}, nil, fmt.Errorf("catalogue: %w", err)
 	}
-	return Deps{Catalogue: cat, Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}}, nil
+	return Deps{Catalogue: cat, Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}}, cat.Close, nil
 }
 
 // New builds a worker on the configured task queue.
