@@ -1,0 +1,185 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestGeneration(t *testing.T) {
+	h := helloHistory(t)
+	ctx := context.Background()
+
+	// A clone that fetched further commits without moving its local main
+	// (the usual state of a worker's clone), and one whose local main has
+	// diverged from origin's.
+	origin := h.r
+	stale := &repo{t: t, dir: t.TempDir()}
+	stale.git("clone", "-q", origin.dir, stale.dir)
+	after := origin.commit("after clone", map[string]string{"later.txt": "x"})
+	stale.git("fetch", "-q", "origin")
+	diverged := &repo{t: t, dir: t.TempDir()}
+	diverged.git("clone", "-q", origin.dir, diverged.dir)
+	diverged.git("reset", "-q", "--hard", "HEAD~1")
+	local := diverged.commit("local only", map[string]string{"local.txt": "y"})
+
+	// A repository whose main line is called trunk, cloned: no main at all,
+	// and origin/HEAD says trunk.
+	trunkOrigin := newRepo(t)
+	trunkOrigin.git("checkout", "-q", "-b", "trunk")
+	t1 := trunkOrigin.commit("t1", map[string]string{"a": "1"})
+	trunk := &repo{t: t, dir: t.TempDir()}
+	trunk.git("clone", "-q", trunkOrigin.dir, trunk.dir)
+	trunk.git("checkout", "-q", "--detach")
+	trunk.git("branch", "-q", "-D", "trunk")
+
+	shallow := &repo{t: t, dir: t.TempDir()}
+	shallow.git("clone", "-q", "--depth", "1", "file://"+origin.dir, shallow.dir)
+
+	cases := []struct {
+		name, dir, branch, commit string
+		gen                       int64
+		err                       string
+	}{
+		{name: "first", dir: origin.dir, commit: h.c1, gen: 1},
+		{name: "second", dir: origin.dir, commit: h.c2, gen: 2},
+		{name: "merge", dir: origin.dir, commit: h.merged, gen: 3},
+		{name: "merged side commit", dir: origin.dir, commit: h.side, err: "is not on the main line of " + origin.dir + " (branch main)"},
+		{name: "side commit on its own branch", dir: origin.dir, branch: "feature", commit: h.side, gen: 3},
+		{name: "unknown branch", dir: origin.dir, branch: "release", commit: h.c1, err: "main line branch release not found"},
+		{name: "unknown commit", dir: origin.dir, commit: strings.Repeat("cd", 20), err: "not in repository"},
+		{name: "stale local main", dir: stale.dir, commit: after, gen: 4},
+		{name: "stale clone, old commit", dir: stale.dir, commit: h.c2, gen: 2},
+		{name: "diverged local main wins", dir: diverged.dir, commit: local, gen: 4},
+		{name: "diverged: origin's commit refused", dir: diverged.dir, commit: after, err: "is not on the main line"},
+		{name: "origin HEAD when no main", dir: trunk.dir, commit: t1, gen: 1},
+		{name: "shallow clone", dir: shallow.dir, commit: after, err: "shallow clone"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gen, err := Generation(ctx, c.dir, c.branch, c.commit)
+			if c.err != "" {
+				if err == nil || !IsPermanent(err) || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want a permanent error saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || gen != c.gen {
+				t.Fatalf("Generation = %d, %v; want %d", gen, err, c.gen)
+			}
+		})
+	}
+}
+
+func TestGitDigestRefusesSideCommit(t *testing.T) {
+	h := helloHistory(t)
+	_, err := GitDigest{}.Build(context.Background(), Request{Module: "hello", Commit: h.side, Repo: h.r.dir, Path: "services/hello"})
+	if err == nil || !IsPermanent(err) || !strings.Contains(err.Error(), "not on the main line") {
+		t.Fatalf("err = %v, want the main-line refusal", err)
+	}
+}
+
+func TestCheckoutIsCleanAndLeavesTheUserAlone(t *testing.T) {
+	h := helloHistory(t)
+	ctx := context.Background()
+	before := h.r.git("status", "--porcelain")
+	var wg sync.WaitGroup
+	dirs := make([]string, 4)
+	errs := make([]error, 4)
+	for i := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			commit := []string{h.c1, h.c2}[i%2]
+			dir, cleanup, err := Checkout(ctx, h.r.dir, commit)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer cleanup()
+			dirs[i] = dir
+			got, err := os.ReadFile(filepath.Join(dir, "internal", "version", "version.go"))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if want := fmt.Sprintf("const V = \"%d\"", i%2+1); !strings.Contains(string(got), want) {
+				errs[i] = fmt.Errorf("checkout of %s has %q, want %q", commit, got, want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "services", "hello", "broken.go")); !os.IsNotExist(err) {
+				errs[i] = fmt.Errorf("checkout holds the user's untracked file: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("checkout %s left behind", d)
+		}
+	}
+	if after := h.r.git("status", "--porcelain"); after != before {
+		t.Errorf("user's checkout changed:\nbefore %s\nafter %s", before, after)
+	}
+	if wt := h.r.git("worktree", "list", "--porcelain"); strings.Count(wt, "worktree ") != 1 {
+		t.Errorf("worktrees left registered:\n%s", wt)
+	}
+	if head := h.r.git("rev-parse", "HEAD"); head != h.merged {
+		t.Errorf("user's HEAD moved to %s", head)
+	}
+}
+
+func TestCheckoutRunsNoHooks(t *testing.T) {
+	r := newRepo(t)
+	c := r.commit("c", map[string]string{"f": "x"})
+	marker := filepath.Join(t.TempDir(), "hook-ran")
+	hook := filepath.Join(r.dir, ".git", "hooks", "post-checkout")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, cleanup, err := Checkout(context.Background(), r.dir, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup()
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Error("the repository's post-checkout hook ran in a build checkout")
+	}
+}
+
+func TestTailKeepsLastLines(t *testing.T) {
+	tl := newTail()
+	for i := range 100 {
+		fmt.Fprintf(tl, "line %d\n", i)
+	}
+	_, _ = tl.Write([]byte("partial " + strings.Repeat("x", 2000)))
+	lines := strings.Split(tl.String(), "\n")
+	if len(lines) != tailLines+1 {
+		t.Fatalf("kept %d lines", len(lines))
+	}
+	if lines[0] != "line 60" || lines[tailLines-1] != "line 99" {
+		t.Errorf("kept %q .. %q", lines[0], lines[tailLines-1])
+	}
+	if len(lines[tailLines]) != maxLine {
+		t.Errorf("long line kept at %d bytes", len(lines[tailLines]))
+	}
+}
+
+func TestLineWriter(t *testing.T) {
+	var got []string
+	w := NewLineWriter(func(l string) { got = append(got, l) })
+	_, _ = w.Write([]byte("a\r\nb"))
+	_, _ = w.Write([]byte("c\nd"))
+	_ = w.Close()
+	if strings.Join(got, "|") != "a|bc|d" {
+		t.Errorf("lines %q", got)
+	}
+}

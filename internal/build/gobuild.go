@@ -1,0 +1,265 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
+)
+
+// DefaultRepository prefixes the repositories images are pushed to:
+// <registry>/meshroll/<module>.
+const DefaultRepository = "meshroll"
+
+// Go is the default builder: it checks the module's repository out at the
+// commit into a clean worktree, builds the module's main package with
+// CGO_ENABLED=0 and -trimpath, wraps the binary into a one-layer OCI image
+// whose entrypoint is /app/<module>, and pushes it.
+//
+// The image is a function of the commit (and the Go toolchain): the binary
+// carries no paths or build ID, the layer's entries carry the commit's time
+// and root ownership, and the config and annotations carry the commit's time
+// rather than the clock's. So the same commit gives the same digest, and a
+// retried build finds its image already in the registry and pushes nothing.
+type Go struct {
+	// Registry is where images are pushed.
+	Registry registry.Options
+	// Repository is the path prefix of image repositories (default
+	// DefaultRepository): images are <registry>/<Repository>/<module>.
+	Repository string
+	// Arch is the image's GOARCH (default runtime.GOARCH); the OS is
+	// always linux, which is what host agents run.
+	Arch string
+	// GoCommand is the go binary (default "go" on PATH).
+	GoCommand string
+	// Env is added to the go command's environment after the worker's own
+	// (GOPROXY, GOFLAGS, GOCACHE, ...). CGO_ENABLED, GOOS and GOARCH are
+	// set by the builder and cannot be overridden. The builder never adds
+	// -mod=mod: a build uses the commit's go.mod and go.sum as they are,
+	// and needs no network when the module cache holds its dependencies.
+	Env []string
+	// ProgressInterval is how often Request.Progress is called (default
+	// DefaultProgressInterval).
+	ProgressInterval time.Duration
+}
+
+// Build implements Builder.
+func (g *Go) Build(ctx context.Context, r Request) (mesh.Build, error) {
+	b, err := g.build(ctx, r)
+	if err != nil {
+		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", r.Module, r.Commit, err)
+	}
+	return b, nil
+}
+
+func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
+	if err := validate(r); err != nil {
+		return mesh.Build{}, err
+	}
+	mainPkg, err := mainPackage(r.Main)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	arch := g.Arch
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	repo, err := g.Registry.Repository(path.Join(prefix(g.Repository), r.Module))
+	if err != nil {
+		return mesh.Build{}, &PermanentError{err}
+	}
+
+	run := startRun(ctx, r, g.ProgressInterval)
+	defer run.stop()
+
+	gen, err := Generation(ctx, r.Repo, r.Branch, r.Commit)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	created, err := commitTime(ctx, r.Repo, r.Commit)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	opts, done, err := session(ctx, g.Registry)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	defer done()
+	if err := checkRegistry(opts, repo, r.Commit); err != nil {
+		return mesh.Build{}, err
+	}
+	source := r.Source
+	if source == "" {
+		source = originURL(ctx, r.Repo)
+	}
+
+	run.logf("checking out %s at %s", r.Repo, r.Commit)
+	dir, cleanup, err := Checkout(ctx, r.Repo, r.Commit)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	defer cleanup()
+	modDir, err := moduleDir(dir, r)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	// Scratch space beside the worktree, removed with it.
+	out := filepath.Join(filepath.Dir(dir), "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		return mesh.Build{}, fmt.Errorf("build output: %w", err)
+	}
+
+	bin := filepath.Join(out, r.Module)
+	goCmd := g.GoCommand
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	args := []string{"build", "-trimpath", "-ldflags=-buildid=", "-o", bin, mainPkg}
+	run.logf("%s %s (in %s, GOOS=linux GOARCH=%s CGO_ENABLED=0)", goCmd, strings.Join(args, " "), displayPath(r.Path), arch)
+	cmd := exec.CommandContext(ctx, goCmd, args...)
+	cmd.Dir = modDir
+	cmd.Env = append(append(os.Environ(), g.Env...), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd.Stdout, cmd.Stderr = run.out, run.out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		return mesh.Build{}, commandFailure(ctx, "go build "+mainPkg, err, run.tail)
+	}
+
+	img, err := goImage(bin, out, imageMeta{
+		Module:  r.Module,
+		Commit:  r.Commit,
+		Source:  source,
+		Created: created,
+		Arch:    arch,
+		Recipe:  "go build -trimpath " + mainPkg,
+	})
+	if err != nil {
+		return mesh.Build{}, fmt.Errorf("image: %w", err)
+	}
+	digest, err := push(opts, repo, r.Commit, img, run)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	run.logf("built %s@%s (generation %d)", repo.Name(), digest, gen)
+	return mesh.Build{Module: r.Module, Commit: r.Commit, Digest: digest, Generation: gen, Image: repo.Name()}, nil
+}
+
+// validate checks what every builder needs of a request before any work,
+// so that a typo in the config is a permanent error, not a retried one.
+func validate(r Request) error {
+	if err := mesh.ValidName("module", r.Module); err != nil {
+		return &PermanentError{err}
+	}
+	if err := mesh.ValidCommit(r.Commit); err != nil {
+		return &PermanentError{err}
+	}
+	if r.Repo == "" {
+		return &PermanentError{errors.New("no repository given")}
+	}
+	if _, err := relPath("path", r.Path); err != nil {
+		return err
+	}
+	return nil
+}
+
+// relPath cleans a path that must stay inside the checkout.
+func relPath(what, p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	c := filepath.Clean(filepath.FromSlash(p))
+	if !filepath.IsLocal(c) {
+		return "", &PermanentError{fmt.Errorf("%s %q must be relative and inside the repository", what, p)}
+	}
+	return c, nil
+}
+
+// mainPackage is the go build argument for Request.Main: a package path
+// relative to the module's directory.
+func mainPackage(m string) (string, error) {
+	c, err := relPath("main package", m)
+	if err != nil {
+		return "", err
+	}
+	if c == "." {
+		return ".", nil
+	}
+	return "./" + filepath.ToSlash(c), nil
+}
+
+func moduleDir(checkout string, r Request) (string, error) {
+	p, err := relPath("path", r.Path)
+	if err != nil {
+		return "", err
+	}
+	d := filepath.Join(checkout, p)
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		return "", &PermanentError{fmt.Errorf("path %q is not a directory at commit %s", r.Path, r.Commit)}
+	}
+	return d, nil
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+func prefix(p string) string {
+	if p = strings.Trim(p, "/"); p == "" {
+		return DefaultRepository
+	}
+	return p
+}
+
+// commandFailure classifies a failed build command. A command that exits
+// with an error has failed on what the commit says (a compile error, a
+// broken recipe) and is permanent, unless its output shows the network
+// failed under it, and so is a program the worker does not have; one killed
+// by a signal (the OOM killer, a worker shutting down) is worth retrying.
+func commandFailure(ctx context.Context, what string, err error, t *tail) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	if errors.Is(err, exec.ErrNotFound) {
+		// A typo in the config, or a tool the worker lacks: retrying
+		// would fail the same way until someone changes one of them.
+		return &PermanentError{fmt.Errorf("%s: program not found on this worker (install it or fix the module's config): %w", what, err)}
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("%s could not run on this worker: %w", what, err)
+	}
+	if !ee.Exited() {
+		return failure(what+" was killed", err, t)
+	}
+	if transientOutput(t.String()) {
+		return failure(what+" failed on the network", err, t)
+	}
+	return &PermanentError{failure(what+" failed", err, t)}
+}
+
+// transientOutput reports whether a failed build's output blames the
+// network (fetching a module, most often) rather than the source.
+func transientOutput(out string) bool {
+	for _, s := range []string{
+		"dial tcp", "i/o timeout", "connection refused", "connection reset",
+		"TLS handshake timeout", "no such host", "temporary failure in name resolution",
+		"502 Bad Gateway", "503 Service Unavailable", "504 Gateway Timeout",
+	} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,365 @@
+package registry
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// client is a registry as the tests reach it.
+type client struct {
+	t    *testing.T
+	opts Options
+}
+
+func (c client) ref(s string) name.Reference {
+	c.t.Helper()
+	host, err := c.opts.Host()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r, err := name.ParseReference(host+"/"+s, name.Insecure)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return r
+}
+
+func (c client) remote() []remote.Option {
+	c.t.Helper()
+	o, err := c.opts.Remote()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return o
+}
+
+func (c client) push(ref string, img v1.Image) string {
+	c.t.Helper()
+	if err := remote.Write(c.ref(ref), img, c.remote()...); err != nil {
+		c.t.Fatalf("push %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d.String()
+}
+
+// manifest returns the raw manifest served for ref, or the status error.
+func (c client) manifest(ref string) ([]byte, error) {
+	c.t.Helper()
+	d, err := remote.Get(c.ref(ref), c.remote()...)
+	if err != nil {
+		return nil, err
+	}
+	return d.Manifest, nil
+}
+
+func isNotFound(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+func randomImage(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := random.Image(256, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// layerBytes reads every layer of the image at ref, which verifies each
+// against its digest.
+func (c client) layerBytes(ref string) [][]byte {
+	c.t.Helper()
+	img, err := remote.Image(c.ref(ref), c.remote()...)
+	if err != nil {
+		c.t.Fatalf("pull %s: %v", ref, err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out [][]byte
+	for _, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil {
+			c.t.Fatalf("layer of %s: %v", ref, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func TestServerKeepsImagesAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := s1.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := client{t: t, opts: Options{Address: url}}
+
+	tagged := randomImage(t)
+	taggedDigest := before.push("meshroll/a:v1", tagged)
+	byDigest := randomImage(t)
+	byDigestDigest, _ := byDigest.Digest()
+	before.push("meshroll/a@"+byDigestDigest.String(), byDigest)
+	idx, err := random.Index(128, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(before.ref("meshroll/idx:latest"), idx, before.remote()...); err != nil {
+		t.Fatal(err)
+	}
+	idxDigest, _ := idx.Digest()
+	before.push("meshroll/b:gone", randomImage(t))
+	if err := remote.Delete(before.ref("meshroll/b:gone"), before.remote()...); err != nil {
+		t.Fatal(err)
+	}
+	keptTagDigest := before.push("meshroll/b:kept", randomImage(t))
+	if err := remote.Delete(before.ref("meshroll/b@"+keptTagDigest), before.remote()...); err != nil {
+		t.Fatal(err)
+	}
+
+	refs := []string{
+		"meshroll/a:v1", "meshroll/a@" + taggedDigest, "meshroll/a@" + byDigestDigest.String(),
+		"meshroll/idx:latest", "meshroll/idx@" + idxDigest.String(), "meshroll/b:kept",
+	}
+	want := map[string][]byte{}
+	for _, r := range refs {
+		if want[r], err = before.manifest(r); err != nil {
+			t.Fatalf("before restart, %s: %v", r, err)
+		}
+	}
+	wantLayers := before.layerBytes("meshroll/a:v1")
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarted, and this time served in-process through Handler.
+	s2, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s2.Handler())
+	defer hs.Close()
+	after := client{t: t, opts: Options{Address: hs.URL}}
+	for _, r := range refs {
+		got, err := after.manifest(r)
+		if err != nil {
+			t.Errorf("after restart, %s: %v", r, err)
+			continue
+		}
+		if !bytes.Equal(got, want[r]) {
+			t.Errorf("after restart, %s serves other bytes", r)
+		}
+	}
+	gotLayers := after.layerBytes("meshroll/a@" + taggedDigest)
+	if len(gotLayers) != len(wantLayers) {
+		t.Fatalf("%d layers after restart, %d before", len(gotLayers), len(wantLayers))
+	}
+	for i := range gotLayers {
+		if !bytes.Equal(gotLayers[i], wantLayers[i]) {
+			t.Errorf("layer %d differs after restart", i)
+		}
+	}
+	for _, r := range []string{"meshroll/b:gone", "meshroll/b@" + keptTagDigest} {
+		if _, err := after.manifest(r); !isNotFound(err) {
+			t.Errorf("deleted %s after restart: %v, want not found", r, err)
+		}
+	}
+}
+
+func TestServerConcurrentPushesReplayToTheLastTag(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s1.Handler())
+	c := client{t: t, opts: Options{Address: hs.URL}}
+	imgs := make([]v1.Image, 6)
+	for i := range imgs {
+		imgs[i] = randomImage(t)
+	}
+	var wg sync.WaitGroup
+	for i, img := range imgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := remote.Write(c.ref("meshroll/c:t"), img, c.remote()...); err != nil {
+				t.Errorf("push %d: %v", i, err)
+			}
+			if err := remote.Write(c.ref(fmt.Sprintf("meshroll/c:own-%d", i)), img, c.remote()...); err != nil {
+				t.Errorf("push %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	last, err := c.manifest("meshroll/c:t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Close()
+
+	s2, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs2 := httptest.NewServer(s2.Handler())
+	defer hs2.Close()
+	c2 := client{t: t, opts: Options{Address: hs2.URL}}
+	got, err := c2.manifest("meshroll/c:t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, last) {
+		t.Error("tag pushed concurrently replays to another manifest than it served")
+	}
+	for i := range imgs {
+		if _, err := c2.manifest(fmt.Sprintf("meshroll/c:own-%d", i)); err != nil {
+			t.Errorf("own-%d: %v", i, err)
+		}
+	}
+}
+
+func TestServerRefusesCorruptStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	client{t: t, opts: Options{Address: hs.URL}}.push("meshroll/a:v1", randomImage(t))
+	hs.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "manifests", "*.json"))
+	if len(files) == 0 {
+		t.Fatal("no manifest records written")
+	}
+	data, _ := os.ReadFile(files[0])
+	data = bytes.Replace(data, []byte(`"manifest":"`), []byte(`"manifest":"AAAA`), 1)
+	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("New on a corrupt store: %v", err)
+	}
+}
+
+func TestServerFailedBlobUploadLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	// A monolithic upload whose body does not match its digest.
+	resp, err := http.Post(hs.URL+"/v2/meshroll/a/blobs/uploads/?digest=sha256:"+strings.Repeat("0", 64), "application/octet-stream", strings.NewReader("not that"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Fatalf("mismatched upload answered %d", resp.StatusCode)
+	}
+	var left []string
+	_ = filepath.WalkDir(filepath.Join(dir, "blobs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) != 0 {
+		t.Errorf("failed upload left %v", left)
+	}
+}
+
+func TestServerLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed right after Start: the listener must not outlive Close.
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.Get(url + "/v2/"); err == nil {
+		_ = resp.Body.Close()
+		t.Error("registry still answers after Close")
+	}
+	if _, err := s.Start("127.0.0.1:0"); err == nil {
+		t.Error("a closed Server started again")
+	}
+
+	// ListenAndServe returns nil once closed.
+	s2, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s2.ListenAndServe("127.0.0.1:0") }()
+	for s2.Addr() == "" {
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := http.Get("http://" + s2.Addr() + "/v2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v2/ = %d", resp.StatusCode)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("ListenAndServe after Close: %v", err)
+	}
+
+	// Temporary files of an upload cut short are removed on start.
+	stale := filepath.Join(dir, "blobs", "sha256", ".tmp-123")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("stale upload left in the store")
+	}
+}
