@@ -10,9 +10,11 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -78,7 +80,18 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 	}
 	log := a.Log.With().Str("plan", in.Plan).Str("module", in.Module).Str("commit", in.Commit).Logger()
 	log.Info().Msg("build started")
-	b, err := a.Builder.Build(ctx, build.Request{Module: in.Module, Commit: in.Commit, Repo: repo, Path: m.Path})
+	out := build.NewLineWriter(func(line string) { log.Info().Str("output", line).Msg("build output") })
+	defer out.Close()
+	req := build.Request{
+		Module: in.Module, Commit: in.Commit, Repo: repo, Path: m.Path,
+		Kind: m.Builder, Main: m.Main, Branch: m.Branch, Command: m.Command, DigestFile: m.DigestFile,
+		Output:   out,
+		Progress: func() { activity.RecordHeartbeat(ctx) },
+	}
+	if strings.Contains(m.Repo, "://") {
+		req.Source = m.Repo // stable across workers, unlike each clone's origin spelling
+	}
+	b, err := a.Builder.Build(ctx, req)
 	if err != nil {
 		log.Error().Err(err).Msg("build failed")
 		if build.IsPermanent(err) {
@@ -87,6 +100,9 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", in.Module, in.Commit, err)
 	}
 	if err := a.Catalogue.Record(ctx, b, in.Plan); err != nil {
+		if errors.Is(err, catalogue.ErrNotReproducible) {
+			return mesh.Build{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrBuildFailed, err)
+		}
 		return mesh.Build{}, fmt.Errorf("record build: %w", err)
 	}
 	log.Info().Str("digest", b.Digest).Int64("generation", b.Generation).Msg("build recorded")

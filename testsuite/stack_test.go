@@ -23,6 +23,7 @@ import (
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -48,6 +49,10 @@ type stack struct {
 	cat        *catalogue.Memory
 	// worker is the worker started last.
 	worker worker.Worker
+	// builder is what the worker builds with.
+	builder build.Builder
+	// registry is the embedded registry's options when images are built.
+	registry registry.Options
 }
 
 type stackOptions struct {
@@ -63,6 +68,11 @@ type stackOptions struct {
 	// persist keeps the dev server's state in a SQLite file, so that the
 	// server can be restarted.
 	persist bool
+	// images builds real OCI images of real Go programs (the go builder)
+	// into an embedded registry, instead of digests without images.
+	images bool
+	// registry, when set, is where the go builder pushes instead.
+	registry string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -83,6 +93,20 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		s.c = c
 	}
 	s.git("init", "-q", "-b", "main")
+	s.builder = build.GitDigest{}
+	if o.images {
+		require.NoError(t, os.WriteFile(filepath.Join(s.repo, "go.mod"), []byte("module example.com/mesh\n\ngo 1.26\n"), 0o644))
+		srv, err := registry.New(t.TempDir())
+		require.NoError(t, err)
+		url, err := srv.Start("127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = srv.Close() })
+		s.registry = registry.Options{Address: url}
+		if o.registry != "" {
+			s.registry.Address = o.registry
+		}
+		s.builder = &build.Go{Registry: s.registry}
+	}
 	for _, m := range o.modules {
 		s.commit(m)
 	}
@@ -119,7 +143,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 // startWorker runs the real worker in-process; it stops with the test, or
 // earlier with the returned worker's Stop.
 func (s *stack) startWorker() worker.Worker {
-	deps := workerapp.Deps{Catalogue: s.cat, Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
+	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)
 	require.NoError(s.t, w.Start())
@@ -148,13 +172,26 @@ func (s *stack) git(args ...string) string {
 }
 
 // commit changes a module and commits on main, returning the commit id.
+// The module is a Go program printing its version.
 func (s *stack) commit(module string) string {
+	s.t.Helper()
+	return s.commitSource(module, "")
+}
+
+// commitSource commits a module's main.go; src "" writes a program printing
+// a new version each time.
+func (s *stack) commitSource(module, src string) string {
 	s.t.Helper()
 	dir := filepath.Join(s.repo, "examples", module)
 	require.NoError(s.t, os.MkdirAll(dir, 0o755))
 	f := filepath.Join(dir, "version.txt")
 	old, _ := os.ReadFile(f)
-	require.NoError(s.t, os.WriteFile(f, append(old, 'x'), 0o644))
+	version := append(old, 'x')
+	require.NoError(s.t, os.WriteFile(f, version, 0o644))
+	if src == "" {
+		src = fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(%q) }\n", module+" "+string(version))
+	}
+	require.NoError(s.t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
 	s.git("add", ".")
 	s.git("commit", "-q", "-m", "change "+module)
 	return s.git("rev-parse", "HEAD")
@@ -185,12 +222,27 @@ func (s *stack) converge(module, commit string) meshapi.PlanState {
 	return st
 }
 
-// digestOf is the digest the catalogue recorded for a module at a commit.
+// build is the build the catalogue recorded for a module at a commit.
 func (s *stack) build(module, commit string) mesh.Build {
 	s.t.Helper()
-	b, err := build.GitDigest{}.Build(context.Background(), build.Request{Module: module, Commit: commit, Repo: s.repo, Path: "examples/" + module})
+	b, ok, err := s.cat.Lookup(context.Background(), s.digestOf(module, commit))
 	require.NoError(s.t, err)
+	require.True(s.t, ok, "%s at %s was built", module, commit)
 	return b
+}
+
+// digestOf finds the digest the catalogue recorded for a module's commit.
+func (s *stack) digestOf(module, commit string) string {
+	s.t.Helper()
+	es, err := s.cat.Builds(context.Background(), module, 0)
+	require.NoError(s.t, err)
+	for _, e := range es {
+		if e.Build.Commit == commit {
+			return e.Build.Digest
+		}
+	}
+	s.t.Fatalf("no build of %s at %s in the catalogue", module, commit)
+	return ""
 }
 
 // checkJournal asserts, from a host's own record, the invariants that must

@@ -54,7 +54,7 @@ func run() error {
 		return err
 	}
 	defer c.Close()
-	deps, closeDeps, err := workerapp.DefaultDeps(ctx, cfg, dir)
+	deps, closeDeps, err := workerapp.DefaultDeps(ctx, cfg, dir, log)
 	if err != nil {
 		return err
 	}

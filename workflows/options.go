@@ -32,9 +32,13 @@ func targetsOptions(ctx workflow.Context) workflow.Context {
 func buildOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Minute,
+		HeartbeatTimeout:       time.Minute,
 		ScheduleToCloseTimeout: 2 * time.Hour,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5},
-		Summary:                "build",
+		// A build that keeps failing on something transient (an unreachable
+		// registry) halts the plan after about a quarter of a minute of
+		// retries, naming what it tried; a compile error halts at once.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 4},
+		Summary:     "build",
 	})
 }
 

@@ -23,6 +23,11 @@ import (
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
+// ErrNotReproducible is returned by Record when a module's commit was already
+// recorded with another digest: the build is not reproducible, and no retry
+// of it will agree with the first.
+var ErrNotReproducible = errors.New("the build is not reproducible")
+
 // Catalogue records builds and answers for them. Implementations are safe
 // for concurrent use, and for concurrent use by several workers where the
 // store is shared: recording the same build twice (a retried build
@@ -76,8 +81,8 @@ func (m *Memory) Record(_ context.Context, b mesh.Build, plan string) error {
 	for _, e := range m.entries {
 		if e.Build.Module == b.Module && e.Build.Commit == b.Commit {
 			if e.Build.Digest != b.Digest {
-				return fmt.Errorf("record build of %s at %s: already recorded with digest %s, now %s (the build is not reproducible)",
-					b.Module, b.Commit, e.Build.Digest, b.Digest)
+				return fmt.Errorf("record build of %s at %s: already recorded with digest %s, now %s: %w",
+					b.Module, b.Commit, e.Build.Digest, b.Digest, ErrNotReproducible)
 			}
 			return nil
 		}

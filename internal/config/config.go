@@ -46,6 +46,14 @@ const (
 	// DefaultMain is the package built when a module names none: the
 	// module's path itself.
 	DefaultMain = "."
+	// DefaultRegistryRepository is the path images go under in the registry.
+	DefaultRegistryRepository = "meshroll"
+	// DefaultRegistryListen is where the worker's embedded registry serves
+	// when registry.address is empty.
+	DefaultRegistryListen = "127.0.0.1:5000"
+	// Builder kinds of Module.Builder.
+	BuilderGo      = "go"
+	BuilderCommand = "command"
 )
 
 // ErrUnknownModule is wrapped by Targets when asked about a module the config
@@ -66,6 +74,8 @@ type Config struct {
 	Push Push `mapstructure:"push"`
 	// Catalogue says where builds are recorded.
 	Catalogue Catalogue `mapstructure:"catalogue"`
+	// Registry is where images are pushed and host agents pull them from.
+	Registry Registry `mapstructure:"registry"`
 	// Modules are the buildable units, by name.
 	Modules map[string]Module `mapstructure:"modules"`
 	// Machines are the hosts pushed to, by name.
@@ -110,6 +120,49 @@ type Catalogue struct {
 	DSN string `mapstructure:"dsn"`
 }
 
+// Registry is the OCI registry builds are pushed to. With no address the
+// worker serves an embedded registry on Listen, its blobs and manifests in
+// the state directory, which is the development default.
+type Registry struct {
+	// Address is host:port or an http(s):// URL of the registry; empty means
+	// the embedded one.
+	Address string `mapstructure:"address"`
+	// Username and Password (basic auth, or exchanged for a token), or
+	// Token (a bearer token as is). Put secrets in MESHROLL_REGISTRY_*
+	// variables; they are never logged.
+	Username string `mapstructure:"username"`
+	Password string `mapstructure:"password"`
+	Token    string `mapstructure:"token"`
+	// Insecure allows plain HTTP to a registry that is not on loopback.
+	Insecure bool `mapstructure:"insecure"`
+	// CAFile is a PEM bundle trusted for the registry's certificate.
+	CAFile string `mapstructure:"ca_file"`
+	// Repository is the path images go under: <address>/<repository>/<module>
+	// (default "meshroll").
+	Repository string `mapstructure:"repository"`
+	// Listen is where the embedded registry serves (default 127.0.0.1:5000).
+	Listen string `mapstructure:"listen"`
+}
+
+// String hides the registry's secrets; so does its JSON, which is what
+// zerolog prints.
+func (r Registry) String() string { return fmt.Sprintf("%+v", r.redact()) }
+
+// MarshalJSON is the registry with its secrets blanked.
+func (r Registry) MarshalJSON() ([]byte, error) { return json.Marshal(r.redact()) }
+
+type redactedRegistry Registry
+
+func (r Registry) redact() redactedRegistry {
+	if r.Password != "" {
+		r.Password = redacted
+	}
+	if r.Token != "" {
+		r.Token = redacted
+	}
+	return redactedRegistry(r)
+}
+
 // Module is one buildable unit: where its source is and how it runs. A merge
 // of a module starts one plan, which pushes every machine that runs it.
 type Module struct {
@@ -125,6 +178,19 @@ type Module struct {
 	ControlPlane bool `mapstructure:"control_plane"`
 	// Main is the package to build, relative to Path (default ".").
 	Main string `mapstructure:"main"`
+	// Builder is how the module is built: "go" (the default) builds Main
+	// into a one-layer image; "command" runs Command, which pushes an image
+	// and writes its digest to DigestFile.
+	Builder string `mapstructure:"builder"`
+	// Branch is the main line whose first-parent order gives generations
+	// (default "main").
+	Branch string `mapstructure:"branch"`
+	// Command is the command builder's argv, run in the module's directory
+	// of a clean checkout.
+	Command []string `mapstructure:"command"`
+	// DigestFile is where Command writes the image digest (default: a file
+	// named by $MESHROLL_DIGEST_FILE).
+	DigestFile string `mapstructure:"digest_file"`
 	// Args are the container's arguments.
 	Args []string `mapstructure:"args"`
 	// Env is the container's environment. Keys keep the case written in the
@@ -202,6 +268,7 @@ func Default() *Config {
 			TaskQueue: meshapi.DefaultTaskQueue,
 		},
 		StateDir: DefaultStateDir,
+		Registry: Registry{Repository: DefaultRegistryRepository, Listen: DefaultRegistryListen},
 		Push: Push{
 			RunningTimeout: meshapi.DefaultPushPolicy.RunningTimeout,
 			RetryBudget:    meshapi.DefaultPushPolicy.RetryBudget,

@@ -168,7 +168,7 @@ func TestSyntaxError(t *testing.T) {
 	assert.False(t, errors.As(err, &ve), "a syntax error is not a list of problems")
 
 	_, err = Parse("mesh.yaml", []byte("- a\n- b\n"))
-	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, modules, machines")
+	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines")
 }
 
 // TestDecodeAllFields fills every key, so that a field added to a struct
@@ -628,8 +628,8 @@ machines:
 			want: []Problem{
 				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
-				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, modules, machines (line 1)"},
-				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, args, env (line 5)"},
+				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines (line 1)"},
+				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, builder, branch, command, digest_file, args, env (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue (line 2)"},
 			},
@@ -665,7 +665,7 @@ machines:
 				{"modules.host.args", `must be a list, such as [a, b], got "--verbose" (line 3)`},
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
-				{"modules.other", `must be a mapping of repo, path, control_plane, main, args, env, got "just-a-string" (line 4)`},
+				{"modules.other", `must be a mapping of repo, path, control_plane, main, builder, branch, command, digest_file, args, env, got "just-a-string" (line 4)`},
 				{"temporal", `must be a mapping of address, namespace, task_queue, got "127.0.0.1:7233" (line 1)`},
 			},
 		},
@@ -811,4 +811,48 @@ func TestTokenNeverPrinted(t *testing.T) {
 	}
 	assert.Contains(t, c.Machines["edge-1"].String(), redacted)
 	assert.True(t, strings.Contains(buf.String(), redacted), "slog output: %s", buf.String())
+}
+
+func TestBuilderAndRegistry(t *testing.T) {
+	base := `modules:
+  host: {repo: ., path: examples/host%s}
+machines:
+  edge-1: {host: "http://127.0.0.1:7401", tier: 1, modules: [host]}
+`
+	tests := []struct {
+		name, module, extra string
+		want                []Problem
+	}{
+		{"go builder by default", "", "", nil},
+		{"command builder with its command", ", builder: command, command: [ko, build]", "", nil},
+		{"command builder without a command", ", builder: command", "", []Problem{{Key: "modules.host.command",
+			Message: "missing; the command builder needs the command that pushes the image, such as [ko, build, --push]"}}},
+		{"unknown builder", ", builder: bazel", "", []Problem{{Key: "modules.host.builder",
+			Message: `unknown builder "bazel"; want go or command`}}},
+		{"token and password", "", "registry: {address: reg.example:5000, username: u, password: p, token: t}\n", []Problem{{Key: "registry.token",
+			Message: "give either a token or a username and password, not both"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := tt.extra + fmt.Sprintf(base, tt.module)
+			_, err := Parse("mesh.yaml", []byte(src))
+			if tt.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Len(t, ve.Problems, len(tt.want))
+			for i, p := range tt.want {
+				require.Equal(t, p.Key, ve.Problems[i].Key)
+				require.Contains(t, ve.Problems[i].Message, p.Message)
+			}
+		})
+	}
+	c, err := Parse("mesh.yaml", []byte("registry: {address: reg.example:5000, username: u, password: s3cret}\n"+fmt.Sprintf(base, "")))
+	require.NoError(t, err)
+	require.Equal(t, DefaultRegistryRepository, c.Registry.Repository)
+	require.NotContains(t, fmt.Sprint(c.Registry), "s3cret")
+	b, _ := json.Marshal(c.Registry)
+	require.NotContains(t, string(b), "s3cret")
 }

@@ -61,6 +61,8 @@ func newViper() *viper.Viper {
 	v.SetDefault("state_dir", d.StateDir)
 	v.SetDefault("push::running_timeout", d.Push.RunningTimeout)
 	v.SetDefault("push::retry_budget", d.Push.RetryBudget)
+	v.SetDefault("registry::repository", d.Registry.Repository)
+	v.SetDefault("registry::listen", d.Registry.Listen)
 	return v
 }
 
@@ -71,6 +73,7 @@ var (
 	temporalKeys = tagKeys(reflect.TypeFor[Temporal]())
 	pushKeys     = tagKeys(reflect.TypeFor[Push]())
 	catKeys      = tagKeys(reflect.TypeFor[Catalogue]())
+	regKeys      = tagKeys(reflect.TypeFor[Registry]())
 	moduleKeys   = tagKeys(reflect.TypeFor[Module]())
 	machineKeys  = tagKeys(reflect.TypeFor[Machine]())
 )
@@ -342,6 +345,17 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	c.Push.RetryBudget = l.duration("push", "retry_budget")
 	l.section(val("catalogue"), "catalogue", []string{"catalogue"}, strings.Join(catKeys, ", "), catKeys)
 	c.Catalogue.DSN = l.str("catalogue", "dsn")
+	l.section(val("registry"), "registry", []string{"registry"}, strings.Join(regKeys, ", "), regKeys)
+	c.Registry = Registry{
+		Address:    l.str("registry", "address"),
+		Username:   l.str("registry", "username"),
+		Password:   l.str("registry", "password"),
+		Token:      l.str("registry", "token"),
+		Insecure:   l.boolean("registry", "insecure"),
+		CAFile:     l.str("registry", "ca_file"),
+		Repository: l.str("registry", "repository"),
+		Listen:     l.str("registry", "listen"),
+	}
 
 	mods, ok := l.section(val("modules"), "modules", []string{"modules"}, "module name to module", nil)
 	l.skip.modules = !ok
@@ -395,6 +409,10 @@ func (l *loader) module(name string, n *yaml.Node) Module {
 		Path:         l.str(at("path")...),
 		ControlPlane: l.boolean(at("control_plane")...),
 		Main:         l.str(at("main")...),
+		Builder:      l.str(at("builder")...),
+		Branch:       l.str(at("branch")...),
+		Command:      l.list(at("command")...),
+		DigestFile:   l.str(at("digest_file")...),
 		Args:         l.list(at("args")...),
 		Env:          l.env(l.nodes[key+".env"], at("env")),
 	}

@@ -145,6 +145,9 @@ func (c *Config) problems(sk *skip) []Problem {
 	if len(c.Modules) == 0 {
 		ps.add("modules", "no modules; declare at least one module to build and push")
 	}
+	if c.Registry.Token != "" && (c.Registry.Username != "" || c.Registry.Password != "") {
+		ps.add("registry.token", "give either a token or a username and password, not both")
+	}
 	if len(c.Machines) == 0 {
 		ps.add("machines", "no machines; declare at least one machine to push to")
 	}
@@ -163,6 +166,18 @@ func (c *Config) problems(sk *skip) []Problem {
 		}
 		if strings.TrimSpace(mod.Repo) == "" {
 			ps.add(key+".repo", "missing; name the git repository to build from (\".\" for this one)")
+		}
+		switch mod.Builder {
+		case "", BuilderGo:
+			if len(mod.Command) > 0 {
+				ps.add(key+".command", "only the command builder runs a command; set builder: command or remove it")
+			}
+		case BuilderCommand:
+			if len(mod.Command) == 0 {
+				ps.add(key+".command", "missing; the command builder needs the command that pushes the image, such as [ko, build, --push]")
+			}
+		default:
+			ps.add(key+".builder", "unknown builder %q; want %s or %s", mod.Builder, BuilderGo, BuilderCommand)
 		}
 		if !run[name] && (sk == nil || !sk.machineModules) {
 			ps.add(key, "no machine runs it; add it to a machine's modules or remove it")

@@ -6,6 +6,7 @@ package workerapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/workflows"
 )
 
@@ -39,22 +41,62 @@ type Deps struct {
 }
 
 // DefaultDeps opens what the config names: the catalogue (SQLite in the
-// state directory unless catalogue.dsn says otherwise), the builder, and host
-// agents at the URLs in the mesh config. The returned close releases them.
-func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string) (Deps, func() error, error) {
+// state directory unless catalogue.dsn says otherwise), the registry (the
+// embedded one, serving from the state directory, unless registry.address
+// names one), the builders, and host agents at the URLs in the mesh config.
+// The returned close releases them.
+func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log zerolog.Logger) (Deps, func() error, error) {
+	state := cfg.StateDir
+	if !filepath.IsAbs(state) {
+		state = filepath.Join(configDir, state)
+	}
 	dsn := cfg.Catalogue.DSN
 	if dsn == "" {
-		dir := cfg.StateDir
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(configDir, dir)
-		}
-		dsn = "sqlite:" + filepath.Join(dir, "catalogue.db")
+		dsn = "sqlite:" + filepath.Join(state, "catalogue.db")
 	}
 	cat, err := sqlcat.Open(ctx, dsn)
 	if err != nil {
 		return Deps{}, nil, fmt.Errorf("catalogue: %w", err)
 	}
-	return Deps{Catalogue: cat, Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}}, cat.Close, nil
+	closers := []func() error{cat.Close}
+	closeAll := func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
+
+	reg := RegistryOptions(cfg.Registry)
+	if reg.Address == "" {
+		srv, err := registry.New(filepath.Join(state, "registry"))
+		if err != nil {
+			_ = closeAll()
+			return Deps{}, nil, fmt.Errorf("embedded registry: %w", err)
+		}
+		url, err := srv.Start(cfg.Registry.Listen)
+		if err != nil {
+			_ = closeAll()
+			return Deps{}, nil, fmt.Errorf("embedded registry on %s: %w (another worker running? set registry.listen or registry.address)", cfg.Registry.Listen, err)
+		}
+		closers = append(closers, srv.Close)
+		reg.Address = url
+		log.Info().Str("address", url).Str("dir", filepath.Join(state, "registry")).Msg("embedded registry serving")
+	}
+	builders := build.Select{
+		build.KindGo:      &build.Go{Registry: reg, Repository: cfg.Registry.Repository},
+		build.KindCommand: &build.Command{Registry: reg, Repository: cfg.Registry.Repository},
+	}
+	return Deps{Catalogue: cat, Builder: builders, Hosts: &activities.ConfigHosts{Mesh: cfg}}, closeAll, nil
+}
+
+// RegistryOptions is the registry section of the config as the registry
+// package takes it.
+func RegistryOptions(r config.Registry) registry.Options {
+	return registry.Options{
+		Address: r.Address, Username: r.Username, Password: r.Password, Token: r.Token,
+		Insecure: r.Insecure, CAFile: r.CAFile,
+	}
 }
 
 // New builds a worker on the configured task queue.

@@ -149,7 +149,7 @@ func (c *Catalogue) Record(ctx context.Context, b mesh.Build, plan string) error
 		return c.fail(op, err)
 	}
 	if stored != b.Digest {
-		return fmt.Errorf("%s: already recorded with digest %s, now %s (the build is not reproducible)", op, stored, b.Digest)
+		return fmt.Errorf("%s: already recorded with digest %s, now %s: %w", op, stored, b.Digest, catalogue.ErrNotReproducible)
 	}
 	return nil
 }
