@@ -123,13 +123,27 @@ func (a *Activities) Compose(ctx context.Context, in meshapi.ComposeInput) (mesh
 		return meshapi.ComposeResult{}, fmt.Errorf("compose %s: read host report: %w", in.Target.Machine, err)
 	}
 	d := mesh.Declaration{Machine: in.Target.Machine, Plan: in.Plan}
+	var unknown []string
 	for _, name := range in.Target.Modules {
 		if name == in.Build.Module {
 			d.Containers = append(d.Containers, a.container(in.Build))
 			continue
 		}
 		if r, ok := rep.Running(name); ok {
-			d.Containers = append(d.Containers, r.Declared())
+			c := r.Declared()
+			b, known, err := a.Catalogue.Lookup(ctx, r.Digest)
+			if err != nil {
+				return meshapi.ComposeResult{}, fmt.Errorf("compose %s: look up %s: %w", in.Target.Machine, name, err)
+			}
+			if known {
+				c.Generation = b.Generation
+			} else {
+				// Never guessed: the host's own claim is not a generation. The
+				// push refuses it unless an operator forces it.
+				c.Generation = 0
+				unknown = append(unknown, fmt.Sprintf("%s runs %s at %s, which the catalogue does not know", in.Target.Machine, name, r.Digest))
+			}
+			d.Containers = append(d.Containers, c)
 			continue
 		}
 		b, ok, err := a.Catalogue.NewestConverged(ctx, name)
@@ -140,7 +154,7 @@ func (a *Activities) Compose(ctx context.Context, in meshapi.ComposeInput) (mesh
 			d.Containers = append(d.Containers, a.container(b))
 		}
 	}
-	return meshapi.ComposeResult{Declaration: d}, nil
+	return meshapi.ComposeResult{Declaration: d, Unknown: unknown}, nil
 }
 
 // container is a build as declared with its module's settings.

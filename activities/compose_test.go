@@ -57,3 +57,27 @@ func modules(d mesh.Declaration) []string {
 	}
 	return ms
 }
+
+// A running digest the catalogue does not know is named, not guessed: its
+// container carries no generation of the host's choosing.
+func TestComposeNamesUnknownRunningDigests(t *testing.T) {
+	f := newPushFixture(t)
+	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"host": {}, "mesh-controller": {}}}
+	host7 := bld("host", 7)
+	f.record(host7)
+	stranger := running(bld("mesh-controller", 99)) // never recorded
+	f.host.Seed(stranger)
+
+	v, err := f.env.ExecuteActivity(f.acts.Compose, meshapi.ComposeInput{
+		Plan:   "plan/host/x",
+		Target: meshapi.Target{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}},
+		Build:  host7,
+	})
+	require.NoError(t, err)
+	var res meshapi.ComposeResult
+	require.NoError(t, v.Get(&res))
+	require.Len(t, res.Unknown, 1)
+	require.Contains(t, res.Unknown[0], stranger.Digest)
+	c, _ := res.Declaration.Container("mesh-controller")
+	require.Zero(t, c.Generation, "the host's claim of generation %d is not taken", stranger.Generation)
+}

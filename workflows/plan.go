@@ -223,6 +223,9 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 				continue
 			}
 			decls[i] = res.Declaration
+			if len(res.Unknown) > 0 {
+				p.note(tr.Targets[i].Machine, strings.Join(res.Unknown, "; "))
+			}
 		}
 		if len(errs) > 0 {
 			return errors.New(strings.Join(errs, "; "))
@@ -340,6 +343,18 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 	}
 	tier.State = meshapi.TierConverged
 	return p.st, nil, false
+}
+
+// note records a reason on a machine that is still waiting, for the UI and
+// the CLI to show before its push says more.
+func (p *plan) note(machine, reason string) {
+	for ti := range p.st.Tiers {
+		for mi := range p.st.Tiers[ti].Machines {
+			if m := &p.st.Tiers[ti].Machines[mi]; m.Machine == machine {
+				m.Reason = reason
+			}
+		}
+	}
 }
 
 func (p *plan) tierAnswered(t *meshapi.TierState) bool {

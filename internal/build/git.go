@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -198,10 +199,15 @@ func Checkout(ctx context.Context, repo, commit string) (dir string, cleanup fun
 	if err := mesh.ValidCommit(commit); err != nil {
 		return "", nil, &PermanentError{fmt.Errorf("checkout: %w", err)}
 	}
+	// git's worktree bookkeeping is not safe to change concurrently (a
+	// prune can take away a worktree another add is still creating), so
+	// changes to one repository's worktrees take turns within the process.
+	unlock := lockRepo(repo)
 	// Worktrees of builds that died without cleaning up are forgotten here.
 	_, _ = git(ctx, repo, "worktree", "prune")
 	parent, err := os.MkdirTemp("", "meshroll-checkout-")
 	if err != nil {
+		unlock()
 		return "", nil, fmt.Errorf("checkout: %w", err)
 	}
 	// The worktree's name in git's bookkeeping is its base name; a unique
@@ -212,13 +218,17 @@ func Checkout(ctx context.Context, repo, commit string) (dir string, cleanup fun
 		// cancelled.
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		unlock := lockRepo(repo)
+		defer unlock()
 		if _, err := git(cctx, repo, "worktree", "remove", "--force", dir); err != nil {
 			_ = removeAll(parent)
 			_, _ = git(cctx, repo, "worktree", "prune")
 		}
 		_ = removeAll(parent)
 	}
-	if _, err := git(ctx, repo, "-c", "core.hooksPath="+os.DevNull, "worktree", "add", "--detach", "--quiet", dir, commit); err != nil {
+	_, err = git(ctx, repo, "-c", "core.hooksPath="+os.DevNull, "worktree", "add", "--detach", "--quiet", dir, commit)
+	unlock()
+	if err != nil {
 		cleanup()
 		if ctx.Err() != nil {
 			return "", nil, ctx.Err()
@@ -226,6 +236,27 @@ func Checkout(ctx context.Context, repo, commit string) (dir string, cleanup fun
 		return "", nil, fmt.Errorf("checkout %s of %s: %w", commit, repo, err)
 	}
 	return dir, cleanup, nil
+}
+
+var (
+	repoLocksMu sync.Mutex
+	repoLocks   = map[string]*sync.Mutex{}
+)
+
+// lockRepo takes the in-process lock of a repository's worktree bookkeeping.
+func lockRepo(repo string) (unlock func()) {
+	if abs, err := filepath.Abs(repo); err == nil {
+		repo = abs
+	}
+	repoLocksMu.Lock()
+	l, ok := repoLocks[repo]
+	if !ok {
+		l = &sync.Mutex{}
+		repoLocks[repo] = l
+	}
+	repoLocksMu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // removeAll is os.RemoveAll that first makes directories writable, because

@@ -271,6 +271,9 @@ type ComposeInput struct {
 // ComposeResult is what the plan intends for that machine.
 type ComposeResult struct {
 	Declaration mesh.Declaration `json:"declaration"`
+	// Unknown names running digests the catalogue does not know; their
+	// containers carry generation 0 and the push refuses them unless forced.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // PushRequest asks a machine workflow to push a declaration.
