@@ -423,7 +423,7 @@ func (a *Agent) observeLocked(epoch uint64, u Update) bool {
 func (a *Agent) replayLocked(e Entry) {
 	switch e.Outcome {
 	case OutcomeApplied:
-		a.ledger.Record(e.declaration())
+		a.ledger.Record(declarationOf(e))
 	case OutcomeRunning:
 		for _, c := range e.Containers {
 			a.ledger.Ran(mesh.RunningContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})

@@ -267,3 +267,37 @@ func TestHostBinaryFailures(t *testing.T) {
 		})
 	}
 }
+
+// The host client reads the real binary's journal page by page.
+func TestHostClientReadsJournal(t *testing.T) {
+	bin := buildHost(t)
+	p := startHost(t, bin, cleanEnv(), "--machine", "edge-1", "--listen", "127.0.0.1:0", "--state", t.TempDir(), "--log-format", "json")
+	c, err := host.NewHTTPClient("http://"+p.addr, "", nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for seq := uint64(1); seq <= 3; seq++ {
+		_, err := c.Apply(ctx, decl(seq, ctr("web", int64(seq))))
+		require.NoError(t, err)
+	}
+	page, err := c.Journal(ctx, 0, 2)
+	require.NoError(t, err)
+	require.Len(t, page.Entries, 2)
+	require.Equal(t, "edge-1", page.Machine)
+	require.NotZero(t, page.NextBefore)
+	var applied []uint64
+	for before := uint64(0); ; {
+		pg, err := c.Journal(ctx, before, 2)
+		require.NoError(t, err)
+		for _, e := range pg.Entries {
+			if e.Outcome == OutcomeApplied {
+				applied = append(applied, e.Seq)
+			}
+		}
+		if pg.NextBefore == 0 {
+			break
+		}
+		before = pg.NextBefore
+	}
+	require.Equal(t, []uint64{3, 2, 1}, applied, "newest first, every apply once")
+	assert.Equal(t, 0, p.stop(t), p.log())
+}

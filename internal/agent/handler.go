@@ -14,22 +14,14 @@ import (
 
 // PathJournal is the agent's journal, newest first, paged with ?before and
 // ?limit. It is the agent's addition to the host API of package host.
-const PathJournal = "/v1/journal"
+const PathJournal = host.PathJournal
 
 // HeaderRuntime names the agent's runtime on every answer, so a client (or
 // an operator with curl) can tell a noop agent from one running code.
 const HeaderRuntime = "Meshroll-Runtime"
 
-// JournalPage is the answer to GET /v1/journal.
-type JournalPage struct {
-	Machine string `json:"machine"`
-	Runtime string `json:"runtime"`
-	// Entries are newest first.
-	Entries []Entry `json:"entries"`
-	// NextBefore is the before= that fetches the next older page; 0 when
-	// there is none.
-	NextBefore uint64 `json:"next_before"`
-}
+// JournalPage is the journal page's wire type (see package host).
+type JournalPage = host.JournalPage
 
 // NewHandler serves a's host API: host.NewHandler for report, declarations
 // and health, exactly as every meshroll host answers them, plus the journal.

@@ -10,8 +10,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
+	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -55,58 +55,17 @@ const (
 	maxPageBytes = 4 << 20
 )
 
-// Merge is the merge a plan rolls out, read from the plan ID, so that the
-// journal answers "which merge put this here" without a Temporal lookup.
-type Merge struct {
-	Module string `json:"module"`
-	Commit string `json:"commit"`
-}
-
-// Entry is one line of the journal: what the agent was told, by whom, and
-// what it did. It is the record that lets an operator answer "which plan put
-// this digest here, and was it forced" long after the fact.
-type Entry struct {
-	// Index is the entry's position in the journal, from 1. It is the
-	// paging cursor: declaration sequences are not one, since a refused
-	// stale declaration carries a sequence below ones already journalled.
-	Index uint64 `json:"index"`
-	// Time is when the agent wrote the entry (UTC).
-	Time time.Time `json:"time"`
-	// Outcome is one of the Outcome constants.
-	Outcome string `json:"outcome"`
-	// Code and Message are the refusal as the caller got it (OutcomeRefused),
-	// or why a container failed.
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-	// Machine is the machine the declaration was addressed to.
-	Machine string `json:"machine"`
-	// Seq is the declaration's sequence (for container outcomes, the
-	// sequence that put the container there).
-	Seq uint64 `json:"seq"`
-	// LastSeq is the last sequence applied once this entry was written.
-	LastSeq uint64 `json:"last_seq"`
-	// Plan is the plan workflow that sent the declaration.
-	Plan string `json:"plan,omitempty"`
-	// Request is the push request within the machine workflow.
-	Request string `json:"request,omitempty"`
-	// Merge is the merge named by Plan, when Plan is a plan ID.
-	Merge *Merge `json:"merge,omitempty"`
-	// Force is the declaration's force flag, journalled whether or not it
-	// overrode anything.
-	Force bool `json:"force,omitempty"`
-	// ForcedPast is the downgrade refusal Force overrode, when it did.
-	ForcedPast string `json:"forced_past,omitempty"`
-	// Containers is every container the declaration named, digests and
-	// settings as told; for a container outcome, that one container.
-	Containers []mesh.Container `json:"containers,omitempty"`
-	// Runtime is the runtime that was to run them.
-	Runtime string `json:"runtime"`
-}
+// Merge and Entry are the journal's wire types, defined with the host API
+// contract so that every client reads the journal the agent writes.
+type (
+	Merge = host.JournalMerge
+	Entry = host.JournalEntry
+)
 
 // declaration rebuilds the declaration an applied entry recorded. The entry
 // keeps every field of it, so the rebuilt one is an exact repeat of the
 // original (host.SameDeclaration).
-func (e Entry) declaration() mesh.Declaration {
+func declarationOf(e Entry) mesh.Declaration {
 	return mesh.Declaration{
 		Machine: e.Machine, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
 		Force: e.Force, Containers: e.Containers,

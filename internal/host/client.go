@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,6 +126,29 @@ func (c HTTPClient) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.Str
 
 // LogValue keeps structured logs to the URL.
 func (c HTTPClient) LogValue() slog.Value { return slog.StringValue(c.base) }
+
+// Journal reads one page of the agent's journal, newest first: before is an
+// entry index (0 for the newest), limit the page size (0 for the agent's
+// default). It is not part of Client: the machine workflow never needs it;
+// people asking a machine "why" do.
+func (c *HTTPClient) Journal(ctx context.Context, before uint64, limit int) (JournalPage, error) {
+	q := url.Values{}
+	if before > 0 {
+		q.Set("before", strconv.FormatUint(before, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := PathJournal
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var page JournalPage
+	if err := c.do(ctx, http.MethodGet, path, nil, "journal", &page); err != nil {
+		return JournalPage{}, err
+	}
+	return page, nil
+}
 
 // Report fetches the host's report.
 func (c *HTTPClient) Report(ctx context.Context) (mesh.Report, error) {

@@ -1,0 +1,32 @@
+package meshapi
+
+import "go.temporal.io/sdk/temporal"
+
+// Search attributes meshroll sets, so that the Web UI and `starter plan
+// list` find plans by module, commit, machine and state, and machine
+// workflows by machine. They must be registered on the namespace before a
+// plan starts (the worker registers them at start-up; on the dev server
+// `--search-attribute Name=Type` does too).
+var (
+	// SAModule is the plan's module.
+	SAModule = temporal.NewSearchAttributeKeyKeyword("MeshrollModule")
+	// SACommit is the plan's merge commit.
+	SACommit = temporal.NewSearchAttributeKeyKeyword("MeshrollCommit")
+	// SAMachines lists the machines a plan pushes (from the mesh config at
+	// start).
+	SAMachines = temporal.NewSearchAttributeKeyKeywordList("MeshrollMachines")
+	// SAState is the plan's state (PlanState.State), kept current.
+	SAState = temporal.NewSearchAttributeKeyKeyword("MeshrollState")
+	// SAMachine is a machine workflow's machine.
+	SAMachine = temporal.NewSearchAttributeKeyKeyword("MeshrollMachine")
+)
+
+// SearchAttributeTypes is every meshroll search attribute with its type
+// name as the Temporal CLI's --search-attribute flag takes it.
+var SearchAttributeTypes = map[string]string{
+	SAModule.GetName():   "Keyword",
+	SACommit.GetName():   "Keyword",
+	SAMachines.GetName(): "KeywordList",
+	SAState.GetName():    "Keyword",
+	SAMachine.GetName():  "Keyword",
+}
