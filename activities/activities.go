@@ -187,6 +187,7 @@ func (a *Activities) EnqueuePushes(ctx context.Context, in meshapi.EnqueueInput)
 				// takes its sequence from the host's report.
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 				StaticSummary:         "machine " + r.Machine,
+				TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
 			},
 			meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
 		if err != nil {

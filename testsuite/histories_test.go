@@ -77,6 +77,16 @@ func TestReplayHistories(t *testing.T) {
 	require.NotZero(t, n, "no committed histories in %s (MESHROLL_WRITE_HISTORIES=1 scripts/test.sh -run TestCaptureHistories ./testsuite/ makes them)", historyDir)
 }
 
+// captureTag names the histories TestCaptureHistories writes. Change it
+// whenever workflow code changes the commands it issues (behind a
+// workflow.GetVersion gate or a new workflow type): the histories of the
+// code before stay, and must keep replaying.
+//
+//   - "" (no tag): the first workflows.
+//   - "v2": plans keep the MeshrollState and MeshrollMachines search
+//     attributes current ("search-attributes" version 1).
+const captureTag = "v2"
+
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed
 // from the code that made them, and rewritten only on purpose (a new
@@ -148,6 +158,9 @@ func (s *stack) writeHistory(idx map[string]execution, name, id, runID string) {
 		d, err := s.c.DescribeWorkflow(ctx, id, "")
 		require.NoError(s.t, err)
 		runID = d.WorkflowExecution.RunID
+	}
+	if captureTag != "" {
+		name += "." + captureTag
 	}
 	idx[name+".json"] = execution{WorkflowID: id, RunID: runID}
 	it := s.c.GetWorkflowHistory(ctx, id, runID, false, 0)

@@ -145,6 +145,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 func (s *stack) startWorker() worker.Worker {
 	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
+	require.NoError(s.t, workerapp.EnsureSearchAttributes(context.Background(), s.c, s.cfg.Temporal.Namespace, log))
 	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)

@@ -59,6 +59,9 @@ func run() error {
 		return err
 	}
 	defer closeDeps()
+	if err := workerapp.EnsureSearchAttributes(ctx, c, cfg.Temporal.Namespace, log); err != nil {
+		return err
+	}
 	w := workerapp.New(c, cfg, dir, deps, log)
 	log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
 		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Msg("worker started")

@@ -52,6 +52,15 @@ type plan struct {
 
 	// results holds machine workflows' answers by request ID.
 	results map[string]meshapi.PushResult
+
+	// ctx is the workflow's root context, for publishing search attributes
+	// from wherever the state changes.
+	ctx workflow.Context
+	// searchAttributes is set for plans started by code that keeps the
+	// MeshrollState and MeshrollMachines search attributes current (the
+	// "search-attributes" version); published is the state last upserted.
+	searchAttributes bool
+	published        string
 }
 
 func (p *plan) setup(ctx workflow.Context) error {
@@ -170,7 +179,14 @@ func (p *plan) take(r meshapi.PushResult) {
 	}
 }
 
+// versionSearchAttributes gates the search attribute upserts: plans that
+// started before them replay without.
+const versionSearchAttributes = "search-attributes"
+
 func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
+	p.ctx = ctx
+	p.searchAttributes = workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
+	p.published = meshapi.PlanBuilding // set when the plan was started
 	if err := mesh.ValidName("module", p.in.Module); err != nil {
 		return p.end(meshapi.PlanRefused, err.Error())
 	}
@@ -184,6 +200,15 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	}
 	if len(tr.Targets) == 0 {
 		return p.end(meshapi.PlanRefused, fmt.Sprintf("no machine runs module %s", p.in.Module))
+	}
+	if p.searchAttributes {
+		machines := make([]string, len(tr.Targets))
+		for i, t := range tr.Targets {
+			machines[i] = t.Machine
+		}
+		if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SAMachines.ValueSet(machines)); err != nil {
+			workflow.GetLogger(ctx).Warn("could not set the machines search attribute", "error", err)
+		}
 	}
 	for _, t := range tr.Targets {
 		if n := len(p.st.Tiers); n == 0 || p.st.Tiers[n-1].Tier != t.Tier {
@@ -428,6 +453,9 @@ func (p *plan) endWith(state, reason string) (meshapi.PlanState, error, bool) {
 // end sets the terminal state: tiers not reached are skipped.
 func (p *plan) end(state, reason string) (meshapi.PlanState, error) {
 	p.st.State, p.st.Reason = state, reason
+	if p.ctx != nil {
+		p.details(p.ctx, state+": "+reason)
+	}
 	for ti := range p.st.Tiers {
 		if s := p.st.Tiers[ti].State; s == meshapi.TierWaiting || s == meshapi.TierGated {
 			p.st.Tiers[ti].State = meshapi.TierSkipped
@@ -436,8 +464,23 @@ func (p *plan) end(state, reason string) (meshapi.PlanState, error) {
 	return p.st, nil
 }
 
-// details is what the Web UI shows as the plan's current details.
+// publish keeps the MeshrollState search attribute equal to the plan's
+// state, so that plans are findable by state in the Web UI and the CLI.
+func (p *plan) publish() {
+	if !p.searchAttributes || p.st.State == p.published {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(p.ctx, meshapi.SAState.ValueSet(p.st.State)); err != nil {
+		workflow.GetLogger(p.ctx).Warn("could not set the state search attribute", "error", err)
+		return
+	}
+	p.published = p.st.State
+}
+
+// details is what the Web UI shows as the plan's current details; the state
+// search attribute follows it.
 func (p *plan) details(ctx workflow.Context, now string) {
+	p.publish()
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s** %s: %s\n", p.in.Module, short(p.in.Commit), now)
 	for _, t := range p.st.Tiers {

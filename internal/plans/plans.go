@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -51,6 +52,11 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		StaticSummary:                            fmt.Sprintf("merge of %s at %s", in.Module, in.Commit[:12]),
 		StaticDetails: fmt.Sprintf("module: %s\ncommit: %s\ngates: %v\nforce: %v",
 			in.Module, in.Commit, in.Gates, in.Force),
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			meshapi.SAModule.ValueSet(in.Module),
+			meshapi.SACommit.ValueSet(in.Commit),
+			meshapi.SAState.ValueSet(meshapi.PlanBuilding),
+		),
 	}, meshapi.PlanWorkflowType, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
