@@ -1,6 +1,8 @@
 // Package cli is the starter's command line: `merge` starts (or finds) the
-// plan for a merge and can follow it to its end, and `plan show|approve|
-// pause|resume|abort` read and steer a running plan.
+// plan for a merge and can follow it to its end; `plan list|show|watch`
+// find and read plans and `plan approve|pause|resume|abort` steer one;
+// `machine list|show` read the machines: what their hosts report and were
+// told, and what their machine workflows are pushing.
 //
 // It lives in a package rather than in package main so that the starter's
 // main stays a thin exit-code mapper and the integration tests can drive
@@ -79,7 +81,12 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "starter",
 		Short: "Start and steer meshroll roll-out plans",
 		Long: `starter starts the roll-out plan for a merge to a module (build, compose,
-then push tier by tier) and reads, approves, pauses, resumes or aborts plans.
+then push tier by tier); lists, shows, watches, approves, pauses, resumes or
+aborts plans; and shows what the mesh's machines run and were told.
+
+Every command takes --output table (for people, the default) or json (for
+scripts). Exit codes: 0 ok, 1 failed, 2 usage (nothing was sent), 3 a
+followed plan ended other than converged or superseded.
 
 A plan's ID is plan/<module>/<commit>; starting the same merge twice finds the
 plan it already started.`,
@@ -100,7 +107,7 @@ plan it already started.`,
 	pf.StringVarP(&a.output, "output", "o", OutputTable, "output format: table or json")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "level of the Temporal SDK's logs on stderr: debug, info, warn, error, disabled")
 
-	root.AddCommand(a.mergeCommand(), a.planCommand())
+	root.AddCommand(a.mergeCommand(), a.planCommand(), a.machineCommand())
 	return root
 }
 

@@ -116,6 +116,8 @@ func TestTemporalUnreachable(t *testing.T) {
 		{"merge", "--module", "host", "--commit", commit, "--gate", "2"},
 		{"merge", "--module", "host", "--commit", commit, "--wait", "--output", "json"},
 		{"plan", "show", meshapi.PlanID("host", commit)},
+		{"plan", "watch", meshapi.PlanID("host", commit)},
+		{"plan", "list", "--module", "host"},
 		{"plan", "approve", meshapi.PlanID("host", commit), "--tier", "2"},
 		{"plan", "pause", meshapi.PlanID("host", commit)},
 		{"plan", "resume", meshapi.PlanID("host", commit)},
@@ -182,7 +184,7 @@ func TestHelpForEveryCommand(t *testing.T) {
 		}
 	}
 	walk((&app{}).rootCommand(), nil)
-	require.GreaterOrEqual(t, len(paths), 8, "root, merge, plan, show, approve, pause, resume, abort (and help)")
+	require.GreaterOrEqual(t, len(paths), 13, "root, merge, plan, list, show, watch, approve, pause, resume, abort, machine, list, show")
 
 	for _, path := range paths {
 		for _, help := range []string{"--help", "-h"} {
@@ -212,7 +214,7 @@ func TestExitCode(t *testing.T) {
 func TestErrorWording(t *testing.T) {
 	id := meshapi.PlanID("host", commit)
 	err := planError(id, errors.Join(plans.ErrNotFound, errors.New(id)))
-	assert.Equal(t, "plan "+id+" not found; list plans in the Temporal UI or check the module and commit", err.Error())
+	assert.Equal(t, "plan "+id+` not found; check the module and commit, or list plans with "starter plan list"`, err.Error())
 	assert.ErrorIs(t, err, plans.ErrNotFound)
 
 	other := errors.New("describe plan x: boom")
@@ -221,16 +223,17 @@ func TestErrorWording(t *testing.T) {
 
 func TestProgressLines(t *testing.T) {
 	var b bytes.Buffer
-	p := newProgressPrinter(&b)
+	elapsed := 12300 * time.Millisecond
+	p := newProgressPrinter(&b, func() time.Duration { return elapsed })
 	st := meshapi.PlanState{Plan: "plan/host/c", State: meshapi.PlanPushing, Tiers: []meshapi.TierState{
 		{Tier: 1, State: meshapi.TierPushing, Machines: []meshapi.MachineProgress{
 			{Machine: "edge-1", State: meshapi.MachineConverged}, {Machine: "edge-2", State: meshapi.MachinePushing}}},
 		{Tier: 2, State: meshapi.TierWaiting, Machines: []meshapi.MachineProgress{{Machine: "control-node", State: meshapi.MachineWaiting}}},
 	}}
 	p.show(st)
-	assert.Equal(t, "plan/host/c pushing\n"+
-		"tier 1: pushing  edge-1=converged edge-2=pushing\n"+
-		"tier 2: waiting  control-node=waiting\n", b.String())
+	assert.Equal(t, "[12.3s] plan/host/c pushing\n"+
+		"[12.3s] tier 1: pushing  edge-1=converged edge-2=pushing\n"+
+		"[12.3s] tier 2: waiting  control-node=waiting\n", b.String())
 
 	// Only what changed is printed again; a terminal state is left to the
 	// caller's final line.
@@ -238,8 +241,16 @@ func TestProgressLines(t *testing.T) {
 	st.State = meshapi.PlanConverged
 	st.Tiers[0].Machines[1].State = meshapi.MachineConverged
 	st.Tiers[0].State = meshapi.TierConverged
+	elapsed = 83 * time.Second
 	p.show(st)
-	assert.Equal(t, "tier 1: converged  edge-1=converged edge-2=converged\n", b.String())
+	require.NoError(t, p.final(st))
+	assert.Equal(t, "[1m23.0s] tier 1: converged  edge-1=converged edge-2=converged\n"+
+		"[1m23.0s] plan/host/c converged\n", b.String())
+
+	// Without a clock there is no prefix.
+	b.Reset()
+	require.NoError(t, newProgressPrinter(&b, nil).final(st))
+	assert.Equal(t, "plan/host/c converged\n", b.String())
 }
 
 func TestShowTable(t *testing.T) {

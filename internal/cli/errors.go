@@ -102,7 +102,7 @@ func cobraUsage(cmd *cobra.Command, err error) error {
 // notFound is the one wording for a plan ID the server does not know.
 func notFound(id string, err error) error {
 	return &messageError{
-		msg: fmt.Sprintf("plan %s not found; list plans in the Temporal UI or check the module and commit", id),
+		msg: fmt.Sprintf("plan %s not found; check the module and commit, or list plans with \"starter plan list\"", id),
 		err: err,
 	}
 }

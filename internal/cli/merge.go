@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +70,7 @@ type mergeResult struct {
 }
 
 func (a *app) merge(ctx context.Context, o mergeOpts) error {
+	began := time.Now()
 	cfg, path, err := a.loadConfig()
 	if err != nil {
 		return err
@@ -104,16 +104,20 @@ func (a *app) merge(ctx context.Context, o mergeOpts) error {
 		return a.printJSON(res)
 	}
 
-	var progress func(meshapi.PlanState)
 	if !a.json() {
 		if err := a.printStarted(started); err != nil {
 			return err
 		}
-		progress = newProgressPrinter(a.stdout).show
 	}
-	final, err := plans.Wait(ctx, c, started.ID, WaitInterval, progress)
+	// Time the plan from its start on the server: a re-delivered merge
+	// follows a plan that may have started long before this call.
+	sum, err := plans.Describe(ctx, c, started.ID)
 	if err != nil {
-		return interrupted(started.ID, planError(started.ID, err))
+		sum = plans.Summary{Started: began}
+	}
+	final, err := a.follow(ctx, c, started.ID, planClock(sum, time.Now))
+	if err != nil {
+		return err
 	}
 	if a.json() {
 		tiers := final.Tiers
@@ -121,18 +125,11 @@ func (a *app) merge(ctx context.Context, o mergeOpts) error {
 			tiers = []meshapi.TierState{}
 		}
 		res.State, res.Reason, res.Tiers = final.State, &final.Reason, &tiers
-		err = a.printJSON(res)
-	} else {
-		err = a.printf("%s %s\n", started.ID, withReason(final.State, final.Reason))
+		if err := a.printJSON(res); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	switch final.State {
-	case meshapi.PlanConverged, meshapi.PlanSuperseded:
-		return nil
-	}
-	return &PlanEndedError{State: final}
+	return endError(final)
 }
 
 func (a *app) printStarted(s plans.Started) error {
@@ -205,49 +202,6 @@ func firstState(ctx context.Context, c client.Client, id string) (meshapi.PlanSt
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// progressPrinter prints what changed in a plan since the last state it
-// saw: the plan's phase, and each tier whose state or machines moved.
-type progressPrinter struct {
-	w        io.Writer
-	lastPlan string
-	lastTier map[int]string
-}
-
-func newProgressPrinter(w io.Writer) *progressPrinter {
-	return &progressPrinter{w: w, lastTier: map[int]string{}}
-}
-
-func (p *progressPrinter) show(st meshapi.PlanState) {
-	// The terminal state is the caller's final line.
-	if !meshapi.PlanTerminal(st.State) {
-		line := st.Plan + " " + withReason(st.State, st.Reason)
-		if st.Paused && st.State != meshapi.PlanPaused {
-			line += " (paused)"
-		}
-		if line != p.lastPlan {
-			p.lastPlan = line
-			fmt.Fprintln(p.w, line)
-		}
-	}
-	for _, t := range st.Tiers {
-		line := tierLine(t)
-		if p.lastTier[t.Tier] != line {
-			p.lastTier[t.Tier] = line
-			fmt.Fprintln(p.w, line)
-		}
-	}
-}
-
-// tierLine is one tier's progress: "tier 1: pushing  edge-1=converged edge-2=pushing".
-func tierLine(t meshapi.TierState) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "tier %d: %s ", t.Tier, t.State)
-	for _, m := range t.Machines {
-		fmt.Fprintf(&b, " %s=%s", m.Machine, m.State)
-	}
-	return b.String()
 }
 
 func joinInts(xs []int) string {

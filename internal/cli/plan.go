@@ -20,13 +20,13 @@ import (
 func (a *app) planCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan",
-		Short: "Show, approve, pause, resume or abort a plan",
-		Long: `plan reads and steers one plan, named by its ID: plan/<module>/<commit>
-(what "starter merge" prints).`,
+		Short: "List plans; show, watch, approve, pause, resume or abort one",
+		Long: `plan lists plans, and reads and steers one plan, named by its ID:
+plan/<module>/<commit> (what "starter merge" and "starter plan list" print).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.showCommand(), a.approveCommand(), a.pauseCommand(), a.resumeCommand(), a.abortCommand())
+	cmd.AddCommand(a.listCommand(), a.showCommand(), a.watchCommand(), a.approveCommand(), a.pauseCommand(), a.resumeCommand(), a.abortCommand())
 	return cmd
 }
 
