@@ -6,14 +6,22 @@
 //
 //	go run ./host --machine edge-1 [--listen 127.0.0.1:7400] [--state DIR]
 //	              [--token-file F] [--tls-cert F --tls-key F]
-//	              [--runtime noop] [--config host.yaml]
+//	              [--runtime noop|exec|docker] [--config host.yaml]
+//	              [--registry HOST[:PORT] [--registry-username U]
+//	               [--registry-insecure] [--registry-ca-file F]]
 //
 // Every setting also comes from MESHROLL_HOST_<KEY> (MESHROLL_HOST_TOKEN,
 // MESHROLL_HOST_LOG_LEVEL, ...) and from the YAML file given by --config (or
 // MESHROLL_HOST_CONFIG), with keys named like the variables without the
 // prefix (listen, machine, state, token, token_file, tls_cert, tls_key,
-// runtime, noop_start_delay, log_level, log_format). A flag beats a
-// variable, which beats the file.
+// runtime, docker_socket, noop_start_delay, registry, registry_username,
+// registry_password, registry_insecure, registry_ca_file, exec_stop_grace,
+// exec_healthy_after, log_level, log_format). A flag beats a variable, which
+// beats the file. The registry password is best given as
+// MESHROLL_HOST_REGISTRY_PASSWORD (a flag shows in ps); it is never logged.
+//
+// The exec runtime keeps its image cache and the containers' logs in the
+// state directory (images/, logs/; see package execrt).
 //
 // Exit codes: 0 stopped cleanly (SIGINT, SIGTERM), 1 error, 2 usage.
 package main
@@ -40,6 +48,7 @@ import (
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
 )
 
 // envPrefix prefixes every variable the agent reads.
@@ -68,22 +77,32 @@ type settings struct {
 	tlsCert, tlsKey, dockerSocket          string
 	startDelay                             time.Duration
 	logLevel, logFormat                    string
+	// registry is for the exec runtime's pulls; its password is secret.
+	registry                registry.Options
+	stopGrace, healthyAfter time.Duration
 }
 
 // keys maps each configuration key to its flag.
 var keys = map[string]string{
-	"listen":           "listen",
-	"machine":          "machine",
-	"state":            "state",
-	"token":            "token",
-	"token_file":       "token-file",
-	"tls_cert":         "tls-cert",
-	"tls_key":          "tls-key",
-	"runtime":          "runtime",
-	"docker_socket":    "docker-socket",
-	"noop_start_delay": "noop-start-delay",
-	"log_level":        "log-level",
-	"log_format":       "log-format",
+	"listen":             "listen",
+	"machine":            "machine",
+	"state":              "state",
+	"token":              "token",
+	"token_file":         "token-file",
+	"tls_cert":           "tls-cert",
+	"tls_key":            "tls-key",
+	"runtime":            "runtime",
+	"docker_socket":      "docker-socket",
+	"noop_start_delay":   "noop-start-delay",
+	"registry":           "registry",
+	"registry_username":  "registry-username",
+	"registry_password":  "registry-password",
+	"registry_insecure":  "registry-insecure",
+	"registry_ca_file":   "registry-ca-file",
+	"exec_stop_grace":    "exec-stop-grace",
+	"exec_healthy_after": "exec-healthy-after",
+	"log_level":          "log-level",
+	"log_format":         "log-format",
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
@@ -98,7 +117,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, usageError{err})
 	}
-	rt, err := agent.NewRuntime(s.runtime, agent.RuntimeOptions{StartDelay: s.startDelay, Machine: s.machine, DockerSocket: s.dockerSocket})
+	rt, err := agent.NewRuntime(s.runtime, agent.RuntimeOptions{
+		StartDelay: s.startDelay, Machine: s.machine, DockerSocket: s.dockerSocket,
+		StateDir: s.state, Registry: s.registry, StopGrace: s.stopGrace, HealthyAfter: s.healthyAfter,
+	})
 	if errors.Is(err, agent.ErrUnknownRuntime) {
 		return fail(stderr, usageError{err})
 	}
@@ -130,6 +152,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if s.runtime == agent.RuntimeNoop {
 		log.Warn().Msg("runtime noop runs nothing: declared containers are reported running without running; it is for trying meshroll without images")
+	}
+	if s.runtime == agent.RuntimeExec {
+		// Never the password: only whether there is one.
+		log.Info().Str("registry", s.registry.Address).Str("registry_username", s.registry.Username).
+			Bool("registry_password", s.registry.Password != "").Bool("registry_insecure", s.registry.Insecure).
+			Str("registry_ca_file", s.registry.CAFile).Msg("runtime exec pulls images by digest and runs their entrypoints as child processes")
+	} else if s.registry != (registry.Options{}) {
+		log.Warn().Str("runtime", s.runtime).Msg("registry options are only used by --runtime exec")
 	}
 	log.Info().Str("address", ln.Addr().String()).Str("machine", s.machine).Str("state_dir", s.state).
 		Str("runtime", rt.Name()).Bool("auth", s.token != "").Bool("tls", s.tlsCert != "").Msg("host agent listening")
@@ -194,9 +224,16 @@ func load(args []string, stderr io.Writer) (settings, error) {
 	fs.String("token-file", "", "file holding the bearer token (the safest place for it)")
 	fs.String("tls-cert", "", "PEM certificate to serve TLS with (with --tls-key)")
 	fs.String("tls-key", "", "PEM private key of --tls-cert")
-	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), docker (Docker Engine API; Podman's compatible service works) or exec (needs images from an OCI registry: not available yet)")
+	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), exec (pulls images by digest and runs their entrypoints as child processes) or docker (Docker Engine API; Podman's compatible service works)")
 	fs.String("docker-socket", agent.DefaultDockerSocket, "the Docker engine's unix socket, for --runtime docker")
 	fs.Duration("noop-start-delay", 0, "how long the noop runtime reports a container starting before running")
+	fs.String("registry", "", "OCI registry host[:port] (or http(s)://host[:port]) the exec runtime authenticates pulls from; images elsewhere are pulled anonymously")
+	fs.String("registry-username", "", "user for --registry")
+	fs.String("registry-password", "", "password for --registry (prefer "+envPrefix+"_REGISTRY_PASSWORD: flags show in ps)")
+	fs.Bool("registry-insecure", false, "allow plain HTTP to --registry")
+	fs.String("registry-ca-file", "", "PEM bundle to trust for registries besides the system roots")
+	fs.Duration("exec-stop-grace", 0, "how long the exec runtime gives a process between SIGTERM and SIGKILL (default 10s)")
+	fs.Duration("exec-healthy-after", 0, "how long an exec process must stay up to count as running (default 1s)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.String("log-format", logging.FormatAuto, "log format: json, console, auto (console on a terminal)")
 	if err := fs.Parse(args); err != nil {
@@ -260,6 +297,14 @@ func load(args []string, stderr io.Writer) (settings, error) {
 		tlsKey:    strings.TrimSpace(v.GetString("tls_key")),
 
 		dockerSocket: strings.TrimSpace(v.GetString("docker_socket")),
+
+		registry: registry.Options{
+			Address:  strings.TrimSpace(v.GetString("registry")),
+			Username: strings.TrimSpace(v.GetString("registry_username")),
+			Password: v.GetString("registry_password"),
+			Insecure: v.GetBool("registry_insecure"),
+			CAFile:   strings.TrimSpace(v.GetString("registry_ca_file")),
+		},
 	}
 	if f := strings.TrimSpace(v.GetString("token_file")); f != "" {
 		if s.token != "" {
@@ -281,6 +326,25 @@ func load(args []string, stderr io.Writer) (settings, error) {
 		if s.startDelay, err = time.ParseDuration(d); err != nil || s.startDelay < 0 {
 			return settings{}, usagef("noop start delay %q: want a duration of 0 or more, like 2s", d)
 		}
+	}
+	for key, d := range map[string]*time.Duration{"exec_stop_grace": &s.stopGrace, "exec_healthy_after": &s.healthyAfter} {
+		if str := strings.TrimSpace(v.GetString(key)); str != "" {
+			var err error
+			if *d, err = time.ParseDuration(str); err != nil || *d < 0 {
+				return settings{}, usagef("--%s %q: want a duration of 0 (the default) or more, like 10s", keys[key], str)
+			}
+		}
+	}
+	if s.registry.Address != "" {
+		// Errors of package registry never carry the password.
+		if _, err := s.registry.Host(); err != nil {
+			return settings{}, usageError{fmt.Errorf("--registry: %w", err)}
+		}
+	} else if s.registry.Username != "" || s.registry.Password != "" {
+		return settings{}, usagef("--registry-username and --registry-password need --registry")
+	}
+	if _, err := s.registry.Authenticator(); err != nil {
+		return settings{}, usageError{err}
 	}
 	if s.machine == "" {
 		return settings{}, usagef("--machine is required (or %s_MACHINE, or machine: in the config file)", envPrefix)

@@ -19,6 +19,7 @@ import (
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/host/hosttest"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
 )
 
 func TestApplyAndReport(t *testing.T) {
@@ -554,8 +555,13 @@ func TestNewRuntime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, RuntimeNoop, rt.Name())
 	_, err = NewRuntime(RuntimeExec, RuntimeOptions{})
-	assert.ErrorIs(t, err, ErrRuntimeUnavailable)
-	assert.Contains(t, err.Error(), "OCI registry")
+	assert.ErrorContains(t, err, "no state directory")
+	_, err = NewRuntime(RuntimeExec, RuntimeOptions{StateDir: t.TempDir(), Registry: registry.Options{Address: "127.0.0.1:5000", CAFile: filepath.Join(t.TempDir(), "none.pem")}})
+	assert.ErrorContains(t, err, "registry CA file")
+	rt, err = NewRuntime(RuntimeExec, RuntimeOptions{StateDir: t.TempDir(), Registry: registry.Options{Address: "127.0.0.1:5000"}})
+	require.NoError(t, err)
+	assert.Equal(t, RuntimeExec, rt.Name())
+	require.NoError(t, rt.Close(context.Background()))
 	_, err = NewRuntime("podman", RuntimeOptions{})
 	assert.ErrorIs(t, err, ErrUnknownRuntime)
 	_, err = NewRuntime(RuntimeNoop, RuntimeOptions{StartDelay: -1})

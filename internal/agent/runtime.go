@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/agent/execrt"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
 )
 
 // Runtime names the agent accepts (see NewRuntime).
@@ -87,12 +89,26 @@ type RuntimeOptions struct {
 	// DockerSocket is the Docker engine's unix socket (default
 	// DefaultDockerSocket) or an http:// URL.
 	DockerSocket string
+
+	// StateDir is where the exec runtime keeps its image cache and the
+	// containers' logs: the agent's own state directory, so that one
+	// directory is all a machine's agent owns.
+	StateDir string
+	// Registry authenticates the exec runtime's pulls from the registry it
+	// names (images elsewhere are pulled anonymously).
+	Registry registry.Options
+	// StopGrace is how long the exec runtime gives a stopped process
+	// between SIGTERM and SIGKILL (default execrt.DefaultStopGrace).
+	StopGrace time.Duration
+	// HealthyAfter is how long an exec process must stay up to be reported
+	// running (default execrt.DefaultHealthyAfter).
+	HealthyAfter time.Duration
 }
 
-// NewRuntime returns the runtime called name. The image-pulling runtimes
-// (exec, docker) need images built and served by an OCI registry, which a
-// later increment brings; until then they fail with ErrRuntimeUnavailable
-// rather than run something that is not what was declared.
+// NewRuntime returns the runtime called name. The docker runtime fails when
+// no engine answers, and the exec runtime when its state directory or
+// registry options are unusable, so that the agent refuses to start rather
+// than fail every declaration.
 func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 	switch name {
 	case RuntimeNoop:
@@ -109,9 +125,25 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 		}
 		return r, nil
 	case RuntimeExec:
-		return nil, fmt.Errorf("runtime %s: %w until meshroll builds images and serves them from an OCI registry (the registry and image builds come in a later increment); use --runtime noop to try meshroll without images", name, ErrRuntimeUnavailable)
+		r, err := execrt.New(execrt.Options{StateDir: o.StateDir, Registry: o.Registry, StopGrace: o.StopGrace, HealthyAfter: o.HealthyAfter})
+		if err != nil {
+			return nil, err
+		}
+		return execRuntime{r}, nil
 	}
 	return nil, fmt.Errorf("%w %q (want %s, %s or %s)", ErrUnknownRuntime, name, RuntimeNoop, RuntimeExec, RuntimeDocker)
+}
+
+// execRuntime adapts execrt.Runtime, which mirrors Update rather than
+// import this package, to Runtime.
+type execRuntime struct{ *execrt.Runtime }
+
+var _ Runtime = execRuntime{}
+
+func (r execRuntime) Name() string { return RuntimeExec }
+
+func (r execRuntime) Apply(ctx context.Context, cs []mesh.Container, update func(Update)) error {
+	return r.Runtime.Apply(ctx, cs, func(u execrt.Update) { update(Update(u)) })
 }
 
 // NoopRuntime runs nothing. It reports each declared container starting for

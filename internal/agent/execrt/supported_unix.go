@@ -1,0 +1,6 @@
+//go:build unix
+
+package execrt
+
+// unsupported is empty where the runtime works.
+const unsupported = ""
