@@ -79,9 +79,8 @@
 // states. NoopRuntime runs nothing and reports each container running
 // (optionally after a delay): it is for trying meshroll without images, and
 // every answer's Meshroll-Runtime header, every journal entry and the log say
-// so. The exec runtime (pull the image by digest from an OCI registry,
-// unpack it, supervise its entrypoint as a child process) and the docker
-// runtime need the registry and image builds of a later increment; until
-// then NewRuntime refuses them with ErrRuntimeUnavailable instead of faking
-// them.
+// so. The exec runtime (package execrt) pulls each image by digest from its
+// OCI registry, verifies it, unpacks it into the state directory (cached by
+// digest) and supervises its entrypoint as a child process. The docker
+// runtime runs the same declaration through the Docker Engine API.
 package agent

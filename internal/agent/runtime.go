@@ -17,21 +17,17 @@ import (
 const (
 	// RuntimeNoop runs nothing and reports every declared container running.
 	RuntimeNoop = "noop"
-	// RuntimeExec will pull images by digest and supervise their entrypoints
-	// as child processes.
+	// RuntimeExec pulls images by digest and supervises their entrypoints as
+	// child processes (package execrt).
 	RuntimeExec = "exec"
 	// RuntimeDocker runs containers through the Docker Engine API (Docker,
 	// or Podman's compatible service).
 	RuntimeDocker = "docker"
 )
 
-// ErrRuntimeUnavailable is returned by NewRuntime for a runtime meshroll
-// knows but cannot offer yet, so that the agent refuses to start instead of
-// pretending to run images it cannot fetch.
-var ErrRuntimeUnavailable = errors.New("runtime not available")
-
 // ErrUnknownRuntime is returned by NewRuntime for a name it does not know; it
-// is a usage error, unlike ErrRuntimeUnavailable.
+// is a usage error, unlike a runtime that cannot start (no Docker engine, a
+// bad registry setting).
 var ErrUnknownRuntime = errors.New("unknown runtime")
 
 // Runtime runs the containers of the current declaration. The agent owns the
