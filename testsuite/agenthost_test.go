@@ -17,13 +17,15 @@ import (
 )
 
 // agentHost is a real host agent (package agent, durable state in a temp
-// dir, the noop runtime) serving its real handler on loopback. The only
+// dir, the noop runtime or the exec runtime) serving its real handler on loopback. The only
 // additions are two knobs in front of it: a switch that makes it answer 503
 // (a host the worker cannot use) and a counter of declarations in flight.
 // Everything the tests assert about what a machine was sent is read from the
 // agent's own journal.
 type agentHost struct {
-	t           *testing.T
+	t *testing.T
+	// dir is the agent's state directory.
+	dir         string
 	a           *agent.Agent
 	srv         *httptest.Server
 	down        atomic.Bool
@@ -31,16 +33,17 @@ type agentHost struct {
 	maxInFlight atomic.Int64
 }
 
-func newAgentHost(t *testing.T, machine string) *agentHost {
+func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime) *agentHost {
 	t.Helper()
+	dir := t.TempDir()
 	a, err := agent.Open(context.Background(), agent.Options{
 		Machine:  machine,
-		StateDir: t.TempDir(),
-		Runtime:  agent.NewNoopRuntime(0),
+		StateDir: dir,
+		Runtime:  runtime(dir),
 		Log:      zerolog.Nop(),
 	})
 	require.NoError(t, err)
-	h := &agentHost{t: t, a: a}
+	h := &agentHost{t: t, a: a, dir: dir}
 	api := agent.NewHandler(a, "")
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.down.Load() {

@@ -61,7 +61,7 @@ func (s *stack) pullAndRun(b mesh.Build) (string, map[string]string) {
 			require.NoError(s.t, f.Close())
 		}
 	}
-	out, err := exec.Command(bin).CombinedOutput()
+	out, err := exec.Command(bin, "version").CombinedOutput()
 	require.NoError(s.t, err, "%s", out)
 	return strings.TrimSpace(string(out)), m.Annotations
 }
@@ -115,4 +115,30 @@ func TestUnreachableRegistryHalts(t *testing.T) {
 	require.Equal(t, meshapi.PlanHalted, st.State)
 	require.Contains(t, st.Reason, "127.0.0.1:1")
 	require.Empty(t, s.hosts["edge-1"].Received())
+}
+
+// The whole way, with processes: a merge is built into an image, pulled by
+// digest by the host agents' exec runtime and run; the next merge replaces
+// the running process.
+func TestMergeRunsRealProcesses(t *testing.T) {
+	o := imageMesh()
+	o.exec = true
+	s := newStack(t, o)
+	h1 := s.commit("host")
+	s.converge("host", h1)
+	logOf := func(machine string) string {
+		b, _ := os.ReadFile(filepath.Join(s.hosts[machine].dir, "logs", "host.log"))
+		return string(b)
+	}
+	for _, m := range []string{"edge-1", "control-node"} {
+		require.Contains(t, logOf(m), "host xx\n", "%s runs the build of %s", m, h1)
+	}
+	h2 := s.commit("host")
+	s.converge("host", h2)
+	for _, m := range []string{"edge-1", "control-node"} {
+		log := logOf(m)
+		require.Contains(t, log, "host xxx\n", "%s runs the new build", m)
+		require.Contains(t, log, "stopping", "%s stopped the old process first", m)
+	}
+	s.runs("edge-1", s.build("host", h2))
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
@@ -73,6 +74,11 @@ type stackOptions struct {
 	images bool
 	// registry, when set, is where the go builder pushes instead.
 	registry string
+	// uiPort, when set, serves the Temporal Web UI there.
+	uiPort string
+	// exec runs the host agents with the exec runtime (real processes of
+	// the built images); it needs images.
+	exec bool
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -82,7 +88,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.persist {
 		dbFile = filepath.Join(t.TempDir(), "temporal.db")
 	}
-	srv := devserver.Start(t, devserver.Options{DBFile: dbFile})
+	srv := devserver.Start(t, devserver.Options{DBFile: dbFile, UIPort: o.uiPort})
 	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*agentHost{}, cat: catalogue.NewMemory()}
 	if o.identity != "" {
 		opts := srv.ClientOptions()
@@ -126,7 +132,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	y.WriteString("machines:\n")
 	for _, m := range o.machines {
-		h := newAgentHost(t, m.name)
+		h := newAgentHost(t, m.name, s.runtime(o))
 		s.hosts[m.name] = h
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "))
 	}
@@ -138,6 +144,20 @@ func newStack(t *testing.T, o stackOptions) *stack {
 
 	s.startWorker()
 	return s
+}
+
+// runtime is the host agents' runtime for the options.
+func (s *stack) runtime(o stackOptions) func(dir string) agent.Runtime {
+	return func(dir string) agent.Runtime {
+		if !o.exec {
+			return agent.NewNoopRuntime(0)
+		}
+		rt, err := agent.NewRuntime(agent.RuntimeExec, agent.RuntimeOptions{
+			StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
+		})
+		require.NoError(s.t, err)
+		return rt
+	}
 }
 
 // startWorker runs the real worker in-process; it stops with the test, or
@@ -179,6 +199,29 @@ func (s *stack) commit(module string) string {
 	return s.commitSource(module, "")
 }
 
+// exampleProgram is a test module: it prints its version and, unless asked
+// only for the version, serves until SIGTERM, as a real service does.
+const exampleProgram = `package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	fmt.Println(%q)
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		return
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	<-term
+	fmt.Println("stopping")
+}
+`
+
 // commitSource commits a module's main.go; src "" writes a program printing
 // a new version each time.
 func (s *stack) commitSource(module, src string) string {
@@ -190,7 +233,7 @@ func (s *stack) commitSource(module, src string) string {
 	version := append(old, 'x')
 	require.NoError(s.t, os.WriteFile(f, version, 0o644))
 	if src == "" {
-		src = fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(%q) }\n", module+" "+string(version))
+		src = fmt.Sprintf(exampleProgram, module+" "+string(version))
 	}
 	require.NoError(s.t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644))
 	s.git("add", ".")

@@ -21,39 +21,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/build"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/temporalcli"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 )
 
 // CLIEnv names the environment variable that points at the temporal binary.
-const CLIEnv = "MESHROLL_TEMPORAL_CLI"
+const CLIEnv = temporalcli.Env
 
 // CLIVersion is the Temporal CLI version the project pins.
-const CLIVersion = "v1.5.1"
+const CLIVersion = temporalcli.Version
 
 // InstallHint tells how to get the CLI.
-const InstallHint = "run scripts/install-temporal.sh (it runs `go install github.com/temporalio/cli/cmd/temporal@" +
-	CLIVersion + "`; the first build takes about 6 minutes) and/or set " + CLIEnv + " to the binary"
+const InstallHint = temporalcli.InstallHint
 
 // FastDynamicConfig is passed to every server: one task queue partition makes
 // matching (and so every workflow and activity task) prompt on a small box.
-var FastDynamicConfig = []string{
-	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-}
+// It is temporalcli's, so that the worker's --dev server runs the same.
+var FastDynamicConfig = temporalcli.FastDynamicConfig
 
 // Options configures a dev server.
 type Options struct {
@@ -78,6 +74,9 @@ type Options struct {
 	Logger log.Logger
 	// StartTimeout bounds one start. Default 2 minutes.
 	StartTimeout time.Duration
+	// UIPort, when set, serves the Web UI on that port (UI tests); the UI
+	// is off otherwise.
+	UIPort string
 }
 
 // Server is a running (or stopped) dev server owned by one test.
@@ -191,6 +190,8 @@ func (s *Server) start() (*testsuite.DevServer, error) {
 			Logger:    s.opts.Logger,
 		},
 		DBFilename: s.opts.DBFile,
+		EnableUI:   s.opts.UIPort != "",
+		UIPort:     s.opts.UIPort,
 		LogLevel:   s.opts.ServerLogLevel,
 		ExtraArgs:  args,
 		Stdout:     s.log,
@@ -299,52 +300,9 @@ func ignoreInterruptExit(err error) error {
 
 // CLIPath finds the temporal CLI: $MESHROLL_TEMPORAL_CLI if set (it must
 // exist), else `temporal` on PATH, else $GOBIN/temporal, else
-// temporal in each GOPATH's bin. The error says how to install it.
-func CLIPath() (string, error) {
-	if p := os.Getenv(CLIEnv); p != "" {
-		if err := isExecutable(p); err != nil {
-			return "", fmt.Errorf("%s=%q: %v; %s", CLIEnv, p, err, InstallHint)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("temporal"); err == nil {
-		return p, nil
-	}
-	var candidates []string
-	if gobin := os.Getenv("GOBIN"); gobin != "" {
-		candidates = append(candidates, filepath.Join(gobin, "temporal"))
-	}
-	gopath := os.Getenv("GOPATH")
-	if gopath == "" {
-		gopath = build.Default.GOPATH // $HOME/go
-	}
-	for _, gp := range filepath.SplitList(gopath) {
-		if gp != "" {
-			candidates = append(candidates, filepath.Join(gp, "bin", "temporal"))
-		}
-	}
-	for _, p := range candidates {
-		if isExecutable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("temporal CLI not found (looked at $%s, PATH, %s); %s",
-		CLIEnv, strings.Join(candidates, ", "), InstallHint)
-}
-
-func isExecutable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return errors.New("is a directory")
-	}
-	if fi.Mode().Perm()&0o111 == 0 {
-		return errors.New("is not executable")
-	}
-	return nil
-}
+// temporal in each GOPATH's bin. The error says how to install it. It is
+// temporalcli.Path, which the worker's --dev mode uses too.
+func CLIPath() (string, error) { return temporalcli.Path() }
 
 func freeHostPort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

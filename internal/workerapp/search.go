@@ -2,12 +2,15 @@ package workerapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/rs/zerolog"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -20,9 +23,24 @@ import (
 // polls. Where the operator service refuses (Temporal Cloud registers
 // attributes through its own API), the error says what to register.
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, log zerolog.Logger) error {
-	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
-	if err != nil {
-		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
+	var have *operatorservice.ListSearchAttributesResponse
+	// A server that is just starting answers Unavailable for a moment;
+	// wait for it rather than refuse to start.
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		var err error
+		have, err = c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+		var unavailable *serviceerror.Unavailable
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &unavailable) || wait > 10*time.Second {
+			return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	missing := map[string]enumspb.IndexedValueType{}
 	for name, typ := range meshapi.SearchAttributeTypes {

@@ -1,0 +1,511 @@
+// Package devstack runs a whole meshroll on one machine, for development
+// and for the end-to-end tests: the Temporal dev server (the official CLI's
+// `temporal server start-dev`, installed on first use), the embedded
+// registry, the catalogue, one host agent per machine of the mesh and the
+// worker, all from one command (`go run ./worker --dev`).
+//
+// Why one command rather than five terminals: a roll-out only means
+// something when every piece is there, and a developer who forgets one (or
+// starts an agent on the wrong port) learns it from a plan halted at tier 2.
+// Run checks every port and tool before it starts anything, so a problem
+// is one line naming it and its fix, and it keeps every piece's state in one
+// directory, so that stopping the stack mid-plan and starting it again
+// resumes the plan where it was: the Temporal database, the agents' journals,
+// the registry's blobs and the catalogue all survive.
+//
+// State directory layout:
+//
+//	<state>/temporal.db       the dev server's SQLite database
+//	<state>/hosts/<machine>/  each host agent's journal and checkpoint
+//	<state>/registry/         the embedded registry's blobs and manifests
+//	<state>/catalogue.db      the SQLite catalogue (unless catalogue.dsn)
+//	<state>/logs/             the dev server's log (and the CLI's install log)
+//	<state>/bin/              the Temporal CLI, when Run installed it
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/temporalcli"
+	"github.com/meshroll/meshroll/internal/workerapp"
+)
+
+// Defaults of Options. They are constants so that the worker's flags, its
+// help text and Run cannot disagree.
+const (
+	// DefaultRuntime is the host agents' runtime: exec, which pulls each
+	// built image by digest from the embedded registry and runs it as a
+	// supervised process, so the dev mesh runs real code.
+	DefaultRuntime = agent.RuntimeExec
+	// DefaultStateDir keeps the stack's state next to where it is run, so
+	// that two checkouts never share a database.
+	DefaultStateDir = config.DefaultStateDir
+	// DefaultUIPort is the Temporal Web UI's port, the CLI's own default
+	// for a frontend on 7233.
+	DefaultUIPort = 8233
+	// DefaultConfigPath is the example mesh, run when no config is named.
+	DefaultConfigPath = "examples/mesh.yaml"
+	// DefaultStartTimeout bounds the wait for the dev server's frontend.
+	DefaultStartTimeout = 2 * time.Minute
+	// DefaultStopGrace is how long the dev server has to stop after an
+	// interrupt before it is killed.
+	DefaultStopGrace = 30 * time.Second
+)
+
+// agentShutdownGrace bounds how long a host agent waits for requests in
+// flight when the stack stops.
+const agentShutdownGrace = 10 * time.Second
+
+// Options configures Run. The zero value runs the example mesh with state
+// in .meshroll.
+type Options struct {
+	// ConfigPath is the mesh config (default DefaultConfigPath). Module
+	// repositories given relative are relative to its directory, as for
+	// the worker.
+	ConfigPath string
+	// StateDir holds every piece's state (default DefaultStateDir); it
+	// replaces the config's state_dir.
+	StateDir string
+	// UIPort is the Temporal Web UI's port (default DefaultUIPort), on the
+	// host of temporal.address.
+	UIPort int
+	// Runtime is the host agents' runtime name (default DefaultRuntime).
+	Runtime string
+	// Out receives the human-readable account: one line per piece started
+	// and where, then "ready" once everything runs, and what stopped.
+	Out io.Writer
+	// Log receives the pieces' logs: the worker's, the agents', the SDK's.
+	Log zerolog.Logger
+	// StartTimeout bounds the wait for the dev server (default
+	// DefaultStartTimeout).
+	StartTimeout time.Duration
+	// StopGrace is the dev server's time to stop (default
+	// DefaultStopGrace).
+	StopGrace time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.ConfigPath == "" {
+		o.ConfigPath = DefaultConfigPath
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir
+	}
+	if o.UIPort == 0 {
+		o.UIPort = DefaultUIPort
+	}
+	if o.Runtime == "" {
+		o.Runtime = DefaultRuntime
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	return o
+}
+
+// Run starts the dev stack and runs it until ctx ends (Ctrl-C), then stops
+// the worker, the host agents, the registry and catalogue and last the dev
+// server, in that order, and returns nil. A port in use, a missing tool or
+// a config the stack cannot serve is an error before anything starts. If
+// the dev server exits while the stack runs, Run stops the rest and returns
+// an error naming the server's log.
+func Run(ctx context.Context, o Options) error {
+	o = o.withDefaults()
+	s, err := prepare(o)
+	if err != nil {
+		return err
+	}
+	srv, serveErr, err := s.start(ctx)
+	if err != nil {
+		stopErr := s.stopAll()
+		if ctx.Err() != nil { // interrupted while starting: the user asked to stop
+			s.say("stopped", "")
+			return stopErr
+		}
+		return errors.Join(err, stopErr)
+	}
+	s.line("ready")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-srv.done:
+		runErr = srv.exitError("while the stack was running")
+	case err := <-serveErr:
+		runErr = err
+	}
+	s.say("stopping", "worker, host agents, registry and catalogue, then the Temporal dev server")
+	stopErr := s.stopAll()
+	if runErr == nil && stopErr == nil {
+		s.say("stopped", "state kept in %s", s.display(s.state))
+	}
+	return errors.Join(runErr, stopErr)
+}
+
+// stack is one run's settings and the pieces started so far.
+type stack struct {
+	o          Options
+	cfg        *config.Config
+	configPath string
+	configDir  string
+	state      string
+	cwd        string
+	// runtimes are the agents' runtimes not yet handed to an agent (which
+	// then owns it).
+	runtimes map[string]agent.Runtime
+	// stops undo what was started, in start order; stopAll runs them
+	// backwards.
+	stops []stopStep
+}
+
+type stopStep struct {
+	what string
+	stop func() error
+}
+
+// prepare reads the config and checks everything that can be checked
+// before a process starts: the config suits a stack on this machine, every
+// port is free, the tools are there, the state directory is ours.
+func prepare(o Options) (*stack, error) {
+	cfg, err := config.Load(o.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	configDir, err := filepath.Abs(filepath.Dir(o.ConfigPath))
+	if err != nil {
+		return nil, fmt.Errorf("config directory: %w", err)
+	}
+	state, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	cwd, _ := os.Getwd()
+	// The stack's state is in one place whatever the file says, so that
+	// --state alone decides what a restart resumes.
+	own := *cfg
+	own.StateDir = state
+
+	bs, err := binds(&own, o.UIPort, o.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPorts(bs); err != nil {
+		return nil, err
+	}
+	if err := checkTools(&own); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "hosts")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	unlock, err := lockState(filepath.Join(state, "devstack.lock"), state)
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{o: o, cfg: &own, configPath: o.ConfigPath, configDir: configDir, state: state, cwd: cwd,
+		runtimes: map[string]agent.Runtime{}}
+	s.onStop("state directory lock", unlock)
+	s.onStop("host runtimes", s.closeRuntimes)
+	// Runtimes first: an unknown --runtime, or a docker engine that does
+	// not answer, is a usage problem to report before any server starts.
+	for _, name := range machineOrder(&own) {
+		// The exec runtime keeps its images beside the agent's journal and
+		// pulls from the registry the worker pushes to.
+		rt, err := agent.NewRuntime(o.Runtime, agent.RuntimeOptions{
+			Machine:  name,
+			StateDir: filepath.Join(state, "hosts", name),
+			Registry: workerapp.RegistryOptions(own.Registry),
+		})
+		if err != nil {
+			_ = s.stopAll()
+			return nil, fmt.Errorf("--runtime %s: %w", o.Runtime, err)
+		}
+		s.runtimes[name] = rt
+	}
+	return s, nil
+}
+
+// checkTools finds the tools builds need: git always (builds check commits
+// out), go when a module uses the go builder.
+func checkTools(cfg *config.Config) error {
+	if _, err := exec.LookPath("git"); err != nil {
+		return errors.New("git not found on PATH: install git (meshroll builds modules from their git commits) and run again")
+	}
+	for _, name := range cfg.ModuleNames() {
+		if b := cfg.Modules[name].Builder; b == "" || b == config.BuilderGo {
+			if _, err := exec.LookPath("go"); err != nil {
+				return fmt.Errorf("go not found on PATH: install Go 1.26 and put its bin directory on PATH (module %s is built with the go builder)", name)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// start brings the pieces up in order, each line printed once it runs. It
+// returns the dev server, to watch, and where the agents' servers report
+// failing.
+func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
+	s.say("config", "%s", s.display(s.configPath))
+	s.say("state", "%s", s.display(s.state))
+
+	cli, err := s.temporalCLI(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	args, err := devServerArgs(s.cfg.Temporal, s.o.UIPort, filepath.Join(s.state, "temporal.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	logPath := filepath.Join(s.state, "logs", "temporal.log")
+	srv, err := startDevServer(cli, args, logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.onStop("Temporal dev server", func() error { return srv.stop(s.o.StopGrace) })
+	if err := srv.waitReady(ctx, s.cfg.Temporal.Address, s.cfg.Temporal.Namespace, s.o.StartTimeout); err != nil {
+		return nil, nil, err
+	}
+	host, _, _ := net.SplitHostPort(s.cfg.Temporal.Address)
+	s.say("temporal", "%s  (namespace %s; Web UI http://%s; log %s)", s.cfg.Temporal.Address, s.cfg.Temporal.Namespace,
+		dialable(net.JoinHostPort(host, fmt.Sprint(s.o.UIPort))), s.display(logPath))
+
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  s.cfg.Temporal.Address,
+		Namespace: s.cfg.Temporal.Namespace,
+		Logger:    logging.Temporal(s.o.Log.With().Str("component", "sdk").Logger()),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to the Temporal dev server at %s: %w", s.cfg.Temporal.Address, err)
+	}
+	s.onStop("Temporal client", func() error { c.Close(); return nil })
+	// The dev server registered them at start; this is the worker's own
+	// check, run here too so the stack runs what is deployed.
+	if err := workerapp.EnsureSearchAttributes(ctx, c, s.cfg.Temporal.Namespace, s.o.Log); err != nil {
+		return nil, nil, err
+	}
+
+	deps, closeDeps, err := workerapp.DefaultDeps(ctx, s.cfg, s.configDir, s.o.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.onStop("registry and catalogue", closeDeps)
+	if s.cfg.Registry.Address == "" {
+		s.say("registry", "http://%s  (embedded; %s)", dialable(s.cfg.Registry.Listen), s.display(filepath.Join(s.state, "registry")))
+	} else {
+		s.say("registry", "%s  (registry.address; not started here)", s.cfg.Registry.Address)
+	}
+	s.say("catalogue", "%s", s.catalogue())
+
+	serveErr := make(chan error, len(s.cfg.Machines))
+	width := 0
+	for name := range s.cfg.Machines {
+		width = max(width, len(name))
+	}
+	for _, name := range machineOrder(s.cfg) {
+		if err := s.startAgent(ctx, name, serveErr); err != nil {
+			return nil, nil, err
+		}
+		m := s.cfg.Machines[name]
+		s.say("host", "%-*s  %s  (tier %d, runtime %s)", width, name, m.Host, m.Tier, s.o.Runtime)
+	}
+
+	w := workerapp.New(c, s.cfg, s.configDir, deps, s.o.Log)
+	if err := w.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start the worker: %w", err)
+	}
+	s.onStop("worker", func() error { w.Stop(); return nil })
+	s.say("worker", "task queue %s  (namespace %s; machines %s)", s.cfg.Temporal.TaskQueue, s.cfg.Temporal.Namespace,
+		strings.Join(machineOrder(s.cfg), ", "))
+	return srv, serveErr, nil
+}
+
+// temporalCLI finds the Temporal CLI, installing the pinned version into
+// <state>/bin when there is none: the first run of the stack then takes
+// minutes, and says so.
+func (s *stack) temporalCLI(ctx context.Context) (string, error) {
+	bin := filepath.Join(s.state, "bin")
+	cli, err := temporalcli.Path(bin)
+	if err == nil {
+		return cli, nil
+	}
+	if !errors.Is(err, temporalcli.ErrNotFound) {
+		return "", err
+	}
+	logPath := filepath.Join(s.state, "logs", "install-temporal.log")
+	s.line(fmt.Sprintf("installing the Temporal CLI %s into %s (first time only; about 6 minutes on two cores; log %s)",
+		temporalcli.Version, s.display(bin), s.display(logPath)))
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("install log: %w", err)
+	}
+	defer func() { _ = logf.Close() }()
+	began := time.Now()
+	cli, err = temporalcli.Install(ctx, bin, logf)
+	if err != nil {
+		return "", err
+	}
+	s.line(fmt.Sprintf("installed the Temporal CLI in %s", time.Since(began).Round(time.Second)))
+	return cli, nil
+}
+
+// startAgent serves machine name's host agent in process where its host URL
+// says, with its token, on its own state directory.
+func (s *stack) startAgent(ctx context.Context, name string, serveErr chan<- error) error {
+	m := s.cfg.Machines[name]
+	addr, err := hostListen(m.Host)
+	if err != nil {
+		return fmt.Errorf("machines.%s.host: %w", name, err)
+	}
+	rt := s.runtimes[name]
+	a, err := agent.Open(ctx, agent.Options{
+		Machine:  name,
+		StateDir: filepath.Join(s.state, "hosts", name),
+		Runtime:  rt,
+		Log:      s.o.Log.With().Str("machine", name).Logger(),
+	})
+	if err != nil {
+		return fmt.Errorf("host agent of %s: %w", name, err)
+	}
+	delete(s.runtimes, name) // the agent closes it
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = a.Close(context.Background())
+		return fmt.Errorf("host agent of %s on %s (machines.%s.host): %w", name, addr, name, err)
+	}
+	srv := &http.Server{
+		Handler:           agent.NewHandler(a, m.Token),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("host agent of %s on %s stopped serving: %w", name, addr, err)
+		}
+	}()
+	s.onStop("host agent "+name, func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), agentShutdownGrace)
+		defer cancel()
+		herr := srv.Shutdown(sctx)
+		if herr != nil {
+			herr = fmt.Errorf("requests still in flight: %w", herr)
+		}
+		return errors.Join(herr, a.Close(sctx))
+	})
+	return nil
+}
+
+// onStop records how to undo a step just taken.
+func (s *stack) onStop(what string, stop func() error) {
+	s.stops = append(s.stops, stopStep{what: what, stop: stop})
+}
+
+// stopAll undoes every step, the last taken first, and says what failed.
+func (s *stack) stopAll() error {
+	var errs []error
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		st := s.stops[i]
+		if err := st.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", st.what, err))
+		}
+	}
+	s.stops = nil
+	return errors.Join(errs...)
+}
+
+func (s *stack) closeRuntimes() error {
+	var errs []error
+	for name, rt := range s.runtimes {
+		ctx, cancel := context.WithTimeout(context.Background(), agentShutdownGrace)
+		if err := rt.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("runtime of %s: %w", name, err))
+		}
+		cancel()
+		delete(s.runtimes, name)
+	}
+	return errors.Join(errs...)
+}
+
+// catalogue says where the catalogue is, without a DSN's password.
+func (s *stack) catalogue() string {
+	dsn := s.cfg.Catalogue.DSN
+	if dsn == "" {
+		return "sqlite:" + s.display(filepath.Join(s.state, "catalogue.db"))
+	}
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return dsn
+	}
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		return u.Redacted() + "  (catalogue.dsn)"
+	}
+	return "catalogue.dsn"
+}
+
+// say prints one aligned line of the account: what, then where.
+func (s *stack) say(what, format string, args ...any) {
+	s.line(strings.TrimRight(fmt.Sprintf("%-10s %s", what, fmt.Sprintf(format, args...)), " "))
+}
+
+func (s *stack) line(l string) { _, _ = fmt.Fprintln(s.o.Out, l) }
+
+// display shortens a path under the working directory to the relative form
+// a person typed.
+func (s *stack) display(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil || s.cwd == "" {
+		return p
+	}
+	rel, err := filepath.Rel(s.cwd, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return abs
+	}
+	return rel
+}
+
+// dialable is addr as a browser or client can reach it: an unspecified
+// host (all interfaces) becomes loopback.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// machineOrder is the machines in push order: by tier, then by name.
+func machineOrder(cfg *config.Config) []string {
+	names := cfg.MachineNames()
+	sort.SliceStable(names, func(i, j int) bool { return cfg.Machines[names[i]].Tier < cfg.Machines[names[j]].Tier })
+	return names
+}

@@ -1,0 +1,465 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/temporalcli"
+)
+
+// ports of a test mesh, each free when picked.
+type ports struct{ temporal, ui, registry, edge, control int }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func freePorts(t *testing.T) ports {
+	return ports{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
+}
+
+// writeMesh writes a two-tier mesh on p's ports and returns its path.
+func writeMesh(t *testing.T, p ports) string {
+	t.Helper()
+	y := fmt.Sprintf(`temporal: {address: "127.0.0.1:%d", namespace: default, task_queue: devstack-test}
+registry: {listen: "127.0.0.1:%d"}
+modules:
+  ctl:  {repo: ., path: examples/controller, control_plane: true}
+  host: {repo: ., path: examples/host}
+machines:
+  edge-1:       {host: "http://127.0.0.1:%d", tier: 1, modules: [host]}
+  control-node: {host: "http://127.0.0.1:%d", tier: 2, modules: [ctl, host]}
+`, p.temporal, p.registry, p.edge, p.control)
+	path := filepath.Join(t.TempDir(), "mesh.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(y), 0o644))
+	return path
+}
+
+func load(t *testing.T, y string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("mesh.yaml", []byte(y))
+	require.NoError(t, err)
+	return cfg
+}
+
+const exampleYAML = `temporal: {address: 127.0.0.1:7233}
+modules:
+  ctl:  {repo: ., path: c, control_plane: true}
+  host: {repo: ., path: h}
+machines:
+  edge-2:       {host: "http://127.0.0.1:7402", tier: 1, modules: [host]}
+  control-node: {host: "http://127.0.0.1:7400", tier: 2, modules: [ctl, host]}
+  edge-1:       {host: "http://127.0.0.1:7401", tier: 1, modules: [host]}
+`
+
+// Every address the stack binds is listed, with the setting that names it,
+// machines in push order.
+func TestBindsNameEverySetting(t *testing.T) {
+	bs, err := binds(load(t, exampleYAML), 8233, "mesh.yaml")
+	require.NoError(t, err)
+	var got []string
+	for _, b := range bs {
+		got = append(got, b.addr+" "+b.key)
+	}
+	assert.Equal(t, []string{
+		"127.0.0.1:7233 temporal.address",
+		"127.0.0.1:8233 --ui-port",
+		"127.0.0.1:5000 registry.listen",
+		"127.0.0.1:7401 machines.edge-1.host",
+		"127.0.0.1:7402 machines.edge-2.host",
+		"127.0.0.1:7400 machines.control-node.host",
+	}, got)
+	assert.Equal(t, "change temporal.address in mesh.yaml", bs[0].fix)
+}
+
+// An external registry is not started, so its listen address is not bound.
+func TestBindsSkipExternalRegistry(t *testing.T) {
+	bs, err := binds(load(t, exampleYAML+"registry: {address: \"127.0.0.1:6000\"}\n"), 8233, "mesh.yaml")
+	require.NoError(t, err)
+	for _, b := range bs {
+		assert.NotEqual(t, "registry.listen", b.key)
+	}
+}
+
+// What the stack cannot serve is refused before anything starts, in one
+// line naming the key.
+func TestBindsRefuse(t *testing.T) {
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"https host": {
+			strings.Replace(exampleYAML, `"http://127.0.0.1:7401"`, `"https://127.0.0.1:7401"`, 1),
+			"machines.edge-1.host: \"https://127.0.0.1:7401\": the dev stack serves host agents over plain http",
+		},
+		"shared port": {
+			strings.Replace(exampleYAML, `"http://127.0.0.1:7401"`, `"http://127.0.0.1:7400"`, 1),
+			"both want 127.0.0.1:7400",
+		},
+		"temporal port 0": {
+			strings.Replace(exampleYAML, "127.0.0.1:7233", `"127.0.0.1:0"`, 1),
+			"needs a fixed port",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := binds(load(t, tc.yaml), 8233, "mesh.yaml")
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+	_, err := binds(load(t, exampleYAML), 8233, "mesh.yaml")
+	require.NoError(t, err)
+	_, err = binds(load(t, exampleYAML), 70000, "mesh.yaml")
+	require.ErrorContains(t, err, "--ui-port 70000")
+}
+
+// A port in use is one line naming the port, the setting and the fix, and
+// the other ports in use after it.
+func TestCheckPortsInUse(t *testing.T) {
+	l1, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = l1.Close() }()
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = l2.Close() }()
+	free := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+
+	require.NoError(t, checkPorts([]bind{{addr: free, key: "x"}}))
+	err = checkPorts([]bind{
+		{addr: free, key: "registry.listen", fix: "f0"},
+		{addr: l1.Addr().String(), key: "temporal.address", fix: "change temporal.address in mesh.yaml"},
+		{addr: l2.Addr().String(), key: "machines.a.host", fix: "f2"},
+	})
+	require.Error(t, err)
+	assert.Equal(t, fmt.Sprintf("port %s (temporal.address) is in use: stop what holds it (another dev stack?) or change temporal.address in mesh.yaml; also in use: %s (machines.a.host)",
+		l1.Addr(), l2.Addr()), err.Error())
+	// The free one was released again.
+	l, err := net.Listen("tcp", free)
+	require.NoError(t, err)
+	_ = l.Close()
+}
+
+// An environment variable that overrides the key is what the fix names.
+func TestChangeNamesOverridingVariable(t *testing.T) {
+	t.Setenv("MESHROLL_MACHINES_EDGE_1_HOST", "http://127.0.0.1:9")
+	assert.Equal(t, "change MESHROLL_MACHINES_EDGE_1_HOST (it overrides machines.edge-1.host in m.yaml)",
+		change("machines.edge-1.host", "m.yaml", "machines", "edge-1", "host"))
+	assert.Equal(t, "change temporal.address in m.yaml", change("temporal.address", "m.yaml", "temporal", "address"))
+}
+
+func TestDevServerArgs(t *testing.T) {
+	args, err := devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "default"}, 8233, "/s/temporal.db")
+	require.NoError(t, err)
+	line := strings.Join(args, " ")
+	assert.True(t, strings.HasPrefix(line, "server start-dev --ip 127.0.0.1 --port 7233 --ui-port 8233 --db-filename /s/temporal.db --log-level warn"), line)
+	assert.NotContains(t, line, "--namespace", "the default namespace always exists")
+	assert.Contains(t, line, "--search-attribute MeshrollMachines=KeywordList")
+	assert.Contains(t, line, "--search-attribute MeshrollModule=Keyword")
+	assert.Contains(t, line, "matching.numTaskqueueReadPartitions=1")
+
+	args, err = devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "mesh"}, 8233, "db")
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(args, " "), "--namespace mesh")
+}
+
+func TestTailFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	require.NoError(t, os.WriteFile(p, []byte("old run\nline 1\nline 2\nline 3\n"), 0o644))
+	assert.Equal(t, "  line 2\n  line 3", tailFile(p, 0, 2))
+	assert.Equal(t, "  line 1\n  line 2\n  line 3", tailFile(p, int64(len("old run\n")), 10), "only this run's lines")
+	assert.Equal(t, "  (nothing)", tailFile(p, 32, 10))
+}
+
+func TestDisplayAndDialable(t *testing.T) {
+	cwd, err := os.Getwd()
+	require.NoError(t, err)
+	s := &stack{cwd: cwd}
+	assert.Equal(t, filepath.Join(".meshroll", "logs"), s.display(filepath.Join(cwd, ".meshroll", "logs")))
+	assert.Equal(t, ".meshroll", s.display(".meshroll"))
+	other := filepath.Join(filepath.Dir(cwd), "elsewhere")
+	assert.Equal(t, other, s.display(other))
+	assert.Equal(t, "127.0.0.1:8233", dialable("0.0.0.0:8233"))
+	assert.Equal(t, "127.0.0.1:5000", dialable(":5000"))
+	assert.Equal(t, "localhost:5000", dialable("localhost:5000"))
+}
+
+// A port in use stops Run before it starts anything or creates state.
+func TestRunPortInUse(t *testing.T) {
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p.edge))
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	state := filepath.Join(t.TempDir(), "state")
+	var out bytes.Buffer
+	err = Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
+	require.Error(t, err)
+	assert.Equal(t, fmt.Sprintf("port 127.0.0.1:%d (machines.edge-1.host) is in use: stop what holds it (another dev stack?) or change machines.edge-1.host in %s", p.edge, path), err.Error())
+	assert.Empty(t, out.String())
+	assert.NoDirExists(t, state)
+}
+
+// fakeCLI points MESHROLL_TEMPORAL_CLI at a shell script standing in for
+// the Temporal CLI.
+func fakeCLI(t *testing.T, script string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("needs a shell script as the fake CLI")
+	}
+	p := filepath.Join(t.TempDir(), "temporal")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755))
+	t.Setenv(temporalcli.Env, p)
+}
+
+// A dev server that dies at start is an error naming its log, with its last
+// lines; everything is stopped and the ports are free again.
+func TestRunDevServerExits(t *testing.T) {
+	fakeCLI(t, `echo "fake server: cannot open database" >&2; exit 3`)
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	state := t.TempDir()
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the Temporal dev server exited before answering (exit status 3)")
+	assert.Contains(t, err.Error(), filepath.Join(state, "logs", "temporal.log"))
+	assert.Contains(t, err.Error(), "fake server: cannot open database")
+	assert.NotContains(t, out.String(), "ready")
+	require.NoError(t, checkPorts([]bind{{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}}))
+	// The lock is released: a second run gets as far as the server again.
+	err = Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui})
+	require.ErrorContains(t, err, "exited before answering")
+}
+
+// A dev server that never answers is given up on within the start timeout
+// and stopped.
+func TestRunDevServerNeverAnswers(t *testing.T) {
+	fakeCLI(t, `echo "fake server: starting"; exec sleep 60`)
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	began := time.Now()
+	err := Run(context.Background(), Options{ConfigPath: path, StateDir: t.TempDir(), UIPort: p.ui, StartTimeout: time.Second, StopGrace: 5 * time.Second})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("did not answer on 127.0.0.1:%d (namespace default) within 1s", p.temporal))
+	assert.Contains(t, err.Error(), "fake server: starting")
+	assert.Less(t, time.Since(began), 15*time.Second, "the fake server is interrupted, not waited for")
+}
+
+// Ctrl-C while the dev server starts stops it and is not an error.
+func TestRunInterruptedWhileStarting(t *testing.T) {
+	fakeCLI(t, `exec sleep 60`)
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	err := Run(ctx, Options{ConfigPath: path, StateDir: t.TempDir(), UIPort: p.ui, Out: &out, StopGrace: 5 * time.Second})
+	require.NoError(t, err)
+	assert.Contains(t, out.String(), "stopped")
+}
+
+// With no CLI anywhere, Run installs it into <state>/bin with go install,
+// saying so first.
+func TestRunInstallsCLI(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs shell scripts")
+	}
+	bin := t.TempDir()
+	for _, tool := range []string{"git", "chmod"} {
+		p, err := exec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	// A fake go whose install writes a fake CLI that dies at once.
+	fakeGo := `#!/bin/sh
+echo "go $*" >&2
+test "$1 $2" = "install ` + temporalcli.Package + `@` + temporalcli.Version + `" || exit 9
+printf '#!/bin/sh\necho "installed fake server"; exit 4\n' > "$GOBIN/temporal"
+chmod +x "$GOBIN/temporal"
+`
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte(fakeGo), 0o755))
+	t.Setenv("PATH", bin)
+	t.Setenv(temporalcli.Env, "")
+	t.Setenv("GOBIN", "")
+	t.Setenv("GOPATH", t.TempDir())
+
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	state := t.TempDir()
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "installed fake server", "the installed CLI is the one run")
+	assert.Contains(t, out.String(), "installing the Temporal CLI "+temporalcli.Version+" into "+filepath.Join(state, "bin")+" (first time only; about 6 minutes on two cores")
+	assert.Contains(t, out.String(), "installed the Temporal CLI in ")
+	assert.FileExists(t, filepath.Join(state, "bin", "temporal"))
+	log, err := os.ReadFile(filepath.Join(state, "logs", "install-temporal.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), "go install "+temporalcli.Package)
+}
+
+// A missing tool is one line naming it and the fix.
+func TestRunMissingTools(t *testing.T) {
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	t.Setenv("PATH", t.TempDir())
+	err := Run(context.Background(), Options{ConfigPath: path, StateDir: t.TempDir(), UIPort: p.ui})
+	require.Error(t, err)
+	assert.Equal(t, "git not found on PATH: install git (meshroll builds modules from their git commits) and run again", err.Error())
+}
+
+// Two stacks on one state directory are refused: they would share a
+// Temporal database and host journals.
+func TestLockState(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	dir := t.TempDir()
+	unlock, err := lockState(filepath.Join(dir, "devstack.lock"), dir)
+	require.NoError(t, err)
+	_, err = lockState(filepath.Join(dir, "devstack.lock"), dir)
+	require.EqualError(t, err, "state directory "+dir+" is in use by another dev stack: stop it, or pass another --state")
+	require.NoError(t, unlock())
+	unlock, err = lockState(filepath.Join(dir, "devstack.lock"), dir)
+	require.NoError(t, err)
+	require.NoError(t, unlock())
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	o := Options{}.withDefaults()
+	assert.Equal(t, "examples/mesh.yaml", o.ConfigPath)
+	assert.Equal(t, ".meshroll", o.StateDir)
+	assert.Equal(t, 8233, o.UIPort)
+	assert.Equal(t, "exec", o.Runtime)
+	assert.Equal(t, DefaultStartTimeout, o.StartTimeout)
+}
+
+// realCLI is the Temporal CLI for the tests that run a real dev server:
+// skipped with -short or when missing, failing when missing in CI.
+func realCLI(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a Temporal dev server; skipped with -short")
+	}
+	cli, err := temporalcli.Path()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return cli
+}
+
+// syncBuffer is a bytes.Buffer safe for Run's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// runUntilReady runs the stack in the background on a real dev server,
+// wrapped so that the server's pid lands in a file, and waits for ready.
+func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, out *syncBuffer, pid func() int, result <-chan error) {
+	t.Helper()
+	cli := realCLI(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	fakeCLI(t, fmt.Sprintf("echo $$ > %q\nexec %q \"$@\"", pidFile, cli))
+	p = freePorts(t)
+	path := writeMesh(t, p)
+	state = t.TempDir()
+	out = &syncBuffer{}
+	res := make(chan error, 1)
+	go func() { res <- Run(ctx, Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: out}) }()
+	deadline := time.After(2 * time.Minute)
+	for !strings.Contains(out.String(), "\nready\n") {
+		select {
+		case err := <-res:
+			t.Fatalf("Run ended before ready: %v\n%s", err, out.String())
+		case <-deadline:
+			t.Fatalf("not ready within 2 minutes:\n%s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	pid = func() int {
+		b, err := os.ReadFile(pidFile)
+		require.NoError(t, err)
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err)
+		return n
+	}
+	return p, state, out, pid, res
+}
+
+// Ctrl-C stops everything and Run returns nil; every port is free again and
+// the dev server is gone.
+func TestRunStopsCleanly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, _, out, pid, res := runUntilReady(t, ctx)
+	assert.Contains(t, out.String(), fmt.Sprintf("temporal   127.0.0.1:%d  (namespace default; Web UI http://127.0.0.1:%d;", p.temporal, p.ui))
+	assert.Contains(t, out.String(), fmt.Sprintf("host       edge-1        http://127.0.0.1:%d  (tier 1, runtime exec)", p.edge))
+	assert.Contains(t, out.String(), fmt.Sprintf("host       control-node  http://127.0.0.1:%d  (tier 2, runtime exec)", p.control))
+	server := pid()
+	cancel()
+	select {
+	case err := <-res:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return within a minute of Ctrl-C")
+	}
+	assert.Contains(t, out.String(), "stopped    state kept in")
+	require.NoError(t, checkPorts([]bind{
+		{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.ui)},
+		{addr: fmt.Sprintf("127.0.0.1:%d", p.registry)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.edge)},
+		{addr: fmt.Sprintf("127.0.0.1:%d", p.control)},
+	}))
+	proc, err := os.FindProcess(server)
+	require.NoError(t, err)
+	assert.Error(t, proc.Signal(syscall.Signal(0)), "the dev server has exited")
+}
+
+// A dev server that dies under the stack stops the rest, and Run's error
+// names the server's log.
+func TestRunDevServerDiesWhileRunning(t *testing.T) {
+	_, state, _, pid, res := runUntilReady(t, context.Background())
+	proc, err := os.FindProcess(pid())
+	require.NoError(t, err)
+	require.NoError(t, proc.Kill())
+	select {
+	case err := <-res:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "the Temporal dev server exited while the stack was running (signal: killed); see "+filepath.Join(state, "logs", "temporal.log"))
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not notice the dev server died")
+	}
+}
