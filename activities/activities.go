@@ -186,7 +186,7 @@ func (a *Activities) EnqueuePushes(ctx context.Context, in meshapi.EnqueueInput)
 				// A machine workflow that was terminated is started afresh; it
 				// takes its sequence from the host's report.
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-				StaticSummary:         "machine " + r.Machine,
+				StaticSummary:         a.machineSummary(r.Machine),
 				TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
 			},
 			meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
@@ -196,6 +196,16 @@ func (a *Activities) EnqueuePushes(ctx context.Context, in meshapi.EnqueueInput)
 		activity.RecordHeartbeat(ctx, i+1)
 	}
 	return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
+}
+
+// machineSummary is what the Web UI shows for a machine workflow: the
+// machine, its tier and the modules it runs.
+func (a *Activities) machineSummary(machine string) string {
+	m, ok := a.Mesh.Machines[machine]
+	if !ok {
+		return "machine " + machine
+	}
+	return fmt.Sprintf("machine %s (tier %d: %s)", machine, m.Tier, strings.Join(m.Modules, ", "))
 }
 
 func (a *Activities) host(machine string) (host.Client, error) {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -29,7 +30,7 @@ func targetsOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
-func buildOptions(ctx workflow.Context) workflow.Context {
+func buildOptions(ctx workflow.Context, module, commit string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Minute,
 		HeartbeatTimeout:       time.Minute,
@@ -38,7 +39,7 @@ func buildOptions(ctx workflow.Context) workflow.Context {
 		// registry) halts the plan after about a quarter of a minute of
 		// retries, naming what it tried; a compile error halts at once.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 4},
-		Summary:     "build",
+		Summary:     fmt.Sprintf("build %s at %s", module, short(commit)),
 	})
 }
 
@@ -51,13 +52,13 @@ func composeOptions(ctx workflow.Context, p meshapi.PushPolicy, machine string) 
 	})
 }
 
-func enqueueOptions(ctx workflow.Context) workflow.Context {
+func enqueueOptions(ctx workflow.Context, tier int, machines int) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    time.Minute,
 		HeartbeatTimeout:       20 * time.Second,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy:            retryForever,
-		Summary:                "hand pushes to machine workflows",
+		Summary:                fmt.Sprintf("hand tier %d's pushes to its %d machine workflows", tier, machines),
 	})
 }
 

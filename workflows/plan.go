@@ -222,7 +222,7 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	// Build.
 	var b mesh.Build
 	err := p.step(ctx, func(sctx workflow.Context) error {
-		return workflow.ExecuteActivity(buildOptions(sctx), acts.Build,
+		return workflow.ExecuteActivity(buildOptions(sctx, p.in.Module, p.in.Commit), acts.Build,
 			meshapi.BuildInput{Plan: p.st.Plan, Module: p.in.Module, Commit: p.in.Commit}).Get(sctx, &b)
 	})
 	if st, err, done := p.interrupted(ctx, err, "build failed: "); done {
@@ -340,7 +340,7 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		})
 	}
 	err := p.step(ctx, func(sctx workflow.Context) error {
-		return workflow.ExecuteActivity(enqueueOptions(sctx), acts.EnqueuePushes, meshapi.EnqueueInput{Requests: reqs}).Get(sctx, nil)
+		return workflow.ExecuteActivity(enqueueOptions(sctx, tier.Tier, len(reqs)), acts.EnqueuePushes, meshapi.EnqueueInput{Requests: reqs}).Get(sctx, nil)
 	})
 	if err == nil {
 		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(tier) })
@@ -482,7 +482,11 @@ func (p *plan) publish() {
 func (p *plan) details(ctx workflow.Context, now string) {
 	p.publish()
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s** %s: %s\n", p.in.Module, short(p.in.Commit), now)
+	fmt.Fprintf(&b, "**%s** %s", p.in.Module, short(p.in.Commit))
+	if p.st.Build != nil {
+		fmt.Fprintf(&b, " (generation %d, %s)", p.st.Build.Generation, short(p.st.Build.Digest))
+	}
+	fmt.Fprintf(&b, ": %s\n", now)
 	for _, t := range p.st.Tiers {
 		fmt.Fprintf(&b, "- tier %d: %s\n", t.Tier, t.State)
 	}
