@@ -273,14 +273,7 @@ func (r *DockerRuntime) Close(ctx context.Context) error {
 	for _, id := range ids {
 		r.remove(ctx, id)
 	}
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("runtime docker: close: %w", ctx.Err())
-	}
+	return waitGroup(ctx, &r.wg, "runtime docker: close")
 }
 
 // call does one Engine API request; a non-2xx answer is an error with the

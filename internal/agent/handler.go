@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/meshroll/meshroll/internal/host"
 )
@@ -28,7 +24,7 @@ type JournalPage = host.JournalPage
 // token, when not empty, is required on everything but the health check.
 func NewHandler(a *Agent, token string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(PathJournal, requireToken(token, http.HandlerFunc(a.serveJournal)))
+	mux.Handle(PathJournal, host.RequireToken(token, http.HandlerFunc(a.serveJournal)))
 	mux.Handle("/", host.NewHandler(a, token))
 	rt := a.Runtime()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -37,49 +33,29 @@ func NewHandler(a *Agent, token string) http.Handler {
 	})
 }
 
-// requireToken checks the bearer token the way host.NewHandler does: both
-// sides hashed, then compared in constant time, so not even the token's
-// length leaks.
-func requireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="meshroll-host"`)
-			writeRefusal(w, &host.Refusal{Code: host.CodeUnauthorized, Message: "missing or wrong bearer token"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 func (a *Agent) serveJournal(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: host.Refusal{
+		host.WriteJSON(w, http.StatusMethodNotAllowed, map[string]host.Refusal{"error": {
 			Code: host.CodeInvalid, Message: r.Method + " is not allowed on " + PathJournal,
 		}})
 		return
 	}
 	before, limit, err := journalQuery(r)
 	if err != nil {
-		writeRefusal(w, &host.Refusal{Code: host.CodeInvalid, Message: err.Error()})
+		host.WriteRefusal(w, &host.Refusal{Code: host.CodeInvalid, Message: err.Error()})
 		return
 	}
 	entries, err := a.Journal(r.Context(), before, limit)
 	if err != nil {
-		writeRefusal(w, &host.Refusal{Code: host.CodeInternal, Message: err.Error()})
+		host.WriteRefusal(w, &host.Refusal{Code: host.CodeInternal, Message: err.Error()})
 		return
 	}
 	page := JournalPage{Machine: a.machine, Runtime: a.Runtime(), Entries: entries}
 	if n := len(entries); n > 0 && entries[n-1].Index > 1 {
 		page.NextBefore = entries[n-1].Index
 	}
-	writeJSON(w, http.StatusOK, page)
+	host.WriteJSON(w, http.StatusOK, page)
 }
 
 // journalQuery reads ?before and ?limit, refusing anything else: a parameter
@@ -108,24 +84,4 @@ func journalQuery(r *http.Request) (before uint64, limit int, err error) {
 		}
 	}
 	return before, limit, nil
-}
-
-// errorBody is host's error envelope, {"error": Refusal}.
-type errorBody struct {
-	Error host.Refusal `json:"error"`
-}
-
-func writeRefusal(w http.ResponseWriter, r *host.Refusal) {
-	writeJSON(w, r.Status(), errorBody{Error: *r})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }

@@ -246,14 +246,7 @@ func (r *NoopRuntime) Close(ctx context.Context) error {
 	}
 	r.current = map[string]noopContainer{}
 	r.mu.Unlock()
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("runtime noop: close: %w", ctx.Err())
-	}
+	return waitGroup(ctx, &r.wg, "runtime noop: close")
 }
 
 // sameSpec reports whether two containers are declared identically, so that
@@ -262,4 +255,17 @@ func sameSpec(a, b mesh.Container) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// waitGroup waits for wg until ctx ends, so that a runtime's Close returns
+// once no update can follow, or says it gave up.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup, what string) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
 }

@@ -40,22 +40,38 @@ type handler struct {
 	tokenSum *[sha256.Size]byte
 }
 
-// authed checks the bearer token. Both sides are hashed before the
-// constant-time compare so that not even the token's length leaks.
+// authed checks the bearer token (see RequireToken).
 func (h *handler) authed(next http.HandlerFunc) http.HandlerFunc {
 	if h.tokenSum == nil {
 		return next
 	}
-	return func(w http.ResponseWriter, r *http.Request) {
+	return requireSum(*h.tokenSum, next).ServeHTTP
+}
+
+// RequireToken wraps next so that it answers only requests carrying
+// "Authorization: Bearer <token>", and 401 with nothing else otherwise; an
+// empty token turns the check off. It is how every path of the host API but
+// the health check is guarded, including agents' own additions (the
+// journal). Both sides are hashed before the constant-time compare so that
+// not even the token's length leaks.
+func RequireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	return requireSum(sha256.Sum256([]byte(token)), next)
+}
+
+func requireSum(want [sha256.Size]byte, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) != 1 || !ok {
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="meshroll-host"`)
-			writeRefusal(w, &Refusal{Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
+			WriteRefusal(w, &Refusal{Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
 			return
 		}
-		next(w, r)
-	}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (h *handler) report(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +83,7 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request) {
 	if rep.Containers == nil {
 		rep.Containers = []mesh.RunningContainer{}
 	}
-	writeJSON(w, http.StatusOK, rep)
+	WriteJSON(w, http.StatusOK, rep)
 }
 
 func (h *handler) apply(w http.ResponseWriter, r *http.Request) {
@@ -75,12 +91,12 @@ func (h *handler) apply(w http.ResponseWriter, r *http.Request) {
 	if err := decodeStrict(w, r, &d); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: Refusal{
+			WriteJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: Refusal{
 				Code: CodeInvalid, Message: fmt.Sprintf("body exceeds %d bytes", tooBig.Limit),
 			}})
 			return
 		}
-		writeRefusal(w, &Refusal{Code: CodeInvalid, Message: err.Error()})
+		WriteRefusal(w, &Refusal{Code: CodeInvalid, Message: err.Error()})
 		return
 	}
 	res, err := h.agent.Apply(r.Context(), d)
@@ -88,7 +104,7 @@ func (h *handler) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	WriteJSON(w, http.StatusOK, res)
 }
 
 // decodeStrict decodes exactly one JSON value with unknown fields refused:
@@ -114,17 +130,21 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 func writeError(w http.ResponseWriter, err error) {
 	var r *Refusal
 	if errors.As(err, &r) {
-		writeRefusal(w, r)
+		WriteRefusal(w, r)
 		return
 	}
-	writeRefusal(w, &Refusal{Code: CodeInternal, Message: err.Error()})
+	WriteRefusal(w, &Refusal{Code: CodeInternal, Message: err.Error()})
 }
 
-func writeRefusal(w http.ResponseWriter, r *Refusal) {
-	writeJSON(w, r.Status(), errorBody{Error: *r})
+// WriteRefusal answers a refusal with its status and the host API's error
+// envelope, {"error": {...}}, so that agents' own endpoints answer as the
+// contract does.
+func WriteRefusal(w http.ResponseWriter, r *Refusal) {
+	WriteJSON(w, r.Status(), errorBody{Error: *r})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
