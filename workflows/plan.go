@@ -22,7 +22,6 @@ func Plan(ctx workflow.Context, in meshapi.PlanInput) (meshapi.PlanState, error)
 		in:       in,
 		policy:   in.Policy.WithDefaults(),
 		approved: map[int]bool{},
-		results:  map[string]meshapi.PushResult{},
 		gate:     -1,
 		st: meshapi.PlanState{
 			Plan:   workflow.GetInfo(ctx).WorkflowExecution.ID,
@@ -49,9 +48,6 @@ type plan struct {
 	aborted     bool
 	abortReason string
 	cancelStep  workflow.CancelFunc
-
-	// results holds machine workflows' answers by request ID.
-	results map[string]meshapi.PushResult
 
 	// ctx is the workflow's root context, for publishing search attributes
 	// from wherever the state changes.
@@ -172,7 +168,6 @@ func (p *plan) take(r meshapi.PushResult) {
 		for mi := range p.st.Tiers[ti].Machines {
 			m := &p.st.Tiers[ti].Machines[mi]
 			if meshapi.RequestID(p.st.Plan, m.Machine) == r.Request && m.State == meshapi.MachinePushing {
-				p.results[r.Request] = r
 				m.State, m.Reason, m.Seq, m.Rebased = r.Outcome, r.Reason, r.Seq, r.Rebased
 			}
 		}

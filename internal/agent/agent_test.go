@@ -90,8 +90,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"stale sequence", decl(1, ctr("web", 9)), http.StatusConflict, host.CodeSequence, "last applied 2"},
 		{"same sequence other content", decl(2, ctr("web", 9)), http.StatusConflict, host.CodeSequence, "last applied 2"},
-		{"unpinned digest", decl(3, mesh.Container{Module: "web", Digest: "latest", Generation: 9}), http.StatusConflict, host.CodeUnpinned, "digest"},
-		{"tagged image", decl(3, tagged), http.StatusConflict, host.CodeUnpinned, "repository only"},
+		{"unpinned digest", decl(3, mesh.Container{Module: "web", Digest: "latest", Generation: 9}), http.StatusBadRequest, host.CodeUnpinned, "digest"},
+		{"tagged image", decl(3, tagged), http.StatusBadRequest, host.CodeUnpinned, "repository only"},
 		{"downgrade", decl(3, ctr("web", 4)), http.StatusConflict, host.CodeDowngrade, "below"},
 		{"other machine", func() mesh.Declaration { d := decl(3, ctr("web", 9)); d.Machine = "edge-2"; return d }(), http.StatusBadRequest, host.CodeInvalid, "edge-2"},
 		{"module twice", decl(3, ctr("web", 9), ctr("web", 8)), http.StatusBadRequest, host.CodeInvalid, "twice"},

@@ -64,7 +64,8 @@ func (r *Refusal) Error() string {
 // codes to statuses in exactly one place.
 func (r *Refusal) Status() int {
 	switch r.Code {
-	case CodeInvalid:
+	case CodeInvalid, CodeUnpinned:
+		// A digest that is not one is bad input, like a malformed body.
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized

@@ -29,7 +29,7 @@
 //	                  repeat of the last applied declaration
 //	409 downgrade     a container's generation is below the host's floor for
 //	                  its module and Force is not set
-//	409 unpinned      a digest is not sha256:<hex>, or an image carries a tag
+//	400 unpinned      a digest is not sha256:<hex>, or an image carries a tag
 //	                  or digest of its own
 //	400 invalid       malformed body, unknown fields, another machine's
 //	                  declaration, bad or duplicate module names

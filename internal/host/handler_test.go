@@ -104,7 +104,7 @@ func TestHandlerMapsRefusals(t *testing.T) {
 	for code, status := range map[string]int{
 		host.CodeSequence:  http.StatusConflict,
 		host.CodeDowngrade: http.StatusConflict,
-		host.CodeUnpinned:  http.StatusConflict,
+		host.CodeUnpinned:  http.StatusBadRequest,
 		host.CodeInvalid:   http.StatusBadRequest,
 	} {
 		h := host.NewHandler(&stub{applyErr: &host.Refusal{Code: code, Message: "no", LastSeq: 5}}, "")

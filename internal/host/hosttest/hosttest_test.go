@@ -198,7 +198,7 @@ func TestUnpinnedRefused(t *testing.T) {
 		d.Force = true // force does not pass an unpinned image
 		_, err := apply(t, h, d)
 		r := requireRefused(t, err, host.CodeUnpinned)
-		assert.Equal(t, http.StatusConflict, r.Status)
+		assert.Equal(t, http.StatusBadRequest, r.Status)
 	}
 	_, err := apply(t, h, decl(1, mesh.Container{Module: "api", Digest: dig('a'), Image: "127.0.0.1:5000/meshroll/api", Generation: 1}))
 	require.NoError(t, err)
