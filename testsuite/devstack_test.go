@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/devserver"
-	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -50,7 +49,7 @@ func TestDevstackMergeRestartConverges(t *testing.T) {
 	require.Equal(t, meshapi.PlanConverged, merged.State, out)
 	d1 := dsPlanDigest(t, bins, m, merged.Plan)
 	for _, machine := range []string{"edge-1", "edge-2", "control-node"} {
-		require.Equal(t, d1, m.runningDigest(t, machine, "host"), "%s runs the merged build", machine)
+		require.Equal(t, d1, m.runningDigest(t, bins, machine, "host"), "%s runs the merged build", machine)
 	}
 
 	// A second merge waits at the gate before tier 2: the edges run it,
@@ -62,9 +61,9 @@ func TestDevstackMergeRestartConverges(t *testing.T) {
 	require.NotNil(t, gated.Build)
 	d2 := gated.Build.Digest
 	require.NotEqual(t, d1, d2)
-	require.Equal(t, d2, m.runningDigest(t, "edge-1", "host"))
-	require.Equal(t, d2, m.runningDigest(t, "edge-2", "host"))
-	require.Equal(t, d1, m.runningDigest(t, "control-node", "host"))
+	require.Equal(t, d2, m.runningDigest(t, bins, "edge-1", "host"))
+	require.Equal(t, d2, m.runningDigest(t, bins, "edge-2", "host"))
+	require.Equal(t, d1, m.runningDigest(t, bins, "control-node", "host"))
 
 	// Ctrl-C mid-plan stops the stack cleanly; started again on the same
 	// state it resumes the plan, which an approve then finishes.
@@ -77,7 +76,7 @@ func TestDevstackMergeRestartConverges(t *testing.T) {
 	done := dsWaitPlan(t, bins, m, id, meshapi.PlanConverged)
 	require.Equal(t, d2, done.Build.Digest)
 	for _, machine := range []string{"edge-1", "edge-2", "control-node"} {
-		require.Equal(t, d2, m.runningDigest(t, machine, "host"), "%s runs the second build after the restart", machine)
+		require.Equal(t, d2, m.runningDigest(t, bins, machine, "host"), "%s runs the second build after the restart", machine)
 	}
 	st.interrupt(t)
 }
@@ -239,21 +238,36 @@ func (m *dsMesh) commitHost(t *testing.T) string {
 	return m.git(t, "rev-parse", "HEAD")
 }
 
-// runningDigest asks the machine's host agent directly what it runs.
-func (m *dsMesh) runningDigest(t *testing.T, machine, module string) string {
+// runningDigest asks `starter machine show --output json` what the
+// machine runs, as an operator would.
+func (m *dsMesh) runningDigest(t *testing.T, bins, machine, module string) string {
 	t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(m.hosts[machine] + host.PathReport)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var rep mesh.Report
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&rep))
-	require.Equal(t, machine, rep.Machine)
-	rc, ok := rep.Running(module)
-	require.True(t, ok, "%s reports no %s: %+v", machine, module, rep)
-	require.Equal(t, mesh.StateRunning, rc.State, "%s's %s", machine, module)
-	return rc.Digest
+	out := dsStarter(t, bins, m, "machine", "show", machine, "--output", "json")
+	var shown struct {
+		Machine    string `json:"machine"`
+		Seq        uint64 `json:"seq"`
+		Containers []struct {
+			Module, Digest, Plan, State string
+			Generation                  int64
+		} `json:"containers"`
+		Journal []struct {
+			Seq  uint64 `json:"seq"`
+			Plan string `json:"plan"`
+		} `json:"journal"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &shown), out)
+	require.Equal(t, machine, shown.Machine)
+	require.NotZero(t, shown.Seq)
+	require.NotEmpty(t, shown.Journal, "machine show has the journal's latest entries")
+	for _, c := range shown.Containers {
+		if c.Module == module {
+			require.Equal(t, mesh.StateRunning, c.State, "%s's %s", machine, module)
+			require.NotZero(t, c.Generation)
+			return c.Digest
+		}
+	}
+	t.Fatalf("%s runs no %s: %s", machine, module, out)
+	return ""
 }
 
 // dsStack is a running `worker --dev`.
