@@ -1,0 +1,662 @@
+// Package demo is `starter demo`: a guided, real re-enactment of the
+// 2026-10-02 incident against a running Temporal server and OCI registry
+// (the dev stack's). It brings up its own small mesh in process, so it never
+// touches the operator's checkout or machines: a scratch git repository
+// holding copies of examples/controller and examples/host, a worker on a
+// task queue of its own with a SQLite catalogue, the go builder pushing real
+// images, and two host agents running them as real processes (the exec
+// runtime). Then it makes two merges a minute apart in the incident's shape:
+// a host plan composes the control node while controller v1 runs and waits
+// at its gate; controller v2 is merged and rolled out; the host plan goes on
+// and, instead of pushing back the controller v1 it recorded, is rebased at
+// send time onto the v2 the control node runs. It ends with each machine's
+// journal as the agents' HTTP API serves it.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/build"
+	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/registry"
+	"github.com/meshroll/meshroll/internal/workerapp"
+)
+
+// Names of the demo mesh.
+const (
+	// ModuleController is the demo's control-plane module.
+	ModuleController = "mesh-controller"
+	// ModuleHost is the module every demo machine runs.
+	ModuleHost = "host"
+	// MachineEdge is the tier-1 machine, running the host module.
+	MachineEdge = "demo-edge"
+	// MachineControl is the tier-2 control node, running both modules.
+	MachineControl = "demo-control"
+	// TaskQueuePrefix starts the demo worker's task queue; the rest is
+	// random, so that a demo never takes another worker's tasks.
+	TaskQueuePrefix = "meshroll-demo-"
+	// DefaultRepository is where the demo's images go in the registry,
+	// apart from the dev mesh's own.
+	DefaultRepository = "meshroll-demo"
+	// DefaultGap is the time between the two merges, as in the incident.
+	DefaultGap = time.Minute
+	// JournalEntries is how many of each machine's latest journal entries
+	// the demo shows.
+	JournalEntries = 10
+)
+
+// ErrNotDemonstrated is returned (wrapped) when the run did not show what it
+// should: the host plan did not report the rebase, or the control plane was
+// downgraded.
+var ErrNotDemonstrated = errors.New("the demo did not show the rebase")
+
+// Options configure a run.
+type Options struct {
+	// Client is connected to the Temporal server's namespace.
+	Client client.Client
+	// Namespace is Client's namespace (for the search attributes).
+	Namespace string
+	// Registry is where images are pushed and pulled.
+	Registry registry.Options
+	// Repository is the image path prefix (default DefaultRepository).
+	Repository string
+	// Examples is the directory holding controller/ and host/.
+	Examples string
+	// Dir is the scratch directory; empty means a temporary one, removed
+	// at the end. A given one must be empty or absent and is kept.
+	Dir string
+	// Gap is the time between the two merges (default DefaultGap).
+	Gap time.Duration
+	// Out receives the narration.
+	Out io.Writer
+	// Log receives the worker's and the agents' logs.
+	Log zerolog.Logger
+}
+
+// Summary is what a run showed; it is `starter demo --output json`.
+type Summary struct {
+	// TaskQueue is the demo worker's task queue.
+	TaskQueue string `json:"task_queue"`
+	// Dir is the scratch directory, when it was kept.
+	Dir string `json:"dir,omitempty"`
+	// Plans are the demo's plans in the order they were started.
+	Plans []Plan `json:"plans"`
+	// Rebased is what the host plan reports rebasing on the control node.
+	Rebased []string `json:"rebased"`
+	// ControlPlane is the controller on the control node: what the stale
+	// host plan recorded (Before) and what runs at the end (After).
+	ControlPlane ControlPlane `json:"control_plane"`
+	// Journals are each machine's latest journal entries, newest first.
+	Journals map[string][]JournalLine `json:"journals"`
+}
+
+// Plan is one plan of the demo.
+type Plan struct {
+	ID         string `json:"id"`
+	Module     string `json:"module"`
+	Commit     string `json:"commit"`
+	State      string `json:"state"`
+	Reason     string `json:"reason,omitempty"`
+	Digest     string `json:"digest,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+}
+
+// ControlPlane compares the controller the host plan recorded for the
+// control node with the one running there at the end.
+type ControlPlane struct {
+	Machine string `json:"machine"`
+	Module  string `json:"module"`
+	// Before is the controller the host plan composed, and recorded, while
+	// controller v1 ran.
+	Before Version `json:"before"`
+	// After is the controller the control node reports running at the end.
+	After Version `json:"after"`
+	// Downgraded is true when After is older than the newest controller
+	// rolled out.
+	Downgraded bool `json:"downgraded"`
+}
+
+// Version is one build of a module.
+type Version struct {
+	Digest     string `json:"digest"`
+	Generation int64  `json:"generation"`
+	Plan       string `json:"plan,omitempty"`
+}
+
+// JournalLine is one journal entry as the demo shows it.
+type JournalLine struct {
+	Index   uint64    `json:"index"`
+	Time    time.Time `json:"time"`
+	Outcome string    `json:"outcome"`
+	Seq     uint64    `json:"seq"`
+	Plan    string    `json:"plan,omitempty"`
+	// Containers are module=digest (short).
+	Containers []string `json:"containers,omitempty"`
+	Message    string   `json:"message,omitempty"`
+}
+
+// Preflight checks the tools and the registry the demo needs, each failure
+// one line naming the fix.
+func Preflight(ctx context.Context, reg registry.Options) error {
+	for _, tool := range []string{"go", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found on PATH; the demo builds real images with it (install %s)", tool, tool)
+		}
+	}
+	if err := pingRegistry(ctx, reg); err != nil {
+		return fmt.Errorf("registry %s unreachable (%v); start the dev stack first: go run ./worker --dev", reg.Address, err)
+	}
+	return nil
+}
+
+// run is one demo run's state.
+type run struct {
+	o     Options
+	began time.Time
+	sum   Summary
+	cfg   *config.Config
+	hosts map[string]*demoHost
+}
+
+// Run runs the demo. The summary is filled as far as the run got, also when
+// it returns an error; an error wrapping ErrNotDemonstrated means the run
+// completed but did not show the rebase.
+func Run(ctx context.Context, o Options) (_ Summary, err error) {
+	if o.Repository == "" {
+		o.Repository = DefaultRepository
+	}
+	if o.Gap <= 0 {
+		o.Gap = DefaultGap
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	r := &run{o: o, began: time.Now(), hosts: map[string]*demoHost{}, sum: Summary{Journals: map[string][]JournalLine{}}}
+	if err := Preflight(ctx, o.Registry); err != nil {
+		return r.sum, err
+	}
+
+	dir, cleanup, err := scratchDir(o.Dir)
+	if err != nil {
+		return r.sum, err
+	}
+	defer cleanup()
+	if o.Dir != "" {
+		r.sum.Dir = dir
+	}
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	r.sum.TaskQueue = TaskQueuePrefix + hex.EncodeToString(suffix)
+
+	r.say("setting up a demo mesh of its own (task queue %s), so nothing of yours is touched", r.sum.TaskQueue)
+	rp, c1, err := newRepo(ctx, dir, o.Examples, r.sum.TaskQueue)
+	if err != nil {
+		return r.sum, fmt.Errorf("scratch repository: %w", err)
+	}
+	for _, m := range []string{MachineEdge, MachineControl} {
+		h, err := startHost(ctx, m, filepath.Join(dir, "hosts", m), o.Registry, o.Log)
+		if err != nil {
+			return r.sum, err
+		}
+		r.hosts[m] = h
+		defer func() { err = errors.Join(err, h.close()) }()
+	}
+	cfg := r.config()
+	r.cfg = cfg
+	if err := cfg.Validate(); err != nil {
+		return r.sum, fmt.Errorf("demo mesh: %w", err)
+	}
+	cat, err := sqlcat.Open(ctx, "sqlite:"+filepath.Join(dir, "catalogue.db"))
+	if err != nil {
+		return r.sum, fmt.Errorf("demo catalogue: %w", err)
+	}
+	defer func() { err = errors.Join(err, cat.Close()) }()
+	if err := r.clearStaleMachines(ctx); err != nil {
+		return r.sum, err
+	}
+	if err := workerapp.EnsureSearchAttributes(ctx, o.Client, o.Namespace, o.Log); err != nil {
+		return r.sum, fmt.Errorf("search attributes: %w", err)
+	}
+	w := workerapp.New(o.Client, cfg, dir, workerapp.Deps{
+		Catalogue: cat,
+		Builder:   &build.Go{Registry: o.Registry, Repository: o.Repository},
+		Hosts:     &activities.ConfigHosts{Mesh: cfg},
+	}, o.Log)
+	if err := w.Start(); err != nil {
+		return r.sum, fmt.Errorf("demo worker: %w", err)
+	}
+	defer func() {
+		w.Stop()
+		r.endMachines()
+	}()
+	r.say("scratch repository %s with %s and %s at v1, committed on main (%s)", dir, modulePath(ModuleController), modulePath(ModuleHost), short(c1))
+	r.say("machines: %s (tier 1: host) at %s, %s (tier 2, the control plane: mesh-controller, host) at %s",
+		MachineEdge, r.hosts[MachineEdge].url, MachineControl, r.hosts[MachineControl].url)
+
+	if err := r.script(ctx, rp, c1); err != nil {
+		return r.sum, err
+	}
+	return r.sum, r.verdict()
+}
+
+// script is the incident, step by step.
+func (r *run) script(ctx context.Context, rp *repo, c1 string) error {
+	r.step(1, "merge controller v1 and host v1; both roll out")
+	k1, err := r.start(ctx, ModuleController, c1)
+	if err != nil {
+		return err
+	}
+	h1, err := r.start(ctx, ModuleHost, c1)
+	if err != nil {
+		return err
+	}
+	for _, id := range []string{k1, h1} {
+		if _, err := r.converge(ctx, id); err != nil {
+			return err
+		}
+	}
+	if err := r.showRuns(ctx, MachineControl); err != nil {
+		return err
+	}
+
+	r.step(2, "merge host v2 with a gate before tier 2 (the control node)")
+	c2, err := rp.change(ctx, ModuleHost, 2)
+	if err != nil {
+		return err
+	}
+	h2, err := r.start(ctx, ModuleHost, c2, 2)
+	if err != nil {
+		return err
+	}
+	if err := r.waitGated(ctx, h2); err != nil {
+		return err
+	}
+	rec, err := recorded(ctx, r.o.Client, h2, MachineControl, ModuleController)
+	if err != nil {
+		return err
+	}
+	rec.Plan = h2
+	r.sum.ControlPlane = ControlPlane{Machine: MachineControl, Module: ModuleController, Before: rec}
+	r.say("the host plan composed %s while controller v1 ran: it recorded controller generation %d (%s) for %s, and waits at its gate",
+		MachineControl, rec.Generation, short(rec.Digest), MachineControl)
+
+	r.step(3, "a minute later, merge controller v2")
+	r.say("waiting %s, as the two merges of the incident were a minute apart", r.o.Gap)
+	select {
+	case <-time.After(r.o.Gap):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c3, err := rp.change(ctx, ModuleController, 2)
+	if err != nil {
+		return err
+	}
+	k2, err := r.start(ctx, ModuleController, c3)
+	if err != nil {
+		return err
+	}
+	k2st, err := r.converge(ctx, k2)
+	if err != nil {
+		return err
+	}
+	if err := r.showRuns(ctx, MachineControl); err != nil {
+		return err
+	}
+
+	r.step(4, "approve the stale host plan: it still holds controller v1 for "+MachineControl)
+	if _, err := plans.Control(ctx, r.o.Client, h2, meshapi.UpdateApprove, meshapi.ApproveInput{By: "starter demo"}); err != nil {
+		return fmt.Errorf("approve %s: %w", h2, err)
+	}
+	r.say("approved %s", h2)
+	h2st, err := r.converge(ctx, h2)
+	if err != nil {
+		return err
+	}
+	cn, _ := h2st.Machine(MachineControl)
+	r.sum.Rebased = append([]string{}, cn.Rebased...)
+	r.say("the host plan on %s: %s, seq %d, rebased %v", MachineControl, cn.State, cn.Seq, cn.Rebased)
+	rep, err := r.report(ctx, MachineControl)
+	if err != nil {
+		return err
+	}
+	if rc, ok := rep.Running(ModuleController); ok {
+		r.sum.ControlPlane.After = Version{Digest: rc.Digest, Generation: rc.Generation, Plan: rc.Plan}
+	}
+	after, newest := r.sum.ControlPlane.After, k2st.Build
+	r.sum.ControlPlane.Downgraded = newest == nil || after.Generation < newest.Generation || after.Digest != newest.Digest
+	if err := r.showReport(rep); err != nil {
+		return err
+	}
+	if !r.sum.ControlPlane.Downgraded {
+		r.say("%s still runs controller generation %d (the host plan had recorded %d): rebased, NOT downgraded",
+			MachineControl, after.Generation, r.sum.ControlPlane.Before.Generation)
+	}
+
+	r.step(5, "each machine's journal, read through its host API (latest first)")
+	for _, m := range []string{MachineEdge, MachineControl} {
+		if err := r.journal(ctx, m); err != nil {
+			return err
+		}
+	}
+	r.say("plans (still visible in the dev stack's Web UI, http://127.0.0.1:8233 by default):")
+	for _, p := range r.sum.Plans {
+		r.say("  %s  %s", p.ID, withReason(p.State, p.Reason))
+	}
+	return nil
+}
+
+// verdict says whether the run showed the rebase.
+func (r *run) verdict() error {
+	cp := r.sum.ControlPlane
+	switch {
+	case !slices.Contains(r.sum.Rebased, ModuleController):
+		return fmt.Errorf("%w: the host plan reports rebasing %v on %s, not %s", ErrNotDemonstrated, r.sum.Rebased, MachineControl, ModuleController)
+	case cp.Downgraded || cp.After.Generation <= cp.Before.Generation:
+		return fmt.Errorf("%w: %s runs controller generation %d after the host plan, which recorded %d: the control plane was downgraded",
+			ErrNotDemonstrated, MachineControl, cp.After.Generation, cp.Before.Generation)
+	}
+	r.say("done: the stale plan was rebased instead of downgrading the control plane")
+	return nil
+}
+
+// config is the demo mesh, built in code.
+func (r *run) config() *config.Config {
+	cfg := config.Default()
+	cfg.Temporal.Namespace = r.o.Namespace
+	cfg.Temporal.TaskQueue = r.sum.TaskQueue
+	cfg.Push.RunningTimeout = 2 * time.Minute
+	cfg.Push.RetryBudget = time.Minute
+	cfg.Registry.Address = r.o.Registry.Address
+	cfg.Registry.Repository = r.o.Repository
+	cfg.Modules = map[string]config.Module{
+		ModuleController: {Repo: ".", Path: modulePath(ModuleController), ControlPlane: true},
+		ModuleHost:       {Repo: ".", Path: modulePath(ModuleHost)},
+	}
+	cfg.Machines = map[string]config.Machine{
+		MachineEdge:    {Host: r.hosts[MachineEdge].url, Tier: 1, Modules: []string{ModuleHost}},
+		MachineControl: {Host: r.hosts[MachineControl].url, Tier: 2, Modules: []string{ModuleController, ModuleHost}},
+	}
+	return cfg
+}
+
+// clearStaleMachines terminates machine workflows of the demo's machines
+// left running by an earlier demo: they are bound to that demo's task
+// queue, whose worker is gone, so pushes sent to them would never run. Only
+// workflows on a demo task queue are touched.
+func (r *run) clearStaleMachines(ctx context.Context) error {
+	for _, m := range []string{MachineEdge, MachineControl} {
+		id := meshapi.MachineID(m)
+		desc, err := r.o.Client.DescribeWorkflow(ctx, id, "")
+		if err != nil || desc.RawResponse == nil {
+			continue // none yet
+		}
+		d := desc.RawResponse
+		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		if tq := d.GetExecutionConfig().GetTaskQueue().GetName(); !strings.HasPrefix(tq, TaskQueuePrefix) {
+			return fmt.Errorf("machine workflow %s runs on task queue %q, not a demo's; the demo will not take it over", id, tq)
+		}
+		if err := r.o.Client.TerminateWorkflow(ctx, id, "", "left by an earlier starter demo, whose worker is gone"); err != nil {
+			return fmt.Errorf("end the earlier demo's %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// endMachines ends the demo's machine workflows, whose worker is stopping;
+// they stay visible in the Web UI.
+func (r *run) endMachines() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, m := range []string{MachineEdge, MachineControl} {
+		_ = r.o.Client.TerminateWorkflow(ctx, meshapi.MachineID(m), "", "starter demo finished; its worker and host agents are stopped")
+	}
+}
+
+// start starts a plan and records it in the summary.
+func (r *run) start(ctx context.Context, module, commit string, gates ...int) (string, error) {
+	st, err := plans.Start(ctx, r.o.Client, r.sum.TaskQueue, meshapi.PlanInput{
+		Module: module, Commit: commit, Gates: gates, Policy: r.cfg.PushPolicy(),
+	})
+	if err != nil {
+		return "", err
+	}
+	r.sum.Plans = append(r.sum.Plans, Plan{ID: st.ID, Module: module, Commit: commit})
+	gate := ""
+	if len(gates) > 0 {
+		gate = fmt.Sprintf(" (gate before tier %d)", gates[0])
+	}
+	r.say("merged %s at %s: started plan %s%s", module, short(commit), st.ID, gate)
+	return st.ID, nil
+}
+
+// converge follows a plan to its end, narrating its phases, and fails
+// unless it converged.
+func (r *run) converge(ctx context.Context, id string) (meshapi.PlanState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	last := ""
+	st, err := plans.Wait(ctx, r.o.Client, id, 250*time.Millisecond, func(st meshapi.PlanState) {
+		if st.State != last && !meshapi.PlanTerminal(st.State) {
+			last = st.State
+			r.say("  %s %s", id, st.State)
+		}
+	})
+	if err != nil {
+		return st, err
+	}
+	r.record(st)
+	if st.State != meshapi.PlanConverged {
+		return st, fmt.Errorf("plan %s ended %s", id, withReason(st.State, st.Reason))
+	}
+	gen := int64(0)
+	if st.Build != nil {
+		gen = st.Build.Generation
+	}
+	r.say("  %s converged: %s generation %d", id, st.Module, gen)
+	return st, nil
+}
+
+// waitGated follows a plan until it waits at a gate.
+func (r *run) waitGated(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	last := ""
+	for {
+		st, err := plans.State(ctx, r.o.Client, id)
+		if err == nil {
+			if st.State != last {
+				last = st.State
+				r.say("  %s %s", id, st.State)
+			}
+			if st.State == meshapi.PlanGated {
+				r.record(st)
+				return nil
+			}
+			if meshapi.PlanTerminal(st.State) {
+				r.record(st)
+				return fmt.Errorf("plan %s ended %s before its gate", id, withReason(st.State, st.Reason))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("plan %s did not reach its gate: %w", id, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// record puts a plan's latest state into the summary.
+func (r *run) record(st meshapi.PlanState) {
+	for i := range r.sum.Plans {
+		p := &r.sum.Plans[i]
+		if p.ID != st.Plan {
+			continue
+		}
+		p.State, p.Reason = st.State, st.Reason
+		if st.Build != nil {
+			p.Digest, p.Generation = st.Build.Digest, st.Build.Generation
+		}
+	}
+}
+
+// recorded reads, from the plan's own history, the container of module in
+// the declaration the plan composed for machine: what the plan recorded
+// that it intends to send.
+func recorded(ctx context.Context, c client.Client, plan, machine, module string) (Version, error) {
+	dc := converter.GetDefaultDataConverter()
+	composes := map[int64]bool{}
+	it := c.GetWorkflowHistory(ctx, plan, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return Version{}, fmt.Errorf("history of %s: %w", plan, err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "Compose" {
+			var in meshapi.ComposeInput
+			if dc.FromPayloads(a.GetInput(), &in) == nil && in.Target.Machine == machine {
+				composes[ev.GetEventId()] = true
+			}
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && composes[a.GetScheduledEventId()] {
+			var res meshapi.ComposeResult
+			if err := dc.FromPayloads(a.GetResult(), &res); err != nil {
+				return Version{}, fmt.Errorf("decode %s's composition of %s: %w", plan, machine, err)
+			}
+			if ctr, ok := res.Declaration.Container(module); ok {
+				return Version{Digest: ctr.Digest, Generation: ctr.Generation}, nil
+			}
+		}
+	}
+	return Version{}, fmt.Errorf("plan %s recorded no %s for %s", plan, module, machine)
+}
+
+func (r *run) client(machine string) (*host.HTTPClient, error) {
+	return host.NewHTTPClient(r.hosts[machine].url, "", nil)
+}
+
+func (r *run) report(ctx context.Context, machine string) (mesh.Report, error) {
+	hc, err := r.client(machine)
+	if err != nil {
+		return mesh.Report{}, err
+	}
+	rep, err := hc.Report(ctx)
+	if err != nil {
+		return mesh.Report{}, fmt.Errorf("report of %s: %w", machine, err)
+	}
+	return rep, nil
+}
+
+// showRuns prints what a machine reports running.
+func (r *run) showRuns(ctx context.Context, machine string) error {
+	rep, err := r.report(ctx, machine)
+	if err != nil {
+		return err
+	}
+	return r.showReport(rep)
+}
+
+func (r *run) showReport(rep mesh.Report) error {
+	r.say("%s runs (by its own report, last seq %d):", rep.Machine, rep.LastSeq)
+	for _, c := range rep.Containers {
+		r.say("  %-16s %s  generation %-3d %-8s put there by %s", c.Module, short(c.Digest), c.Generation, c.State, c.Plan)
+	}
+	return nil
+}
+
+// journal prints and records a machine's latest journal entries.
+func (r *run) journal(ctx context.Context, machine string) error {
+	hc, err := r.client(machine)
+	if err != nil {
+		return err
+	}
+	page, err := hc.Journal(ctx, 0, JournalEntries)
+	if err != nil {
+		return fmt.Errorf("journal of %s: %w", machine, err)
+	}
+	lines := []JournalLine{}
+	r.say("%s (runtime %s):", machine, page.Runtime)
+	r.say("  %5s  %-13s %4s  %-62s %s", "INDEX", "OUTCOME", "SEQ", "PLAN", "CONTAINERS")
+	for _, e := range page.Entries {
+		l := JournalLine{Index: e.Index, Time: e.Time, Outcome: e.Outcome, Seq: e.Seq, Plan: e.Plan, Message: e.Message}
+		for _, c := range e.Containers {
+			l.Containers = append(l.Containers, c.Module+"="+short(c.Digest))
+		}
+		lines = append(lines, l)
+		r.say("  %5d  %-13s %4d  %-62s %s", l.Index, l.Outcome, l.Seq, l.Plan, strings.Join(l.Containers, " "))
+	}
+	r.sum.Journals[machine] = lines
+	return nil
+}
+
+func (r *run) step(n int, what string) {
+	fmt.Fprintln(r.o.Out)
+	r.say("step %d: %s", n, what)
+}
+
+// say narrates one line with the time since the demo began.
+func (r *run) say(format string, args ...any) {
+	fmt.Fprintf(r.o.Out, "[%6.1fs] %s\n", time.Since(r.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// scratchDir makes (or checks) the scratch directory; the cleanup removes
+// it when it was made here.
+func scratchDir(dir string) (string, func(), error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "meshroll-demo-")
+		if err != nil {
+			return "", nil, fmt.Errorf("scratch directory: %w", err)
+		}
+		return d, func() { _ = os.RemoveAll(d) }, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if es, err := os.ReadDir(abs); err == nil && len(es) > 0 {
+		return "", nil, fmt.Errorf("--dir %s is not empty; give an empty or new directory for the scratch repository", dir)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	return abs, func() {}, nil
+}
+
+// short is a digest or commit cut for reading.
+func short(s string) string {
+	s = strings.TrimPrefix(s, "sha256:")
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+func withReason(state, reason string) string {
+	if reason == "" {
+		return state
+	}
+	return state + ": " + reason
+}
