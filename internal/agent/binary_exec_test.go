@@ -121,21 +121,7 @@ func TestHostBinaryExecRuntime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4), rep.LastSeq)
 
-	var applied []uint64
-	for before := uint64(0); ; {
-		pg, err := c.Journal(ctx, before, 100)
-		require.NoError(t, err)
-		for _, e := range pg.Entries {
-			if e.Outcome == OutcomeApplied {
-				applied = append(applied, e.Seq)
-			}
-		}
-		if pg.NextBefore == 0 {
-			break
-		}
-		before = pg.NextBefore
-	}
-	assert.Equal(t, []uint64{4, 3, 2, 1}, applied, "every declaration applied exactly once, none claimed twice")
+	assert.Equal(t, []uint64{4, 3, 2, 1}, appliedSeqs(t, c, 100), "every declaration applied exactly once, none claimed twice")
 	assert.Equal(t, 0, p.stop(t), p.log())
 	assert.NotContains(t, p.log(), token)
 }

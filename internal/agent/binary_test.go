@@ -286,9 +286,17 @@ func TestHostClientReadsJournal(t *testing.T) {
 	require.Len(t, page.Entries, 2)
 	require.Equal(t, "edge-1", page.Machine)
 	require.NotZero(t, page.NextBefore)
+	require.Equal(t, []uint64{3, 2, 1}, appliedSeqs(t, c, 2), "newest first, every apply once")
+	assert.Equal(t, 0, p.stop(t), p.log())
+}
+
+// appliedSeqs reads the whole journal through the client, pageSize entries
+// at a time, and returns the sequences of its applies, newest first.
+func appliedSeqs(t *testing.T, c *host.HTTPClient, pageSize int) []uint64 {
+	t.Helper()
 	var applied []uint64
 	for before := uint64(0); ; {
-		pg, err := c.Journal(ctx, before, 2)
+		pg, err := c.Journal(context.Background(), before, pageSize)
 		require.NoError(t, err)
 		for _, e := range pg.Entries {
 			if e.Outcome == OutcomeApplied {
@@ -296,10 +304,8 @@ func TestHostClientReadsJournal(t *testing.T) {
 			}
 		}
 		if pg.NextBefore == 0 {
-			break
+			return applied
 		}
 		before = pg.NextBefore
 	}
-	require.Equal(t, []uint64{3, 2, 1}, applied, "newest first, every apply once")
-	assert.Equal(t, 0, p.stop(t), p.log())
 }
