@@ -197,6 +197,15 @@ func TestHostBinary(t *testing.T) {
 	w, ok := rep.Running("web")
 	require.True(t, ok)
 	assert.Equal(t, d.Containers[0], w.Declared())
+	// The restart restarted web; its "running" entry is journalled before
+	// the report says running, so wait for that to keep the journal's order
+	// below fixed.
+	poll(t, "web running again", func() bool {
+		rep, err := c.Report(ctx)
+		require.NoError(t, err)
+		w, ok := rep.Running("web")
+		return ok && w.State == mesh.StateRunning
+	})
 	res, err = c.Apply(ctx, d)
 	require.NoError(t, err)
 	assert.True(t, res.Repeat)

@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
@@ -204,11 +206,20 @@ func runBinary(t *testing.T, bin []byte, args ...string) string {
 	if err := os.WriteFile(p, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(p, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("run pulled binary: %v\n%s", err, out)
+	// A fork elsewhere in the test binary (parallel tests start git and
+	// go) can hold the just-written file open for a moment; exec then
+	// fails with ETXTBSY (golang.org/issue/22315). Try again briefly.
+	for attempt := 0; ; attempt++ {
+		out, err := exec.Command(p, args...).CombinedOutput()
+		if errors.Is(err, syscall.ETXTBSY) && attempt < 20 {
+			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("run pulled binary: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
 	}
-	return strings.TrimSpace(string(out))
 }
 
 func registryAt(addr string) registry.Options { return registry.Options{Address: addr} }
