@@ -2,12 +2,15 @@ package testsuite
 
 import (
 	"archive/tar"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -61,9 +64,18 @@ func (s *stack) pullAndRun(b mesh.Build) (string, map[string]string) {
 			require.NoError(s.t, f.Close())
 		}
 	}
-	out, err := exec.Command(bin, "version").CombinedOutput()
-	require.NoError(s.t, err, "%s", out)
-	return strings.TrimSpace(string(out)), m.Annotations
+	// The worker in this process forks git and go; one of those children
+	// can hold the just-written binary open for a moment, and exec then
+	// fails with ETXTBSY (golang.org/issue/22315). Try again briefly.
+	for attempt := 0; ; attempt++ {
+		out, err := exec.Command(bin, "version").CombinedOutput()
+		if errors.Is(err, syscall.ETXTBSY) && attempt < 20 {
+			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+			continue
+		}
+		require.NoError(s.t, err, "%s", out)
+		return strings.TrimSpace(string(out)), m.Annotations
+	}
 }
 
 // A merge builds the module's Go program at that commit into an OCI image,
