@@ -1,6 +1,7 @@
 package execrt
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -65,17 +67,20 @@ func (r *Runtime) start(ct *container, img *image, logPath string) (*proc, error
 		return nil, fmt.Errorf("log: %w", err)
 	}
 	hostExe := filepath.Join(img.rootfs, filepath.FromSlash(exe))
-	cmd := &exec.Cmd{
-		Path:        hostExe,
-		Args:        append([]string{hostExe}, argv[1:]...),
-		Dir:         filepath.Join(img.rootfs, filepath.FromSlash(wd)),
-		Env:         env,
-		Stdout:      logf,
-		Stderr:      logf,
-		SysProcAttr: sysProcAttr(),
+	newCmd := func() *exec.Cmd {
+		return &exec.Cmd{
+			Path:        hostExe,
+			Args:        append([]string{hostExe}, argv[1:]...),
+			Dir:         filepath.Join(img.rootfs, filepath.FromSlash(wd)),
+			Env:         env,
+			Stdout:      logf,
+			Stderr:      logf,
+			SysProcAttr: sysProcAttr(),
+		}
 	}
 	logLine(logf, "starting %s %s: %s", spec.Module, spec.Digest, quoteArgs(argv))
-	if err := cmd.Start(); err != nil {
+	cmd, err := startRetryingBusy(newCmd)
+	if err != nil {
 		logLine(logf, "could not start %s: %v", spec.Module, err)
 		_ = logf.Close()
 		return nil, err
@@ -250,4 +255,20 @@ func quoteArgs(argv []string) string {
 		q[i] = strconv.Quote(a)
 	}
 	return strings.Join(q, " ")
+}
+
+// startRetryingBusy starts a command made by newCmd, trying again for a
+// moment when the kernel says the executable is busy: another child forked
+// by this agent (another container starting) can hold the freshly unpacked
+// binary open until it execs (golang.org/issue/22315). That is not the
+// container failing, so it must not count towards crash-looping.
+func startRetryingBusy(newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmd := newCmd()
+		err := cmd.Start()
+		if !errors.Is(err, syscall.ETXTBSY) || attempt >= 20 {
+			return cmd, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+	}
 }
