@@ -50,7 +50,11 @@ type Activities struct {
 	// ConfigDir resolves module repositories given relative to the config
 	// file.
 	ConfigDir string
-	Log       zerolog.Logger
+	// Plans says whether a plan still runs, so that a push queued by a plan
+	// an operator terminated is not sent. Nil skips the check (tests of the
+	// push alone).
+	Plans Plans
+	Log   zerolog.Logger
 }
 
 // Targets resolves which machines run a module, from the worker's mesh
@@ -214,6 +218,23 @@ func (a *Activities) host(machine string) (host.Client, error) {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownMachine, err)
 	}
 	return hc, nil
+}
+
+// Plans answers whether a plan workflow is still running.
+type Plans interface {
+	Running(ctx context.Context, plan string) (status string, running bool, err error)
+}
+
+// TemporalPlans asks the Temporal service.
+type TemporalPlans struct{ Client client.Client }
+
+// Running implements Plans.
+func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, error) {
+	d, err := p.Client.DescribeWorkflow(ctx, plan, "")
+	if err != nil {
+		return "", false, fmt.Errorf("describe plan %s: %w", plan, err)
+	}
+	return d.Status.String(), d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // ConfigHosts dials hosts from the mesh config, one client per machine.

@@ -32,6 +32,17 @@ func (a *Activities) Push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	req := in.Request
 	log := a.Log.With().Str("plan", req.Plan).Str("machine", req.Machine).Str("module", req.Build.Module).
 		Str("digest", req.Build.Digest).Int("attempt", int(activity.GetInfo(ctx).Attempt)).Logger()
+	if a.Plans != nil {
+		status, running, err := a.Plans.Running(ctx, req.Plan)
+		if err != nil {
+			return meshapi.PushOutcome{}, err
+		}
+		if !running {
+			reason := fmt.Sprintf("plan %s no longer runs (%s); nothing sent to %s", req.Plan, status, req.Machine)
+			log.Warn().Str("reason", reason).Msg("push dropped")
+			return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
+		}
+	}
 	hc, err := a.host(req.Machine)
 	if err != nil {
 		return meshapi.PushOutcome{}, err

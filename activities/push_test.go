@@ -215,3 +215,32 @@ func TestPushWaitsUntilRunning(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, h1.Digest, nc.Digest, "the build is marked converged")
 }
+
+// plansFake answers whether a plan runs.
+type plansFake map[string]string
+
+func (p plansFake) Running(_ context.Context, plan string) (string, bool, error) {
+	status, ok := p[plan]
+	if !ok {
+		return "", false, errors.New("no such plan")
+	}
+	return status, status == "Running", nil
+}
+
+// A push queued by a plan an operator terminated is not sent.
+func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
+	f := newPushFixture(t)
+	h1 := bld("host", 1)
+	f.record(h1)
+	f.acts.Plans = plansFake{"plan/host/" + h1.Commit: "Terminated"}
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineCancelled, out.Outcome)
+	require.Contains(t, out.Reason, "no longer runs (Terminated)")
+	require.Empty(t, f.host.Received(), "nothing sent")
+
+	f.acts.Plans = plansFake{"plan/host/" + h1.Commit: "Running"}
+	out, err = f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+}

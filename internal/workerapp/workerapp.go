@@ -108,6 +108,7 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 		Builder:   deps.Builder,
 		Hosts:     deps.Hosts,
 		Temporal:  c,
+		Plans:     activities.TemporalPlans{Client: c},
 		ConfigDir: configDir,
 		Log:       log,
 	})
