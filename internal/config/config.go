@@ -97,6 +97,47 @@ type Temporal struct {
 	// so two meshes can share a namespace without stealing each other's
 	// tasks.
 	TaskQueue string `mapstructure:"task_queue"`
+	// TLS connects over TLS, with a client certificate for mTLS (Temporal
+	// Cloud's certificate auth, or a self-hosted cluster that asks for one).
+	TLS TemporalTLS `mapstructure:"tls"`
+	// APIKey authenticates with a Temporal Cloud API key (implies TLS).
+	// Put it in MESHROLL_TEMPORAL_API_KEY, not the file; it is never logged.
+	APIKey string `mapstructure:"api_key"`
+}
+
+// String hides the API key; so does the JSON zerolog prints.
+func (t Temporal) String() string { return fmt.Sprintf("%+v", t.redact()) }
+
+// MarshalJSON is the Temporal section with the API key blanked.
+func (t Temporal) MarshalJSON() ([]byte, error) { return json.Marshal(t.redact()) }
+
+type redactedTemporal Temporal
+
+func (t Temporal) redact() redactedTemporal {
+	if t.APIKey != "" {
+		t.APIKey = redacted
+	}
+	return redactedTemporal(t)
+}
+
+// TemporalTLS is how to reach a Temporal frontend over TLS. Any field set
+// turns TLS on.
+type TemporalTLS struct {
+	// CAFile is a PEM bundle of CAs for the server's certificate (empty:
+	// the system's roots).
+	CAFile string `mapstructure:"ca_file"`
+	// CertFile and KeyFile are the client certificate and key for mTLS.
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	// ServerName overrides the name checked on the server's certificate.
+	ServerName string `mapstructure:"server_name"`
+	// Enabled turns TLS on with nothing else set (system roots).
+	Enabled bool `mapstructure:"enabled"`
+}
+
+// On reports whether TLS is asked for.
+func (t TemporalTLS) On() bool {
+	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
 }
 
 // Push holds the timeouts of a push. They are in the file rather than in

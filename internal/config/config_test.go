@@ -631,7 +631,7 @@ machines:
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, builder, branch, command, digest_file, args, env (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
-				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue (line 2)"},
+				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key (line 2)"},
 			},
 		},
 		{
@@ -666,7 +666,7 @@ machines:
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
 				{"modules.other", `must be a mapping of repo, path, control_plane, main, builder, branch, command, digest_file, args, env, got "just-a-string" (line 4)`},
-				{"temporal", `must be a mapping of address, namespace, task_queue, got "127.0.0.1:7233" (line 1)`},
+				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, got "127.0.0.1:7233" (line 1)`},
 			},
 		},
 		{

@@ -71,6 +71,7 @@ func newViper() *viper.Viper {
 var (
 	topKeys      = tagKeys(reflect.TypeFor[Config]())
 	temporalKeys = tagKeys(reflect.TypeFor[Temporal]())
+	tlsKeys      = tagKeys(reflect.TypeFor[TemporalTLS]())
 	pushKeys     = tagKeys(reflect.TypeFor[Push]())
 	catKeys      = tagKeys(reflect.TypeFor[Catalogue]())
 	regKeys      = tagKeys(reflect.TypeFor[Registry]())
@@ -335,10 +336,25 @@ func (l *loader) decode(root *yaml.Node) *Config {
 		return nil
 	}
 
-	l.section(val("temporal"), "temporal", []string{"temporal"}, strings.Join(temporalKeys, ", "), temporalKeys)
+	tsec, _ := l.section(val("temporal"), "temporal", []string{"temporal"}, strings.Join(temporalKeys, ", "), temporalKeys)
 	c.Temporal.Address = l.str("temporal", "address")
 	c.Temporal.Namespace = l.str("temporal", "namespace")
 	c.Temporal.TaskQueue = l.str("temporal", "task_queue")
+	c.Temporal.APIKey = l.str("temporal", "api_key")
+	var tlsNode *yaml.Node
+	for _, e := range tsec {
+		if e.key.Value == "tls" {
+			tlsNode = e.val
+		}
+	}
+	l.section(tlsNode, "temporal.tls", []string{"temporal", "tls"}, strings.Join(tlsKeys, ", "), tlsKeys)
+	c.Temporal.TLS = TemporalTLS{
+		CAFile:     l.str("temporal", "tls", "ca_file"),
+		CertFile:   l.str("temporal", "tls", "cert_file"),
+		KeyFile:    l.str("temporal", "tls", "key_file"),
+		ServerName: l.str("temporal", "tls", "server_name"),
+		Enabled:    l.boolean("temporal", "tls", "enabled"),
+	}
 	c.StateDir = l.str("state_dir")
 	l.section(val("push"), "push", []string{"push"}, strings.Join(pushKeys, ", "), pushKeys)
 	c.Push.RunningTimeout = l.duration("push", "running_timeout")

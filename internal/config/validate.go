@@ -145,6 +145,9 @@ func (c *Config) problems(sk *skip) []Problem {
 	if len(c.Modules) == 0 {
 		ps.add("modules", "no modules; declare at least one module to build and push")
 	}
+	if (c.Temporal.TLS.CertFile == "") != (c.Temporal.TLS.KeyFile == "") {
+		ps.add("temporal.tls", "cert_file and key_file go together (the client certificate and its key)")
+	}
 	if c.Registry.Token != "" && (c.Registry.Username != "" || c.Registry.Password != "") {
 		ps.add("registry.token", "give either a token or a username and password, not both")
 	}

@@ -1,12 +1,15 @@
 // Package temporalx dials the Temporal service the way every meshroll
-// process does, so that the worker and the CLI agree on namespace and
-// logging, and an unreachable server is one clear error naming the address
-// tried.
+// process does, so that the worker and the CLI agree on namespace, TLS, API
+// keys and logging, and an unreachable server is one clear error naming the
+// address tried.
 package temporalx
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,16 +19,53 @@ import (
 	"github.com/meshroll/meshroll/internal/logging"
 )
 
-// Dial connects to the configured Temporal and checks it answers, within
-// timeout.
-func Dial(ctx context.Context, t config.Temporal, log zerolog.Logger, timeout time.Duration) (client.Client, error) {
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := client.DialContext(dctx, client.Options{
+// Options are the SDK client options for the configured Temporal: a dev
+// server on loopback (plain), a self-hosted cluster over TLS or mTLS, or
+// Temporal Cloud with mTLS or an API key.
+func Options(t config.Temporal, log zerolog.Logger) (client.Options, error) {
+	o := client.Options{
 		HostPort:  t.Address,
 		Namespace: t.Namespace,
 		Logger:    logging.Temporal(log),
-	})
+	}
+	if t.TLS.On() || t.APIKey != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.TLS.ServerName}
+		if t.TLS.CAFile != "" {
+			pem, err := os.ReadFile(t.TLS.CAFile)
+			if err != nil {
+				return client.Options{}, fmt.Errorf("temporal.tls.ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return client.Options{}, fmt.Errorf("temporal.tls.ca_file %s: no PEM certificates in it", t.TLS.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if t.TLS.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(t.TLS.CertFile, t.TLS.KeyFile)
+			if err != nil {
+				return client.Options{}, fmt.Errorf("temporal.tls client certificate: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		o.ConnectionOptions.TLS = tc
+	}
+	if t.APIKey != "" {
+		o.Credentials = client.NewAPIKeyStaticCredentials(t.APIKey)
+	}
+	return o, nil
+}
+
+// Dial connects to the configured Temporal and checks it answers, within
+// timeout.
+func Dial(ctx context.Context, t config.Temporal, log zerolog.Logger, timeout time.Duration) (client.Client, error) {
+	o, err := Options(t, log)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.DialContext(dctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("temporal unreachable at %s (namespace %s): %w; start it (temporal server start-dev) or set temporal.address / MESHROLL_TEMPORAL_ADDRESS",
 			t.Address, t.Namespace, err)
