@@ -280,7 +280,7 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 		}
 	}
 	if superseded == total {
-		return p.end(meshapi.PlanSuperseded, fmt.Sprintf("a newer build of %s already runs on every machine (%d)", p.in.Module, total))
+		return p.end(meshapi.PlanSuperseded, fmt.Sprintf("a newer build of %s runs, or is queued ahead, on every machine (%d)", p.in.Module, total))
 	}
 	return p.end(meshapi.PlanConverged, fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
 		p.in.Module, b.Generation, total-superseded, superseded))
