@@ -140,13 +140,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		_ = ln.Close()
 		return fail(stderr, err)
 	}
-	srv := &http.Server{
-		Handler:           agent.NewHandler(a, s.token),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := agent.NewServer(a, s.token)
 	if s.token == "" {
 		log.Warn().Str("address", ln.Addr().String()).Msg("no token configured: anyone who can reach the address can declare containers")
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/meshroll/meshroll/internal/host"
 )
@@ -18,6 +19,19 @@ const HeaderRuntime = "Meshroll-Runtime"
 
 // JournalPage is the journal page's wire type (see package host).
 type JournalPage = host.JournalPage
+
+// NewServer is the HTTP server every process that hosts an agent uses (the
+// host binary, the dev stack, the demo): its handler with timeouts that keep
+// a slow or stuck client from holding the agent's connections.
+func NewServer(a *Agent, token string) *http.Server {
+	return &http.Server{
+		Handler:           NewHandler(a, token),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
 
 // NewHandler serves a's host API: host.NewHandler for report, declarations
 // and health, exactly as every meshroll host answers them, plus the journal.

@@ -192,7 +192,7 @@ func startHost(ctx context.Context, machine, dir string, reg registry.Options, l
 		return nil, fmt.Errorf("host agent %s: %w", machine, err)
 	}
 	h := &demoHost{machine: machine, url: "http://" + l.Addr().String(), a: a,
-		srv: &http.Server{Handler: agent.NewHandler(a, ""), ReadHeaderTimeout: 10 * time.Second}}
+		srv: agent.NewServer(a, "")}
 	go func() { _ = h.srv.Serve(l) }()
 	return h, nil
 }

@@ -399,13 +399,7 @@ func (s *stack) startAgent(ctx context.Context, name string, serveErr chan<- err
 		_ = a.Close(context.Background())
 		return fmt.Errorf("host agent of %s on %s (machines.%s.host): %w", name, addr, name, err)
 	}
-	srv := &http.Server{
-		Handler:           agent.NewHandler(a, m.Token),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := agent.NewServer(a, m.Token)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			serveErr <- fmt.Errorf("host agent of %s on %s stopped serving: %w", name, addr, err)
