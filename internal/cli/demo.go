@@ -76,9 +76,6 @@ func (a *app) demo(ctx context.Context, o demoOpts) error {
 		}
 	}
 	reg := workerapp.RegistryOptions(cfg.Registry)
-	if reg.Address == "" {
-		reg.Address = "http://" + cfg.Registry.Listen
-	}
 	if err := demo.Preflight(ctx, reg); err != nil {
 		return err
 	}

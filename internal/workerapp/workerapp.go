@@ -68,7 +68,7 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 	}
 
 	reg := RegistryOptions(cfg.Registry)
-	if reg.Address == "" {
+	if cfg.Registry.Address == "" {
 		srv, err := registry.New(filepath.Join(state, "registry"))
 		if err != nil {
 			_ = closeAll()
@@ -91,12 +91,18 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 }
 
 // RegistryOptions is the registry section of the config as the registry
-// package takes it.
+// package takes it. With no registry.address it names the embedded registry
+// at registry.listen, where the worker serves it, so that everything that
+// pushes or pulls (builders, host agents, the demo) agrees on one address.
 func RegistryOptions(r config.Registry) registry.Options {
-	return registry.Options{
+	o := registry.Options{
 		Address: r.Address, Username: r.Username, Password: r.Password, Token: r.Token,
 		Insecure: r.Insecure, CAFile: r.CAFile,
 	}
+	if o.Address == "" {
+		o.Address = "http://" + r.Listen
+	}
+	return o
 }
 
 // New builds a worker on the configured task queue.
