@@ -107,7 +107,7 @@ func RegistryOptions(r config.Registry) registry.Options {
 
 // New builds a worker on the configured task queue.
 func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) worker.Worker {
-	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})
+	w := worker.New(c, cfg.Temporal.TaskQueue, WorkerOptions())
 	Register(w, &activities.Activities{
 		Mesh:      cfg,
 		Catalogue: deps.Catalogue,

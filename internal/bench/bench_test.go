@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/temporalcli"
+)
+
+// TestMain lets the footprint scenario re-execute this test binary as its
+// worker process.
+func TestMain(m *testing.M) {
+	if stack.WorkerProcessRequested() {
+		if err := stack.RunWorkerProcess(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs the bench at its smallest size, as CI does: it must
+// complete and print a table with every scenario's rows. It asserts no
+// timing.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench smoke starts a Temporal dev server; skipped with -short")
+	}
+	if _, err := temporalcli.Path(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("bench smoke: %v", err)
+		}
+		t.Skipf("bench smoke: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	tab, err := Run(ctx, Options{Size: SizeSmoke, Command: "go test ./internal/bench", Verbose: testing.Verbose()}, &progress)
+	if err != nil {
+		t.Fatalf("bench smoke: %v\n%s", err, progress.String())
+	}
+	var out strings.Builder
+	if err := tab.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{
+		"machine: ", "date: ",
+		"| overhead, cached Go build | ratio plan / direct |",
+		"| overhead, git-digest build | ratio plan / direct |",
+		"| overhead, cached Go build | direct loop",
+		"| fan-out 3 | whole plan",
+		"| fan-out 10 | tier 3 ",
+		"| fan-out 10 | whole / ideal",
+		"| contention 10 | meshroll: pushes served per second",
+		"| contention 10 | signal mutex: acquisitions",
+		"| cost | history events per plan: b (per machine)",
+		"| cost | billable actions per plan: a (fixed)",
+		"| cost | largest history in the 10-machine plan",
+		"| footprint 20 | worker process peak RSS",
+		"| footprint 20 | worker CPU per plan",
+		"| engine | no-op activity in sequence",
+		"| engine | no-op activities at once",
+		"| engine | one-activity workflows at once",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table has no row %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/meshroll/meshroll/internal/bench/hist"
+	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// tiers is how many tiers every fan-out plan has.
+const tiers = 3
+
+// cost is what one fan-out plan cost in history.
+type cost struct {
+	machines int
+	events   int // plan and machine workflows
+	actions  int
+	largest  int // events of the largest single history
+}
+
+// fanout runs one plan across each size's machines in three tiers and
+// reads, from the plan's history, how long each tier took; from the plan's
+// and every machine workflow's history, what it cost.
+func (b *bench) fanout(ctx context.Context, run int) error {
+	for _, n := range b.sz.fanout {
+		if err := b.fanoutOne(ctx, run, n); err != nil {
+			return fmt.Errorf("%d machines: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
+	specs := make([]stack.MachineSpec, n)
+	for i := range specs {
+		specs[i] = stack.MachineSpec{Name: fmt.Sprintf("f%dr%d-h%04d", n, run, i), Tier: 1 + i*tiers/n, Modules: []string{"app"}}
+	}
+	m, err := stack.NewMesh(ctx, b.srv, stack.MeshOptions{
+		TaskQueue: fmt.Sprintf("bench-fanout-%d-%d", n, run), Machines: specs, Modules: []string{"app"}, Log: b.log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.Close() }()
+	if err := m.StartWorker(ctx); err != nil {
+		return err
+	}
+	commit, err := m.Commit(ctx)
+	if err != nil {
+		return err
+	}
+	c := b.srv.Client()
+	ids, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), []string{"app"}, commit)
+	if err != nil {
+		return err
+	}
+	if err := waitPlans(ctx, c, ids); err != nil {
+		return err
+	}
+	events, err := hist.Events(ctx, c, ids[0])
+	if err != nil {
+		return err
+	}
+	whole := hist.Duration(events)
+	scenario := fmt.Sprintf("fan-out %d", n)
+	note := ""
+	if n == b.sz.fanout[0] {
+		note = "the ideal: one machine per tier"
+	}
+	b.t.Add(scenario, "whole plan, start to converged", "s", note, seconds(whole))
+	for k, d := range tierTimes(events) {
+		b.t.Add(scenario, fmt.Sprintf("tier %d (%d machines)", k+1, count(specs, k+1)), "s", "", seconds(d))
+	}
+	if ideal, ok := b.t.Get(fmt.Sprintf("fan-out %d", b.sz.fanout[0]), "whole plan, start to converged"); ok && n != b.sz.fanout[0] {
+		target := ""
+		if n == 100 {
+			target = "target ≤ 2"
+		}
+		b.t.Add(scenario, fmt.Sprintf("whole / ideal (fan-out %d)", b.sz.fanout[0]), "×", target, seconds(whole)/ideal.Values[len(ideal.Values)-1])
+	}
+
+	co := cost{machines: n, events: len(events), actions: hist.Actions(events), largest: len(events)}
+	acts := countActivities(events)
+	for _, s := range specs {
+		me, err := hist.Events(ctx, c, meshapi.MachineID(s.Name))
+		if err != nil {
+			return err
+		}
+		co.events += len(me)
+		co.actions += hist.Actions(me)
+		co.largest = max(co.largest, len(me))
+		acts += countActivities(me)
+	}
+	b.costs = append(b.costs, co)
+	b.maxPlanActivities = max(b.maxPlanActivities, acts)
+	b.t.Add("cost", fmt.Sprintf("history events, %d machines (plan + machine workflows)", n), "", "", float64(co.events))
+	b.t.Add("cost", fmt.Sprintf("billable actions, %d machines", n), "", "", float64(co.actions))
+	if n == b.sz.fanout[len(b.sz.fanout)-1] {
+		b.t.Add("cost", fmt.Sprintf("largest history in the %d-machine plan", n), "events", "target ≤ 10,000 (limit 51,200)", float64(co.largest))
+		b.t.Add("cost", fmt.Sprintf("history events per machine pushed, %d machines", n), "", "target ≤ 15", float64(co.events)/float64(n))
+	}
+	return nil
+}
+
+func count(specs []stack.MachineSpec, tier int) int {
+	n := 0
+	for _, s := range specs {
+		if s.Tier == tier {
+			n++
+		}
+	}
+	return n
+}
+
+func countActivities(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, e := range events {
+		if e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			n++
+		}
+	}
+	return n
+}
+
+// tierTimes is, for each tier, the time from the plan handing the tier's
+// pushes to the machine workflows (the EnqueuePushes activity scheduled) to
+// the last machine's answer (the last signal before the next tier, or the
+// plan's end).
+func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
+	var starts []int
+	for i, e := range events {
+		if hist.ActivityScheduled("EnqueuePushes")(e) || isChildTier(e) {
+			starts = append(starts, i)
+		}
+	}
+	out := make([]time.Duration, len(starts))
+	for k, s := range starts {
+		end := len(events)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		last := events[s].GetEventTime().AsTime()
+		for _, e := range events[s:end] {
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED,
+				enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+				last = e.GetEventTime().AsTime()
+			}
+		}
+		out[k] = last.Sub(events[s].GetEventTime().AsTime())
+	}
+	return out
+}
+
+// isChildTier picks the start of a tier pushed by a child workflow, should
+// the plan push tiers that way.
+func isChildTier(e *historypb.HistoryEvent) bool {
+	return e.GetEventType() == enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+}
+
+// fitCosts fits events and actions per plan as a + b·machines over the
+// fan-out sizes (least squares over every run).
+func (b *bench) fitCosts() {
+	if len(b.costs) < 2 {
+		return
+	}
+	xs := make([]float64, len(b.costs))
+	ev := make([]float64, len(b.costs))
+	ac := make([]float64, len(b.costs))
+	for i, c := range b.costs {
+		xs[i], ev[i], ac[i] = float64(c.machines), float64(c.events), float64(c.actions)
+	}
+	ea, eb := fit(xs, ev)
+	aa, ab := fit(xs, ac)
+	b.t.Add("cost", "history events per plan: a (fixed)", "", fmt.Sprintf("events ≈ %.0f + %.1f·machines", ea, eb), ea)
+	b.t.Add("cost", "history events per plan: b (per machine)", "", "target ≤ 15 per machine pushed", eb)
+	b.t.Add("cost", "billable actions per plan: a (fixed)", "", fmt.Sprintf("actions ≈ %.0f + %.1f·machines", aa, ab), aa)
+	b.t.Add("cost", "billable actions per plan: b (per machine)", "", "", ab)
+}
+
+func fit(xs, ys []float64) (a, b float64) {
+	var sx, sy, sxx, sxy float64
+	n := float64(len(xs))
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return sy / n, 0
+	}
+	b = (n*sxy - sx*sy) / d
+	return (sy - b*sx) / n, b
+}

@@ -1,0 +1,97 @@
+// Package hist reads workflow histories for the benchmark: every event of
+// a workflow, the billable actions they amount to, and the times at which
+// things happened, so that the bench's figures come from what the server
+// recorded rather than from the client's clock alone.
+package hist
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// Events is the whole history of the workflow's latest run.
+func Events(ctx context.Context, c client.Client, id string) ([]*historypb.HistoryEvent, error) {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var out []*historypb.HistoryEvent
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", id, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Actions counts the billable actions in a history by Temporal Cloud's
+// published rules, as far as a history shows them: a workflow started (or
+// continued as new), each signal received, each activity attempt, each
+// timer, each search attribute upsert, each signal or child workflow sent,
+// each update accepted, and each local activity (a marker; the cloud
+// counts local activities in one workflow task as one, so this is an upper
+// bound). Queries leave no event and are not counted.
+func Actions(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, e := range events {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+			enumspb.EVENT_TYPE_TIMER_STARTED,
+			enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+			enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
+			enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+			enumspb.EVENT_TYPE_MARKER_RECORDED:
+			n++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			// One per attempt: retries are billed too.
+			n += max(1, int(e.GetActivityTaskStartedEventAttributes().GetAttempt()))
+		}
+	}
+	return n
+}
+
+// Span is the time from the first to the last event matching pick.
+func Span(events []*historypb.HistoryEvent, pick func(*historypb.HistoryEvent) bool) (first, last time.Time, ok bool) {
+	for _, e := range events {
+		if !pick(e) {
+			continue
+		}
+		t := e.GetEventTime().AsTime()
+		if !ok || t.Before(first) {
+			first = t
+		}
+		if !ok || t.After(last) {
+			last = t
+		}
+		ok = true
+	}
+	return first, last, ok
+}
+
+// Is picks events of one type.
+func Is(t enumspb.EventType) func(*historypb.HistoryEvent) bool {
+	return func(e *historypb.HistoryEvent) bool { return e.GetEventType() == t }
+}
+
+// ActivityScheduled picks the scheduling of activities of one type.
+func ActivityScheduled(activityType string) func(*historypb.HistoryEvent) bool {
+	return func(e *historypb.HistoryEvent) bool {
+		return e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
+			e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activityType
+	}
+}
+
+// Duration is the time from the workflow's start to its close, by the
+// server's clock.
+func Duration(events []*historypb.HistoryEvent) time.Duration {
+	if len(events) == 0 {
+		return 0
+	}
+	return events[len(events)-1].GetEventTime().AsTime().Sub(events[0].GetEventTime().AsTime())
+}

@@ -1,0 +1,53 @@
+// Command bench measures meshroll's orchestration against baselines in the
+// same run, on a Temporal dev server, host agents and worker it starts
+// itself, and prints one table (docs/benchmarks.md explains each figure):
+//
+//	go run ./internal/bench -size smoke           # about a minute or two
+//	go run ./internal/bench -size full -runs 3    # the published table
+//	go run ./internal/bench -pprof /tmp/prof      # CPU and heap profiles
+//
+// Scenarios: overhead (one machine, plan against a direct Go loop), fan-out
+// (3, 10, 100 and 1,000 machines in three tiers), contention (plans to one
+// machine against a signal-based mutex), cost (history events and billable
+// actions), footprint (a worker process's peak RSS and CPU per plan) and
+// the engine's own ceiling for no-op activities.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/meshroll/meshroll/internal/bench/stack"
+)
+
+func main() {
+	if stack.WorkerProcessRequested() {
+		if err := stack.RunWorkerProcess(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o Options
+	flag.StringVar(&o.Size, "size", SizeSmoke, "smoke (smallest sizes, one run) or full")
+	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each scenario (default 1 for smoke, 3 for full)")
+	flag.StringVar(&o.Pprof, "pprof", "", "directory for CPU and heap profiles of the bench process and the footprint worker")
+	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
+	flag.Parse()
+	o.Command = "go run ./internal/bench " + strings.Join(os.Args[1:], " ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	t, err := Run(ctx, o, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if err := t.Write(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}

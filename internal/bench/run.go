@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/bench/report"
+	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/registry"
+)
+
+// Sizes.
+const (
+	SizeSmoke = "smoke"
+	SizeFull  = "full"
+)
+
+// Options configures Run.
+type Options struct {
+	Size    string
+	Runs    int
+	Pprof   string
+	Verbose bool
+	// Command is printed above the table.
+	Command string
+}
+
+// sizes are each scenario's sizes.
+type sizes struct {
+	fanout     []int // machines; the first is the one-machine-per-tier plan
+	contention int   // plans to one machine
+	footprint  int   // plans in flight
+	sequential int   // no-op activities in a row, for the engine's ceiling
+}
+
+func sizesFor(size string) (sizes, int, error) {
+	switch size {
+	case SizeSmoke:
+		return sizes{fanout: []int{3, 10}, contention: 10, footprint: 20, sequential: 10}, 1, nil
+	case SizeFull:
+		return sizes{fanout: []int{3, 10, 100, 1000}, contention: 50, footprint: 200, sequential: 20}, 3, nil
+	}
+	return sizes{}, 0, fmt.Errorf("size %q: want %s or %s", size, SizeSmoke, SizeFull)
+}
+
+// bench is one Run's shared state.
+type bench struct {
+	o     Options
+	sz    sizes
+	srv   *stack.Server
+	reg   registry.Options
+	log   zerolog.Logger
+	progw io.Writer
+	t     *report.Table
+	// maxPlanActivities is the activity count of the largest fan-out plan
+	// (plan and machine workflows), for the engine's ceiling.
+	maxPlanActivities int
+	costs             []cost
+}
+
+// Run runs every scenario o.Runs times and returns the table. progress
+// receives one line per scenario run when o.Verbose is set.
+func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, error) {
+	sz, runs, err := sizesFor(o.Size)
+	if err != nil {
+		return nil, err
+	}
+	if o.Runs <= 0 {
+		o.Runs = runs
+	}
+	b := &bench{o: o, sz: sz, t: &report.Table{}, log: zerolog.Nop(), progw: io.Discard}
+	if o.Verbose {
+		b.log = zerolog.New(zerolog.ConsoleWriter{Out: progress}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+		b.progw = progress
+	}
+	if o.Pprof != "" {
+		if err := os.MkdirAll(o.Pprof, 0o755); err != nil {
+			return nil, fmt.Errorf("pprof dir: %w", err)
+		}
+		stopProfile, err := profile(o.Pprof)
+		if err != nil {
+			return nil, err
+		}
+		defer stopProfile()
+	}
+	started := time.Now()
+	srvLog := io.Discard
+	if o.Verbose {
+		srvLog = progress
+	}
+	b.srv, err = stack.StartServer(ctx, b.log, srvLog)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = b.srv.Stop() }()
+
+	regDir, err := os.MkdirTemp("", "meshroll-bench-registry-")
+	if err != nil {
+		return nil, fmt.Errorf("registry dir: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(regDir) }()
+	reg, err := registry.New(regDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded registry: %w", err)
+	}
+	url, err := reg.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("embedded registry: %w", err)
+	}
+	defer func() { _ = reg.Close() }()
+	b.reg = registry.Options{Address: url}
+
+	scenarios := []struct {
+		name string
+		fn   func(context.Context, int) error
+	}{
+		{"overhead", b.overhead},
+		{"fan-out", b.fanout},
+		{"contention", b.contention},
+		{"footprint", b.footprint},
+		{"engine", b.ceiling},
+	}
+	for run := 0; run < o.Runs; run++ {
+		for _, s := range scenarios {
+			t0 := time.Now()
+			if err := s.fn(ctx, run); err != nil {
+				return nil, fmt.Errorf("%s, run %d: %w", s.name, run+1, err)
+			}
+			b.progress("%s run %d/%d done in %s", s.name, run+1, o.Runs, time.Since(t0).Round(time.Millisecond))
+		}
+	}
+	b.fitCosts()
+	b.t.Header = []string{
+		"machine: " + report.Machine(),
+		"date: " + report.Date(started),
+		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition)",
+		"command: " + o.Command,
+		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),
+	}
+	return b.t, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	_, _ = fmt.Fprintf(b.progw, "bench: "+format+"\n", args...)
+}
+
+// profile writes the bench process's CPU profile (the in-process worker
+// and agents) until the returned func, and then a heap profile.
+func profile(dir string) (func(), error) {
+	f, err := os.Create(filepath.Join(dir, "bench-cpu.pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		if hf, err := os.Create(filepath.Join(dir, "bench-heap.pprof")); err == nil {
+			runtime.GC()
+			_ = pprof.WriteHeapProfile(hf)
+			_ = hf.Close()
+		}
+	}, nil
+}
+
+// startPlans starts one plan per module at commit, all at once.
+func startPlans(ctx context.Context, c client.Client, queue string, policy meshapi.PushPolicy, modules []string, commit string) ([]string, error) {
+	ids := make([]string, len(modules))
+	errs := make([]error, len(modules))
+	var wg sync.WaitGroup
+	for i, m := range modules {
+		wg.Go(func() {
+			st, err := plans.Start(ctx, c, queue, meshapi.PlanInput{Module: m, Commit: commit, Policy: policy})
+			ids[i], errs[i] = st.ID, err
+		})
+	}
+	wg.Wait()
+	return ids, errors.Join(errs...)
+}
+
+// waitPlans waits for every plan and fails unless each converged.
+func waitPlans(ctx context.Context, c client.Client, ids []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			var st meshapi.PlanState
+			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+				errs[i] = fmt.Errorf("wait for plan %s: %w", id, err)
+				return
+			}
+			if st.State != meshapi.PlanConverged {
+				errs[i] = fmt.Errorf("plan %s ended %s, want converged: %s", id, st.State, st.Reason)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+func millis(d time.Duration) float64  { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,241 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/build"
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/workerapp"
+)
+
+// PollInterval is the push activity's report polling the bench runs with,
+// in the worker and in the direct baseline alike. The noop runtime reports
+// a container running a moment after it is declared, so the production
+// default (a quarter second) would pad both sides with the same wait and
+// hide what the orchestration itself costs.
+const PollInterval = 20 * time.Millisecond
+
+// MachineSpec is one machine of a bench mesh.
+type MachineSpec struct {
+	Name    string
+	Tier    int
+	Modules []string
+}
+
+// MeshOptions configures NewMesh.
+type MeshOptions struct {
+	// TaskQueue is the mesh's own task queue.
+	TaskQueue string
+	Machines  []MachineSpec
+	Modules   []string
+	// Builder is what the in-process worker builds with (default
+	// build.GitDigest, a digest of the commit's tree: a build that costs a
+	// git lookup, as a cached build does).
+	Builder build.Builder
+	// Log receives the worker's and the SDK's logs.
+	Log zerolog.Logger
+}
+
+// Mesh is a set of host agents serving on loopback, the git repository its
+// modules build from, its mesh config (also written to a file, for a worker
+// process) and its catalogue.
+type Mesh struct {
+	Config     *config.Config
+	ConfigPath string
+	Repo       string
+	Catalogue  *catalogue.Memory
+	Builder    build.Builder
+	Agents     map[string]*agent.Agent
+	URLs       map[string]string
+
+	srv     *Server
+	dir     string
+	log     zerolog.Logger
+	servers []*http.Server
+	worker  worker.Worker
+}
+
+// NewMesh starts one noop host agent per machine, each on its own loopback
+// listener (one process serving many machine identities), makes a git
+// repository with a directory per module and writes the mesh config.
+func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err error) {
+	dir, err := os.MkdirTemp("", "meshroll-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench mesh dir: %w", err)
+	}
+	m := &Mesh{
+		Repo: filepath.Join(dir, "repo"), Catalogue: catalogue.NewMemory(), Builder: o.Builder,
+		Agents: map[string]*agent.Agent{}, URLs: map[string]string{}, srv: srv, dir: dir, log: o.Log,
+	}
+	if m.Builder == nil {
+		m.Builder = build.GitDigest{}
+	}
+	defer func() {
+		if err != nil {
+			_ = m.Close()
+		}
+	}()
+	if err := os.MkdirAll(m.Repo, 0o755); err != nil {
+		return nil, fmt.Errorf("bench repo: %w", err)
+	}
+	if err := m.git(ctx, "init", "-q", "-b", "main"); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(m.Repo, "go.mod"), []byte("module example.com/bench\n\ngo 1.26\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("bench repo: %w", err)
+	}
+	for _, mod := range o.Modules {
+		d := filepath.Join(m.Repo, "examples", mod)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("bench repo: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "main.go"), []byte(program), 0o644); err != nil {
+			return nil, fmt.Errorf("bench repo: %w", err)
+		}
+	}
+	if _, err := m.Commit(ctx); err != nil {
+		return nil, err
+	}
+
+	nop := zerolog.Nop()
+	for _, spec := range o.Machines {
+		a, err := agent.Open(ctx, agent.Options{
+			Machine: spec.Name, StateDir: filepath.Join(dir, "hosts", spec.Name),
+			Runtime: agent.NewNoopRuntime(0), Log: nop,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench agent %s: %w", spec.Name, err)
+		}
+		m.Agents[spec.Name] = a
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("bench agent %s: listen: %w", spec.Name, err)
+		}
+		hs := agent.NewServer(a, "")
+		m.servers = append(m.servers, hs)
+		go func() { _ = hs.Serve(l) }()
+		m.URLs[spec.Name] = "http://" + l.Addr().String()
+	}
+
+	var y strings.Builder
+	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q}\n", srv.HostPort(), o.TaskQueue)
+	fmt.Fprintf(&y, "state_dir: %q\n", filepath.Join(dir, "state"))
+	y.WriteString("modules:\n")
+	for _, mod := range o.Modules {
+		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s}\n", mod, m.Repo, mod)
+	}
+	y.WriteString("machines:\n")
+	for _, spec := range o.Machines {
+		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", spec.Name, m.URLs[spec.Name], spec.Tier, strings.Join(spec.Modules, ", "))
+	}
+	m.ConfigPath = filepath.Join(dir, "mesh.yaml")
+	if err := os.WriteFile(m.ConfigPath, []byte(y.String()), 0o644); err != nil {
+		return nil, fmt.Errorf("bench mesh config: %w", err)
+	}
+	if m.Config, err = config.Parse(m.ConfigPath, []byte(y.String())); err != nil {
+		return nil, fmt.Errorf("bench mesh config: %w", err)
+	}
+	return m, nil
+}
+
+// program is every bench module's source; only version.txt beside it
+// changes between commits.
+const program = "package main\n\nfunc main() {}\n"
+
+// Commit changes every module and commits on main, returning the commit.
+func (m *Mesh) Commit(ctx context.Context) (string, error) {
+	stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano) + "\n")
+	dirs, err := filepath.Glob(filepath.Join(m.Repo, "examples", "*"))
+	if err != nil {
+		return "", fmt.Errorf("bench commit: %w", err)
+	}
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "version.txt"), stamp, 0o644); err != nil {
+			return "", fmt.Errorf("bench commit: %w", err)
+		}
+	}
+	if err := m.git(ctx, "add", "-A"); err != nil {
+		return "", err
+	}
+	if err := m.git(ctx, "commit", "-q", "--allow-empty", "-m", "bench"); err != nil {
+		return "", err
+	}
+	out, err := m.gitOut(ctx, "rev-parse", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
+func (m *Mesh) git(ctx context.Context, args ...string) error {
+	_, err := m.gitOut(ctx, args...)
+	return err
+}
+
+func (m *Mesh) gitOut(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", m.Repo}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=meshroll-bench", "GIT_AUTHOR_EMAIL=bench@example.invalid",
+		"GIT_COMMITTER_NAME=meshroll-bench", "GIT_COMMITTER_EMAIL=bench@example.invalid")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Deps are the worker's dependencies over this mesh, as the in-process
+// worker gets them; the direct baseline uses the same ones.
+func (m *Mesh) Deps() workerapp.Deps {
+	return workerapp.Deps{Catalogue: m.Catalogue, Builder: m.Builder, Hosts: &activities.ConfigHosts{Mesh: m.Config}}
+}
+
+// StartWorker runs the real worker (workerapp.New) in this process.
+func (m *Mesh) StartWorker(ctx context.Context) error {
+	activities.PollInterval = PollInterval
+	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), "default", m.log); err != nil {
+		return err
+	}
+	w := workerapp.New(m.srv.Client(), m.Config, m.Repo, m.Deps(), m.log)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start bench worker: %w", err)
+	}
+	m.worker = w
+	return nil
+}
+
+// Close stops the worker, the agents and their servers, and removes the
+// mesh's directory.
+func (m *Mesh) Close() error {
+	if m.worker != nil {
+		m.worker.Stop()
+		m.worker = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, s := range m.servers {
+		errs = append(errs, s.Shutdown(ctx))
+	}
+	for name, a := range m.Agents {
+		if err := a.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close agent %s: %w", name, err))
+		}
+	}
+	errs = append(errs, os.RemoveAll(m.dir))
+	return errors.Join(errs...)
+}
