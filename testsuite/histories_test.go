@@ -85,7 +85,12 @@ func TestReplayHistories(t *testing.T) {
 //   - "" (no tag): the first workflows.
 //   - "v2": plans keep the MeshrollState and MeshrollMachines search
 //     attributes current ("search-attributes" version 1).
-const captureTag = "v2"
+//   - "v3": plans compose in batches and hand tiers out with local
+//     activities, and leave MeshrollMachines unset when it would be over
+//     the server's size limit ("batches" version 1); the push activity
+//     answers the plan itself ("push-answers" version 1 of the machine
+//     workflow).
+const captureTag = "v3"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed

@@ -41,7 +41,15 @@ type machine struct {
 	// answering counts answers signalled to plans and not yet delivered;
 	// continue-as-new waits for them.
 	answering int
+	// selfAnswering is set when the push activity signals the plan its
+	// answer (version versionPushAnswers).
+	selfAnswering bool
 }
+
+// versionPushAnswers gates the push activity answering the plan itself
+// (PushAndAnswer) instead of the machine workflow signalling it: machine
+// workflows started before replay with the latter.
+const versionPushAnswers = "push-answers"
 
 func (m *machine) setup(ctx workflow.Context) error {
 	return workflow.SetQueryHandler(ctx, meshapi.QueryState, func() (meshapi.MachineState, error) {
@@ -69,6 +77,10 @@ func (m *machine) run(ctx workflow.Context) error {
 	pushCh := workflow.GetSignalChannel(ctx, meshapi.SignalPush)
 	cancelCh := workflow.GetSignalChannel(ctx, meshapi.SignalCancelPush)
 	var inflight workflow.Future
+	// With this version the push activity answers the plan itself; the
+	// workflow only answers what it decides (duplicates, supersessions,
+	// refusals, failures).
+	m.selfAnswering = workflow.GetVersion(ctx, versionPushAnswers, workflow.DefaultVersion, 1) >= 1
 
 	for {
 		if inflight == nil && m.shouldContinue(ctx) {
@@ -80,7 +92,11 @@ func (m *machine) run(ctx workflow.Context) error {
 			m.current = &req
 			actx := pushOptions(ctx, req.Policy.WithDefaults(),
 				fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, short(req.Build.Digest), req.Build.Generation, req.Plan))
-			inflight = workflow.ExecuteActivity(actx, acts.Push, meshapi.PushInput{Request: req, Seq: m.lastSeq + 1})
+			push := acts.Push
+			if m.selfAnswering {
+				push = acts.PushAndAnswer
+			}
+			inflight = workflow.ExecuteActivity(actx, push, meshapi.PushInput{Request: req, Seq: m.lastSeq + 1})
 		}
 
 		sel := workflow.NewSelector(ctx)
@@ -183,6 +199,11 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		m.lastSeq = out.Seq
 	}
 	res.Seq = out.Seq
+	if err == nil && m.selfAnswering {
+		// PushAndAnswer has signalled the plan.
+		m.remember(res)
+		return
+	}
 	m.answer(ctx, res)
 }
 

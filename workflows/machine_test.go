@@ -46,13 +46,28 @@ func newMachineHarness(t *testing.T) *machineHarness {
 // install sets up the fakes; pushes take h.delay of the environment's clock,
 // so that requests signalled meanwhile find one in flight.
 func (h *machineHarness) install() {
+	fake := func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
+		h.pushes = append(h.pushes, in)
+		if h.push != nil {
+			return h.push(in)
+		}
+		return meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: in.Seq, Sent: true}, nil
+	}
 	h.env.OnActivity(acts.Push, mock.Anything, mock.Anything).After(h.delay).Return(
+		func(_ context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) { return fake(in) })
+	// PushAndAnswer answers the plan itself when the push succeeded, as
+	// the real one signals it.
+	h.env.OnActivity(acts.PushAndAnswer, mock.Anything, mock.Anything).After(h.delay).Return(
 		func(_ context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
-			h.pushes = append(h.pushes, in)
-			if h.push != nil {
-				return h.push(in)
+			out, err := fake(in)
+			if err == nil {
+				r := in.Request
+				h.mu.Lock()
+				h.answers = append(h.answers, meshapi.PushResult{Request: r.Request, Plan: r.Plan, Machine: r.Machine,
+					Outcome: out.Outcome, Reason: out.Reason, Seq: out.Seq, Rebased: out.Rebased})
+				h.mu.Unlock()
 			}
-			return meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: in.Seq, Sent: true}, nil
+			return out, err
 		})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalPushResult, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {

@@ -52,6 +52,24 @@ func composeOptions(ctx workflow.Context, p meshapi.PushPolicy, machine string) 
 	})
 }
 
+func composeBatchOptions(ctx workflow.Context, p meshapi.PushPolicy, machines int) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    5 * time.Minute,
+		HeartbeatTimeout:       time.Minute,
+		ScheduleToCloseTimeout: p.RetryBudget,
+		RetryPolicy:            retryForever,
+		Summary:                fmt.Sprintf("compose %d machines", machines),
+	})
+}
+
+func handOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		RetryPolicy:            retryForever,
+	})
+}
+
 func enqueueOptions(ctx workflow.Context, tier int, machines int) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    time.Minute,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -57,6 +58,8 @@ type plan struct {
 	// "search-attributes" version); published is the state last upserted.
 	searchAttributes bool
 	published        string
+	// batches is set for plans started by code with versionBatches.
+	batches bool
 }
 
 func (p *plan) setup(ctx workflow.Context) error {
@@ -178,9 +181,41 @@ func (p *plan) take(r meshapi.PushResult) {
 // started before them replay without.
 const versionSearchAttributes = "search-attributes"
 
+// versionBatches gates what makes a plan cheap and possible across a large
+// fleet; plans started before replay without it:
+//
+//   - the MeshrollMachines search attribute is left unset when the plan's
+//     machines do not fit the server's size limit for one search attribute
+//     value (the server would otherwise terminate the plan,
+//     BadSearchAttributes, before it builds);
+//   - machines are composed composeBatch at a time by the activity
+//     ComposeTargets, not one Compose activity each;
+//   - a tier's pushes are handed out by the local activity HandPushes,
+//     many at once, not by the EnqueuePushes activity one after another.
+const versionBatches = "batches"
+
+// maxMachinesAttribute is the largest MeshrollMachines value a plan sets, in
+// bytes of its JSON encoding (how the server measures it), below the
+// server's default per-value limit of 2,048.
+const maxMachinesAttribute = 2000
+
+// keywordListSize is the size of a keyword list search attribute value as
+// the server measures it: its JSON encoding.
+func keywordListSize(vs []string) int {
+	n := 2 // []
+	for i, v := range vs {
+		if i > 0 {
+			n++ // ,
+		}
+		n += len(strconv.Quote(v))
+	}
+	return n
+}
+
 func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	p.ctx = ctx
 	p.searchAttributes = workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
+	p.batches = workflow.GetVersion(ctx, versionBatches, workflow.DefaultVersion, 1) >= 1
 	p.published = meshapi.PlanBuilding // set when the plan was started
 	if err := mesh.ValidName("module", p.in.Module); err != nil {
 		return p.end(meshapi.PlanRefused, err.Error())
@@ -201,7 +236,13 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 		for i, t := range tr.Targets {
 			machines[i] = t.Machine
 		}
-		if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SAMachines.ValueSet(machines)); err != nil {
+		if size := keywordListSize(machines); p.batches && size > maxMachinesAttribute {
+			// The server terminates a workflow whose search attribute is
+			// over its size limit; a plan this wide is found by module and
+			// commit instead.
+			workflow.GetLogger(ctx).Warn("too many machines for the machines search attribute; left unset",
+				"machines", len(machines), "bytes", size, "limit", maxMachinesAttribute)
+		} else if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SAMachines.ValueSet(machines)); err != nil {
 			workflow.GetLogger(ctx).Warn("could not set the machines search attribute", "error", err)
 		}
 	}
@@ -230,6 +271,9 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	p.details(ctx, "composing")
 	decls := make([]mesh.Declaration, len(tr.Targets))
 	err = p.step(ctx, func(sctx workflow.Context) error {
+		if p.batches {
+			return p.composeBatches(sctx, tr.Targets, b, decls)
+		}
 		futures := make([]workflow.Future, len(tr.Targets))
 		for i, t := range tr.Targets {
 			futures[i] = workflow.ExecuteActivity(composeOptions(sctx, p.policy, t.Machine), acts.Compose,
@@ -286,6 +330,55 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 		p.in.Module, b.Generation, total-superseded, superseded))
 }
 
+// composeBatch is how many machines one ComposeTargets activity composes:
+// few enough that its result (every declaration) stays far below the
+// payload limits, many enough that a thousand machines cost ten
+// activities.
+const composeBatch = 100
+
+// composeBatches composes every target, composeBatch at a time (each batch
+// an activity, not a local one, so that its input and result, what the plan
+// intends, stay readable in the plan's history), all batches at once, filling decls in targets' order; every machine that could not be
+// composed is named in the error.
+func (p *plan) composeBatches(ctx workflow.Context, targets []meshapi.Target, b mesh.Build, decls []mesh.Declaration) error {
+	type batch struct {
+		from, to int
+		f        workflow.Future
+	}
+	var batches []batch
+	for from := 0; from < len(targets); from += composeBatch {
+		to := min(from+composeBatch, len(targets))
+		f := workflow.ExecuteActivity(composeBatchOptions(ctx, p.policy, to-from), acts.ComposeTargets,
+			meshapi.ComposeTargetsInput{Plan: p.st.Plan, Targets: targets[from:to], Build: b})
+		batches = append(batches, batch{from, to, f})
+	}
+	var errs []string
+	for _, bt := range batches {
+		var res meshapi.ComposeTargetsResult
+		if err := bt.f.Get(ctx, &res); err != nil {
+			for _, t := range targets[bt.from:bt.to] {
+				errs = append(errs, fmt.Sprintf("%s: %s", t.Machine, errorReason(err)))
+			}
+			continue
+		}
+		for i, r := range res.Results {
+			t := targets[bt.from+i]
+			if r.Error != "" {
+				errs = append(errs, fmt.Sprintf("%s: %s", t.Machine, r.Error))
+				continue
+			}
+			decls[bt.from+i] = r.Declaration
+			if len(r.Unknown) > 0 {
+				p.note(t.Machine, strings.Join(r.Unknown, "; "))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
 // hold waits before tier ti while the plan is paused or the tier is gated.
 func (p *plan) hold(ctx workflow.Context, ti int) (meshapi.PlanState, error, bool) {
 	tier := &p.st.Tiers[ti]
@@ -335,6 +428,9 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		})
 	}
 	err := p.step(ctx, func(sctx workflow.Context) error {
+		if p.batches {
+			return workflow.ExecuteLocalActivity(handOptions(sctx), acts.HandPushes, meshapi.EnqueueInput{Requests: reqs}).Get(sctx, nil)
+		}
 		return workflow.ExecuteActivity(enqueueOptions(sctx, tier.Tier, len(reqs)), acts.EnqueuePushes, meshapi.EnqueueInput{Requests: reqs}).Get(sctx, nil)
 	})
 	if err == nil {

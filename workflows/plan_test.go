@@ -32,6 +32,10 @@ type planHarness struct {
 
 	mu       sync.Mutex
 	enqueued [][]string // machines per EnqueuePushes call, in call order
+	// composeBatches is the size of each ComposeTargets call.
+	composeBatches []int
+	// handed counts tiers handed out by HandPushes (not EnqueuePushes).
+	handed int
 	// outcome answers a machine's push; nil means no answer (still in
 	// flight). Default: converged.
 	outcome   func(machine string) *meshapi.PushResult
@@ -62,24 +66,53 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 		func(_ context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
 			return h.composeFn(in)
 		})
-	h.env.OnActivity(acts.EnqueuePushes, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
-			var ms []string
-			for _, r := range in.Requests {
-				ms = append(ms, r.Machine)
-				res := &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
-				if h.outcome != nil {
-					res = h.outcome(r.Machine)
-				}
-				if res != nil {
-					res.Request, res.Plan, res.Machine = r.Request, r.Plan, r.Machine
-					h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
+	// ComposeTargets composes as the real one does: Compose per target, a
+	// permanent failure named in its result.
+	h.env.OnActivity(acts.ComposeTargets, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in meshapi.ComposeTargetsInput) (meshapi.ComposeTargetsResult, error) {
+			h.mu.Lock()
+			h.composeBatches = append(h.composeBatches, len(in.Targets))
+			h.mu.Unlock()
+			var out meshapi.ComposeTargetsResult
+			for _, t := range in.Targets {
+				res, err := h.composeFn(meshapi.ComposeInput{Plan: in.Plan, Target: t, Build: in.Build})
+				var appErr *temporal.ApplicationError
+				switch {
+				case err == nil:
+					out.Results = append(out.Results, meshapi.ComposedTarget{ComposeResult: res})
+				case errors.As(err, &appErr) && appErr.NonRetryable():
+					out.Results = append(out.Results, meshapi.ComposedTarget{Error: appErr.Message()})
+				default:
+					return meshapi.ComposeTargetsResult{}, err
 				}
 			}
+			return out, nil
+		})
+	enqueue := func(_ context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
+		var ms []string
+		for _, r := range in.Requests {
+			ms = append(ms, r.Machine)
+			res := &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
+			if h.outcome != nil {
+				res = h.outcome(r.Machine)
+			}
+			if res != nil {
+				res.Request, res.Plan, res.Machine = r.Request, r.Plan, r.Machine
+				h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
+			}
+		}
+		h.mu.Lock()
+		h.enqueued = append(h.enqueued, ms)
+		h.mu.Unlock()
+		return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
+	}
+	h.env.OnActivity(acts.EnqueuePushes, mock.Anything, mock.Anything).Return(enqueue)
+	h.env.OnActivity(acts.HandPushes, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
 			h.mu.Lock()
-			h.enqueued = append(h.enqueued, ms)
+			h.handed++
 			h.mu.Unlock()
-			return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
+			return enqueue(ctx, in)
 		})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {

@@ -37,7 +37,11 @@ func main() {
 	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each scenario (default 1 for smoke, 3 for full)")
 	flag.StringVar(&o.Pprof, "pprof", "", "directory for CPU and heap profiles of the bench process and the footprint worker")
 	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
+	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, contention, footprint, engine); default all")
 	flag.Parse()
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+	}
 	o.Command = "go run ./internal/bench " + strings.Join(os.Args[1:], " ")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

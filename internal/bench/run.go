@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
 
+	"github.com/meshroll/meshroll/internal/bench/hist"
 	"github.com/meshroll/meshroll/internal/bench/report"
 	"github.com/meshroll/meshroll/internal/bench/stack"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -34,6 +36,9 @@ type Options struct {
 	Runs    int
 	Pprof   string
 	Verbose bool
+	// Only, when not empty, names the scenarios to run (overhead, fan-out,
+	// contention, footprint, engine); the rest are skipped.
+	Only []string
 	// Command is printed above the table.
 	Command string
 }
@@ -68,7 +73,8 @@ type bench struct {
 	// maxPlanActivities is the activity count of the largest fan-out plan
 	// (plan and machine workflows), for the engine's ceiling.
 	maxPlanActivities int
-	costs             []cost
+	costs             []cost // first plans, which start the machine workflows
+	costsNext         []cost // next plans, machine workflows running
 }
 
 // Run runs every scenario o.Runs times and returns the table. progress
@@ -135,6 +141,9 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 	}
 	for run := 0; run < o.Runs; run++ {
 		for _, s := range scenarios {
+			if len(o.Only) > 0 && !slices.Contains(o.Only, s.name) {
+				continue
+			}
 			t0 := time.Now()
 			if err := s.fn(ctx, run); err != nil {
 				return nil, fmt.Errorf("%s, run %d: %w", s.name, run+1, err)
@@ -204,7 +213,7 @@ func waitPlans(ctx context.Context, c client.Client, ids []string) error {
 		wg.Go(func() {
 			var st meshapi.PlanState
 			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
-				errs[i] = fmt.Errorf("wait for plan %s: %w", id, err)
+				errs[i] = fmt.Errorf("wait for plan %s: %w%s", id, err, closeReason(ctx, c, id))
 				return
 			}
 			if st.State != meshapi.PlanConverged {
@@ -214,6 +223,23 @@ func waitPlans(ctx context.Context, c client.Client, ids []string) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// closeReason is what the last event of a workflow that did not complete
+// says, for the error: a termination's reason, a failure's message.
+func closeReason(ctx context.Context, c client.Client, id string) string {
+	events, err := hist.Events(ctx, c, id)
+	if err != nil || len(events) == 0 {
+		return ""
+	}
+	last := events[len(events)-1]
+	if a := last.GetWorkflowExecutionTerminatedEventAttributes(); a != nil {
+		return fmt.Sprintf(" (terminated by %q: %s; %d events)", a.GetIdentity(), a.GetReason(), len(events))
+	}
+	if a := last.GetWorkflowExecutionFailedEventAttributes(); a != nil {
+		return fmt.Sprintf(" (failed: %s; %d events)", a.GetFailure().GetMessage(), len(events))
+	}
+	return fmt.Sprintf(" (last event %s; %d events)", last.GetEventType(), len(events))
 }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }

@@ -529,6 +529,7 @@ func (r *run) record(st meshapi.PlanState) {
 func recorded(ctx context.Context, c client.Client, plan, machine, module string) (Version, error) {
 	dc := converter.GetDefaultDataConverter()
 	composes := map[int64]bool{}
+	batches := map[int64]int{} // ComposeTargets scheduled → the machine's index in it
 	it := c.GetWorkflowHistory(ctx, plan, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -539,6 +540,29 @@ func recorded(ctx context.Context, c client.Client, plan, machine, module string
 			var in meshapi.ComposeInput
 			if dc.FromPayloads(a.GetInput(), &in) == nil && in.Target.Machine == machine {
 				composes[ev.GetEventId()] = true
+			}
+		}
+		// Plans with the "batches" version compose many machines per
+		// ComposeTargets activity.
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "ComposeTargets" {
+			var in meshapi.ComposeTargetsInput
+			if dc.FromPayloads(a.GetInput(), &in) == nil {
+				for i, t := range in.Targets {
+					if t.Machine == machine {
+						batches[ev.GetEventId()] = i
+					}
+				}
+			}
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			if i, ok := batches[a.GetScheduledEventId()]; ok {
+				var res meshapi.ComposeTargetsResult
+				if err := dc.FromPayloads(a.GetResult(), &res); err != nil || i >= len(res.Results) {
+					return Version{}, fmt.Errorf("decode %s's composition of %s: %v", plan, machine, err)
+				}
+				if ctr, ok := res.Results[i].Declaration.Container(module); ok {
+					return Version{Digest: ctr.Digest, Generation: ctr.Generation}, nil
+				}
 			}
 		}
 		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && composes[a.GetScheduledEventId()] {
