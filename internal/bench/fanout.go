@@ -169,9 +169,17 @@ func countActivities(events []*historypb.HistoryEvent) int {
 // plan's end).
 func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 	var starts []int
+	lastTaskStarted := 0
 	for i, e := range events {
-		if hist.ActivityScheduled("EnqueuePushes")(e) || isChildTier(e) {
+		switch {
+		case e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			lastTaskStarted = i
+		case hist.ActivityScheduled("EnqueuePushes")(e) || isChildTier(e):
 			starts = append(starts, i)
+		case hist.LocalActivityType(e) == "HandPushes":
+			// A local activity ran during the workflow task its marker
+			// closes: the tier began when that task started.
+			starts = append(starts, lastTaskStarted)
 		}
 	}
 	out := make([]time.Duration, len(starts))

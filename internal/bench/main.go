@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
 	"github.com/meshroll/meshroll/internal/bench/stack"
@@ -38,9 +39,18 @@ func main() {
 	flag.StringVar(&o.Pprof, "pprof", "", "directory for CPU and heap profiles of the bench process and the footprint worker")
 	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
 	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, contention, footprint, engine); default all")
+	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
 	flag.Parse()
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")
+	}
+	for _, f := range strings.FieldsFunc(*machines, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -machines: %q is not a machine count\n", f)
+			os.Exit(2)
+		}
+		o.Machines = append(o.Machines, n)
 	}
 	o.Command = "go run ./internal/bench " + strings.Join(os.Args[1:], " ")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

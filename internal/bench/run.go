@@ -39,6 +39,9 @@ type Options struct {
 	// Only, when not empty, names the scenarios to run (overhead, fan-out,
 	// contention, footprint, engine); the rest are skipped.
 	Only []string
+	// Machines, when not empty, replaces the size's fan-out sizes (the
+	// first is the ideal the others are read against).
+	Machines []int
 	// Command is printed above the table.
 	Command string
 }
@@ -86,6 +89,9 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 	}
 	if o.Runs <= 0 {
 		o.Runs = runs
+	}
+	if len(o.Machines) > 0 {
+		sz.fanout = o.Machines
 	}
 	b := &bench{o: o, sz: sz, t: &report.Table{}, log: zerolog.Nop(), progw: io.Discard}
 	if o.Verbose {

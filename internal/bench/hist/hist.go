@@ -6,6 +6,7 @@ package hist
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -85,6 +86,25 @@ func ActivityScheduled(activityType string) func(*historypb.HistoryEvent) bool {
 		return e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
 			e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activityType
 	}
+}
+
+// LocalActivityType is the activity type of a local activity's marker, or
+// "" for any other event. The SDK records it in the marker's "data"
+// details as JSON.
+func LocalActivityType(e *historypb.HistoryEvent) string {
+	a := e.GetMarkerRecordedEventAttributes()
+	if a == nil || a.GetMarkerName() != "LocalActivity" {
+		return ""
+	}
+	ps := a.GetDetails()["data"].GetPayloads()
+	if len(ps) == 0 {
+		return ""
+	}
+	var d struct{ ActivityType string }
+	if err := json.Unmarshal(ps[0].GetData(), &d); err != nil {
+		return ""
+	}
+	return d.ActivityType
 }
 
 // Duration is the time from the workflow's start to its close, by the
