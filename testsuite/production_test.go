@@ -24,20 +24,20 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/devserver"
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/temporalx"
-	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
 // The production topology, run natively: the real Temporal server (not the
@@ -419,37 +419,55 @@ func prodTail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// registerNamespace registers meshroll's namespace and its search
-// attributes, the operator's one-time set-up on a new cluster, and waits
-// until the frontend accepts queries by them.
+// registerNamespace runs deploy/temporal/create-namespace.sh with the
+// Temporal CLI, the operator's one-time set-up of a new cluster (the
+// compose file's temporal-namespace job), checks that it registers exactly
+// meshroll's search attributes, and waits until the frontend accepts
+// queries by them.
 func (p *prodStack) registerNamespace() {
 	t := p.t
-	nc, err := client.NewNamespaceClient(client.Options{HostPort: p.frontend, Logger: logNothing{}})
-	require.NoError(t, err)
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cli, err := devserver.CLIPath()
+	if err != nil {
+		prodSkip(t, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace:                        prodNamespace,
-		WorkflowExecutionRetentionPeriod: durationpb.New(72 * time.Hour),
-	}))
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "create-namespace.sh"))
+	cmd.Env = append(dsEnv(""), "TEMPORAL_CLI="+cli, "TEMPORAL_ADDRESS="+p.frontend, "TEMPORAL_NAMESPACE="+prodNamespace)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "deploy/temporal/create-namespace.sh:\n%s", prodTail(string(out), 40))
+
 	c, err := temporalx.Dial(ctx, config.Temporal{Address: p.frontend, Namespace: prodNamespace}, zerolog.Nop(), 30*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	p.c = c
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: prodNamespace})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for name, typ := range have.GetCustomAttributes() {
+		if strings.HasPrefix(name, "Meshroll") {
+			got[name] = typ.String()
+		}
+	}
+	want := map[string]string{}
+	for name, typ := range meshapi.SearchAttributeTypes {
+		v, err := enumspb.IndexedValueTypeFromString(typ)
+		require.NoError(t, err)
+		want[name] = v.String()
+	}
+	require.Equal(t, want, got, "create-namespace.sh registers meshapi.SearchAttributeTypes")
+
 	var lastErr error
 	for ctx.Err() == nil {
-		if lastErr = workerapp.EnsureSearchAttributes(ctx, c, prodNamespace, zerolog.Nop()); lastErr == nil {
-			_, lastErr = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-				Namespace: prodNamespace, Query: meshapi.SAModule.GetName() + ` = "probe"`,
-			})
-			if lastErr == nil {
-				return
-			}
+		_, lastErr = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Namespace: prodNamespace, Query: meshapi.SAModule.GetName() + ` = "probe"`,
+		})
+		if lastErr == nil {
+			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("namespace %s with meshroll's search attributes not usable within 2 minutes: %v", prodNamespace, lastErr)
+	t.Fatalf("namespace %s does not accept queries by %s within 3 minutes: %v", prodNamespace, meshapi.SAModule.GetName(), lastErr)
 }
 
 // startRegistry serves an OCI registry of its own for the builds, as
