@@ -329,9 +329,10 @@ dcRedirectionPolicy: {policy: noop}
 dynamicConfigClient: {filepath: %[15]q, pollInterval: 10s}
 `
 
-// prodDynamicConfig gives task queues one partition, as the dev servers of
-// the other tests do: on two cores it is what keeps a push round trip near
-// a tenth of a second.
+// prodDynamicConfig is added to deploy/temporal/dynamicconfig.yaml (the
+// compose file's): task queues get one partition, as on the dev servers of
+// the other tests; on two cores it is what keeps a push round trip near a
+// tenth of a second.
 const prodDynamicConfig = `matching.numTaskqueueReadPartitions:
   - value: 1
 matching.numTaskqueueWritePartitions:
@@ -345,7 +346,9 @@ func (p *prodStack) startTemporal() {
 	root := filepath.Join(p.dir, "temporal")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "config"), 0o755))
 	dyn := filepath.Join(root, "dynamicconfig.yaml")
-	require.NoError(t, os.WriteFile(dyn, []byte(prodDynamicConfig), 0o644))
+	deployed, err := os.ReadFile(filepath.Join("..", "deploy", "temporal", "dynamicconfig.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(dyn, append(deployed, prodDynamicConfig...), 0o644))
 	// Ports in the order of prodServerConfig: frontend gRPC, membership and
 	// HTTP, then gRPC and membership of history, matching and worker.
 	// Membership ports are stored as a PostgreSQL smallint, so they must be
