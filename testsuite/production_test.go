@@ -25,8 +25,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
@@ -105,6 +105,10 @@ func TestProductionTopology(t *testing.T) {
 		t.Fatalf("%s exited too (%v)", survivor.name, survivor.err)
 	default:
 	}
+	// The push the victim was running was retried, and finished, on the
+	// survivor: the machine workflow's history has it started again there.
+	attempt := p.pushRetriedOn(machine, survivor)
+	t.Logf("%s's push was finished by %s on attempt %d", machine, survivor.name, attempt)
 	require.NotNil(t, final.Build)
 	d2 := final.Build.Digest
 	require.NotEqual(t, d1, d2)
@@ -460,17 +464,25 @@ func (p *prodStack) registerNamespace() {
 	}
 	require.Equal(t, want, got, "create-namespace.sh registers meshapi.SearchAttributeTypes")
 
+	// The frontend sees new attributes once its namespace cache refreshes
+	// (every couple of seconds): until a workflow starts with all of them,
+	// as a plan does, a merge could be refused.
+	probe := temporal.NewSearchAttributes(
+		meshapi.SAModule.ValueSet("probe"), meshapi.SACommit.ValueSet("probe"), meshapi.SAMachines.ValueSet([]string{"probe"}),
+		meshapi.SAState.ValueSet("probe"), meshapi.SAMachine.ValueSet("probe"))
 	var lastErr error
 	for ctx.Err() == nil {
-		_, lastErr = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-			Namespace: prodNamespace, Query: meshapi.SAModule.GetName() + ` = "probe"`,
-		})
+		var run client.WorkflowRun
+		run, lastErr = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: "production-test-probe", TaskQueue: "production-test-probe", TypedSearchAttributes: probe,
+		}, "ProductionTestProbe")
 		if lastErr == nil {
+			require.NoError(t, c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "search attribute probe"))
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("namespace %s does not accept queries by %s within 3 minutes: %v", prodNamespace, meshapi.SAModule.GetName(), lastErr)
+	t.Fatalf("namespace %s does not start a workflow with meshroll's search attributes within 3 minutes: %v", prodNamespace, lastErr)
 }
 
 // startRegistry serves an OCI registry of its own for the builds, as
@@ -677,6 +689,34 @@ func (p *prodStack) waitForPushInFlight(id string, workers ...*prodProc) (*prodP
 	}
 	t.Fatalf("no push of %s was seen in flight on a worker within 4 minutes (identities seen: %v)", id, seen)
 	return nil, ""
+}
+
+// pushRetriedOn returns the attempt on which w ran a Push activity of the
+// machine's workflow after an earlier attempt, failing the test if it did
+// not. The started event of a retried activity carries the attempt and the
+// identity of the worker that ran it.
+func (p *prodStack) pushRetriedOn(machine string, w *prodProc) int32 {
+	t := p.t
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	it := p.c.GetWorkflowHistory(ctx, meshapi.MachineID(machine), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]string{} // scheduled event ID -> activity type
+	var seen []string
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[e.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == "Push" {
+			seen = append(seen, fmt.Sprintf("attempt %d by %s", a.GetAttempt(), a.GetIdentity()))
+			if a.GetAttempt() > 1 && strings.HasPrefix(a.GetIdentity(), strconv.Itoa(w.cmd.Process.Pid)+"@") {
+				return a.GetAttempt()
+			}
+		}
+	}
+	t.Fatalf("%s's history has no Push retried on %s (pid %d); pushes started: %v", machine, w.name, w.cmd.Process.Pid, seen)
+	return 0
 }
 
 // running is the digest the machine reports running for module.
