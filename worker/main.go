@@ -76,6 +76,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn().Str("config", path).Msg(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

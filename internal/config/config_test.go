@@ -856,3 +856,31 @@ machines:
 	b, _ := json.Marshal(c.Registry)
 	require.NotContains(t, string(b), "s3cret")
 }
+
+func TestWarnings(t *testing.T) {
+	cases := []struct {
+		name, host, token string
+		want              string // substring of the one warning, or "" for none
+	}{
+		{"edge-1", "http://10.0.0.5:7400", "t0k", "its host token is sent in clear to 10.0.0.5:7400"},
+		{"edge-1", "http://10.0.0.5:7400", "", "set MESHROLL_MACHINES_EDGE_1_TOKEN"},
+		{"edge-1", "https://10.0.0.5:7400", "t0k", ""},
+		{"edge-1", "http://127.0.0.1:7400", "", ""},
+		{"edge-1", "http://localhost:7400", "t0k", ""},
+		{"edge-1", "http://[::1]:7400", "t0k", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.host+"/"+c.token, func(t *testing.T) {
+			cfg := &Config{Machines: map[string]Machine{c.name: {Host: c.host, Token: c.token}}}
+			got := cfg.Warnings()
+			switch {
+			case c.want == "" && len(got) != 0:
+				t.Errorf("Warnings() = %q, want none", got)
+			case c.want != "" && (len(got) != 1 || !strings.Contains(got[0], c.want)):
+				t.Errorf("Warnings() = %q, want one containing %q", got, c.want)
+			case len(got) == 1 && strings.Contains(got[0], c.token) && c.token != "":
+				t.Errorf("a warning shows the token: %q", got[0])
+			}
+		})
+	}
+}
