@@ -884,3 +884,14 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+func TestWarningsSecretModuleEnv(t *testing.T) {
+	cfg := &Config{Modules: map[string]Module{
+		"api": {Env: map[string]string{"LOG_LEVEL": "debug", "db_password": "hunter2"}},
+		"web": {Env: map[string]string{"PORT": "8080"}},
+	}}
+	got := cfg.Warnings()
+	if len(got) != 1 || !strings.Contains(got[0], "module api: env db_password looks like a secret") || strings.Contains(got[0], "hunter2") {
+		t.Errorf("Warnings() = %q, want one about api's db_password, without its value", got)
+	}
+}

@@ -12,7 +12,9 @@ import (
 // worker to log at start: a host token sent in clear over plain http to a
 // host that is not on loopback, and a host reached over the network with no
 // token at all (anyone who can reach the agent could then declare what it
-// runs). They are warnings, not errors, because a lab network or a tunnel
+// runs), and a module env variable whose name says it is a secret: module
+// env travels in plan and machine workflow histories, which anyone who can
+// read the namespace (the Web UI) sees. They are warnings, not errors, because a lab network or a tunnel
 // may make them fine; the operator should decide that knowingly.
 func (c *Config) Warnings() []string {
 	var out []string
@@ -33,7 +35,35 @@ func (c *Config) Warnings() []string {
 			out = append(out, fmt.Sprintf("machine %s: no token for %s, so anyone who can reach it can declare what it runs; set %s and start the host with --token-file", name, u.Host, envName("machines", name, "token")))
 		}
 	}
+	mods := make([]string, 0, len(c.Modules))
+	for name := range c.Modules {
+		mods = append(mods, name)
+	}
+	slices.Sort(mods)
+	for _, name := range mods {
+		keys := make([]string, 0, len(c.Modules[name].Env))
+		for k := range c.Modules[name].Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if secretName(k) {
+				out = append(out, fmt.Sprintf("module %s: env %s looks like a secret, but module env is kept in workflow histories (the Web UI shows it); deliver secrets on the host instead", name, k))
+			}
+		}
+	}
 	return out
+}
+
+// secretName says whether an environment variable's name marks a secret.
+func secretName(k string) bool {
+	u := strings.ToUpper(k)
+	for _, w := range []string{"PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"} {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func loopback(host string) bool {
