@@ -33,7 +33,9 @@ type agentHost struct {
 	maxInFlight atomic.Int64
 }
 
-func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime) *agentHost {
+// newAgentHost starts an agent for machine; its API requires token unless
+// token is empty.
+func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime, token string) *agentHost {
 	t.Helper()
 	dir := t.TempDir()
 	a, err := agent.Open(context.Background(), agent.Options{
@@ -44,7 +46,7 @@ func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.R
 	})
 	require.NoError(t, err)
 	h := &agentHost{t: t, a: a, dir: dir}
-	api := agent.NewHandler(a, "")
+	api := agent.NewHandler(a, token)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
