@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,19 @@ func helperMain(args []string) int {
 		return 0
 	case "nopush":
 		return writeDigest("sha256:" + strings.Repeat("0", 64))
+	case "checkouts":
+		// Check args[1] (a repository) out at args[2] args[3] times, as a
+		// second worker process sharing the repository would.
+		n, _ := strconv.Atoi(args[3])
+		for range n {
+			_, cleanup, err := Checkout(context.Background(), args[1], args[2])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "helper:", err)
+				return 2
+			}
+			cleanup()
+		}
+		return 0
 	case "env":
 		// Print the environment's MESHROLL_ and TEMPORAL_ variables, then
 		// fail: the test reads what a recipe from the repository could see.
