@@ -29,13 +29,15 @@ var fuzzMethods = []string{
 //
 //   - it never panics and never answers 5xx (every input here is the
 //     client's mistake, and a 500 tells the worker to retry);
+//
 //   - without the right bearer token nothing but the health check answers
 //     200, and a POST to the declarations path is always 401;
+//
 //   - a request that is not answered 200 changes nothing the agent reports
 //     (sequence, request, containers, floor), and an unauthorised one does
 //     not even reach the journal.
 //
-//	go test -run '^$' -fuzz FuzzHostAPI -fuzztime 30s ./internal/agent
+//     go test -run '^$' -fuzz FuzzHostAPI -fuzztime 30s ./internal/agent
 func FuzzHostAPI(f *testing.F) {
 	const token = "fuzz-t0ken"
 	digest := "sha256:" + strings.Repeat("cd", 32)
