@@ -163,6 +163,17 @@ func (t *Telemetry) Serve(addr string, ready health.Check) (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
+// Flush exports the spans still buffered, without stopping.
+func (t *Telemetry) Flush(ctx context.Context) error {
+	if t.tracer == nil {
+		return nil
+	}
+	if err := t.tracer.ForceFlush(ctx); err != nil {
+		return fmt.Errorf("flush spans: %w", err)
+	}
+	return nil
+}
+
 // Shutdown stops the endpoint and flushes the spans still buffered.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	var errs []error
