@@ -33,9 +33,14 @@ type agentHost struct {
 	maxInFlight atomic.Int64
 }
 
-// newAgentHost starts an agent for machine; its API requires token unless
-// token is empty.
-func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime, token string) *agentHost {
+func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime) *agentHost {
+	t.Helper()
+	return newAgentHostWithToken(t, machine, runtime, "")
+}
+
+// newAgentHostWithToken is newAgentHost with the host API requiring token
+// (none when empty).
+func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string) agent.Runtime, token string) *agentHost {
 	t.Helper()
 	dir := t.TempDir()
 	a, err := agent.Open(context.Background(), agent.Options{

@@ -142,7 +142,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		if o.tokens {
 			token = machineToken(m.name)
 		}
-		h := newAgentHost(t, m.name, s.runtime(o), token)
+		h := newAgentHostWithToken(t, m.name, s.runtime(o), token)
 		s.hosts[m.name] = h
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s], token: %q}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "), token)
 	}
