@@ -164,11 +164,3 @@ func TestMetricsDuringAPlan(t *testing.T) {
 		assert.True(t, names[want], "span %s among %d spans: %v", want, len(names), strings.Join(keys(names), ", "))
 	}
 }
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
