@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -105,6 +106,7 @@ func TestProductionTopology(t *testing.T) {
 		t.Fatalf("%s exited too (%v)", survivor.name, survivor.err)
 	default:
 	}
+	require.Equal(t, http.StatusOK, survivor.ready(), "%s is still ready", survivor.name)
 	// The push the victim was running was retried, and finished, on the
 	// survivor: the machine workflow's history has it started again there.
 	attempt := p.pushRetriedOn(machine, survivor)
@@ -223,11 +225,12 @@ type prodStack struct {
 
 // prodProc is one process of the topology, its output kept for failures.
 type prodProc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *dsBuffer
-	done chan struct{}
-	err  error
+	name   string
+	readyz string // a worker's readiness probe
+	cmd    *exec.Cmd
+	out    *dsBuffer
+	done   chan struct{}
+	err    error
 }
 
 func newProdStack(t *testing.T) *prodStack {
@@ -561,24 +564,44 @@ func prodEnvName(name string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
 }
 
-// startWorker runs a worker process on the mesh and waits until it polls.
+// startWorker runs a worker process on the mesh and waits until its
+// /readyz answers 200, the probe the compose file's health check asks.
 func (p *prodStack) startWorker(name string) *prodProc {
 	t := p.t
-	w := p.spawn(name, p.env(filepath.Join(p.dir, name)), filepath.Join(p.bins, "worker"), "--log-level", "info", "--log-format", "json")
+	probe := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
+	env := append(p.env(filepath.Join(p.dir, name)), "MESHROLL_WORKER_METRICS_LISTEN="+probe)
+	w := p.spawn(name, env, filepath.Join(p.bins, "worker"), "--log-level", "info", "--log-format", "json")
+	w.readyz = "http://" + probe + "/readyz"
 	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(w.out.String(), `"message":"worker started"`) {
+	for {
+		status := w.ready()
+		if status == http.StatusOK {
+			break
+		}
 		select {
 		case <-w.done:
-			t.Fatalf("%s exited before it started (%v):\n%s", name, w.err, prodTail(w.out.String(), 30))
+			t.Fatalf("%s exited before it was ready (%v):\n%s", name, w.err, prodTail(w.out.String(), 30))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not log \"worker started\" within 2 minutes:\n%s", name, prodTail(w.out.String(), 30))
+			t.Fatalf("%s's %s did not answer 200 within 2 minutes (last: %d):\n%s", name, w.readyz, status, prodTail(w.out.String(), 30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	require.Contains(t, w.out.String(), `"message":"worker started"`)
 	p.workers = append(p.workers, w)
 	return w
+}
+
+// ready is the status of the worker's /readyz, 0 when it does not answer.
+func (w *prodProc) ready() int {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(w.readyz)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // spawn starts a process whose output is kept, stopped with SIGTERM (then
