@@ -42,9 +42,11 @@ import (
 )
 
 // The production topology, run natively: the real Temporal server (not the
-// dev server) on a real PostgreSQL with its schema set up by
-// temporal-sql-tool through deploy/temporal/setup-schema.sh, a namespace
-// registered as an operator would, an OCI registry of its own, a PostgreSQL
+// dev server) on a real PostgreSQL, configured as the compose file's
+// temporal service (the temporalio/server image's config template and the
+// service's environment), its schema set up by temporal-sql-tool through
+// deploy/temporal/setup-schema.sh, the namespace registered by
+// deploy/temporal/create-namespace.sh, an OCI registry of its own, a PostgreSQL
 // catalogue, a host agent per machine as real `host` processes, and two
 // `worker` processes, all configured by deploy/compose-mesh.yaml (the file
 // docker-compose.yml mounts) with loopback addresses given as MESHROLL_*
@@ -186,9 +188,10 @@ func prodServerBinaries(t *testing.T) (server, sqlTool string) {
 	return "", ""
 }
 
-// prodSchemaDir is the server module's PostgreSQL schema, from the module
-// cache (the install script's go install downloaded the module).
-func prodSchemaDir(t *testing.T) string {
+// prodServerModuleDir is the server module in the module cache (the
+// install script's go install downloaded it): its PostgreSQL schema and the
+// config template its Docker image runs with.
+func prodServerModuleDir(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -199,28 +202,29 @@ func prodSchemaDir(t *testing.T) string {
 	var mod struct{ Dir, Error string }
 	require.NoError(t, json.Unmarshal(out, &mod), "%s", out)
 	require.Empty(t, mod.Error)
-	dir := filepath.Join(mod.Dir, "schema", "postgresql", "v12")
-	require.DirExists(t, filepath.Join(dir, "temporal", "versioned"))
-	return dir
+	require.DirExists(t, filepath.Join(mod.Dir, "schema", "postgresql", "v12", "temporal", "versioned"))
+	require.FileExists(t, filepath.Join(mod.Dir, "config", "docker.yaml"))
+	return mod.Dir
 }
 
 // prodStack is the topology under test.
 type prodStack struct {
-	t        *testing.T
-	dir      string
-	server   string
-	sqlTool  string
-	bins     string
-	pg       *url.URL // the role that may create databases
-	dbs      map[string]string
-	mesh     *dsMesh
-	cfgPath  string
-	cfg      *config.Config
-	frontend string
-	registry string
-	hosts    map[string]string // machine -> URL
-	c        client.Client
-	workers  []*prodProc
+	t         *testing.T
+	dir       string
+	server    string
+	sqlTool   string
+	moduleDir string // go.temporal.io/server in the module cache
+	bins      string
+	pg        *url.URL // the role that may create databases
+	dbs       map[string]string
+	mesh      *dsMesh
+	cfgPath   string
+	cfg       *config.Config
+	frontend  string
+	registry  string
+	hosts     map[string]string // machine -> URL
+	c         client.Client
+	workers   []*prodProc
 }
 
 // prodProc is one process of the topology, its output kept for failures.
@@ -255,6 +259,7 @@ func newProdStack(t *testing.T) *prodStack {
 		mesh: dsScratchMesh(t), cfgPath: cfgPath, hosts: map[string]string{},
 	}
 	p.cfg0()
+	p.moduleDir = prodServerModuleDir(t)
 	p.bins = dsBuild(t, "worker", "host", "starter")
 	p.createDatabases()
 	return p
@@ -290,7 +295,7 @@ func (p *prodStack) createDatabases() {
 	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "setup-schema.sh"))
 	cmd.Env = append(dsEnv(""),
 		"SQL_HOST="+p.pg.Hostname(), "SQL_PORT="+p.pgPort(), "SQL_USER="+p.pg.User.Username(), "SQL_PASSWORD="+pw,
-		"TEMPORAL_SCHEMA_DIR="+prodSchemaDir(t), "TEMPORAL_SQL_TOOL="+p.sqlTool,
+		"TEMPORAL_SCHEMA_DIR="+filepath.Join(p.moduleDir, "schema", "postgresql", "v12"), "TEMPORAL_SQL_TOOL="+p.sqlTool,
 		"TEMPORAL_DB="+p.dbs["temporal"], "TEMPORAL_VISIBILITY_DB="+p.dbs["visibility"])
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "deploy/temporal/setup-schema.sh:\n%s", dsLastLines(string(out), 40))
@@ -305,37 +310,6 @@ func (p *prodStack) pgPort() string {
 	return "5432"
 }
 
-// prodServerConfig is the server's config: PostgreSQL for persistence and
-// visibility, every service on loopback ports picked for this run. It is
-// the shape of the server module's config/development-postgres12.yaml.
-const prodServerConfig = `log: {stdout: true, level: warn}
-persistence:
-  defaultStore: default
-  visibilityStore: visibility
-  numHistoryShards: 4
-  datastores:
-    default:
-      sql: {pluginName: postgres12, databaseName: %[1]s, connectAddr: %[3]q, connectProtocol: tcp, user: %[4]q, password: %[5]q, maxConns: 20, maxIdleConns: 20, maxConnLifetime: 1h}
-    visibility:
-      sql: {pluginName: postgres12, databaseName: %[2]s, connectAddr: %[3]q, connectProtocol: tcp, user: %[4]q, password: %[5]q, maxConns: 5, maxIdleConns: 5, maxConnLifetime: 1h}
-global:
-  membership: {maxJoinDuration: 30s, broadcastAddress: 127.0.0.1}
-services:
-  frontend: {rpc: {grpcPort: %[6]d, membershipPort: %[7]d, httpPort: %[8]d, bindOnLocalHost: true}}
-  history: {rpc: {grpcPort: %[9]d, membershipPort: %[10]d, bindOnLocalHost: true}}
-  matching: {rpc: {grpcPort: %[11]d, membershipPort: %[12]d, bindOnLocalHost: true}}
-  worker: {rpc: {grpcPort: %[13]d, membershipPort: %[14]d, bindOnLocalHost: true}}
-clusterMetadata:
-  enableGlobalNamespace: false
-  failoverVersionIncrement: 10
-  masterClusterName: active
-  currentClusterName: active
-  clusterInformation:
-    active: {enabled: true, initialFailoverVersion: 1, rpcName: frontend, rpcAddress: "127.0.0.1:%[6]d"}
-dcRedirectionPolicy: {policy: noop}
-dynamicConfigClient: {filepath: %[15]q, pollInterval: 10s}
-`
-
 // prodDynamicConfig is added to deploy/temporal/dynamicconfig.yaml (the
 // compose file's): task queues get one partition, as on the dev servers of
 // the other tests; on two cores it is what keeps a push round trip near a
@@ -346,36 +320,53 @@ matching.numTaskqueueWritePartitions:
   - value: 1
 `
 
-// startTemporal writes the server's config and starts temporal-server,
-// waiting until its frontend answers health checks.
+// startTemporal runs temporal-server as the compose file's temporal
+// service does: with the config template the temporalio/server image runs
+// (the module's config/docker.yaml, which the server renders from its
+// environment) and that service's environment, only the addresses, ports,
+// credentials and database names changed for this machine. It waits until
+// the frontend answers health checks.
 func (p *prodStack) startTemporal() {
 	t := p.t
 	root := filepath.Join(p.dir, "temporal")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "config"), 0o755))
+	tmpl, err := os.ReadFile(filepath.Join(p.moduleDir, "config", "docker.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "config", "docker.yaml"), tmpl, 0o644))
 	dyn := filepath.Join(root, "dynamicconfig.yaml")
 	deployed, err := os.ReadFile(filepath.Join("..", "deploy", "temporal", "dynamicconfig.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(dyn, append(deployed, prodDynamicConfig...), 0o644))
-	// Ports in the order of prodServerConfig: frontend gRPC, membership and
-	// HTTP, then gRPC and membership of history, matching and worker.
-	// Membership ports are stored as a PostgreSQL smallint, so they must be
-	// below 32768, where the kernel's ephemeral ports (dsFreePort) are not.
-	ports := make([]any, 9)
-	for i := range ports {
-		if i == 1 || (i >= 3 && i%2 == 0) {
-			ports[i] = prodLowPort(t)
-		} else {
-			ports[i] = dsFreePort(t)
+
+	proj, err := loadCompose(t, composeEnv)
+	require.NoError(t, err)
+	svc, err := proj.GetService("temporal")
+	require.NoError(t, err)
+	env := dsEnv("")
+	for k, v := range svc.Environment {
+		if v != nil {
+			env = append(env, k+"="+*v)
 		}
 	}
+	// Membership ports are stored as a PostgreSQL smallint, so they must be
+	// below 32768, where the kernel's ephemeral ports (dsFreePort) are not.
+	frontend := dsFreePort(t)
 	pw, _ := p.pg.User.Password()
-	args := append([]any{p.dbs["temporal"], p.dbs["visibility"], p.pg.Hostname() + ":" + p.pgPort(), p.pg.User.Username(), pw}, ports...)
-	args = append(args, dyn)
-	require.NoError(t, os.WriteFile(filepath.Join(root, "config", "production.yaml"), fmt.Appendf(nil, prodServerConfig, args...), 0o600))
-	p.frontend = "127.0.0.1:" + strconv.Itoa(ports[0].(int))
+	env = append(env, // later entries win
+		"BIND_ON_IP=127.0.0.1", "LOG_LEVEL=warn", "DYNAMIC_CONFIG_FILE_PATH="+dyn,
+		"POSTGRES_SEEDS="+p.pg.Hostname(), "DB_PORT="+p.pgPort(), "POSTGRES_PORT="+p.pgPort(),
+		"POSTGRES_USER="+p.pg.User.Username(), "POSTGRES_PWD="+pw,
+		"DBNAME="+p.dbs["temporal"], "VISIBILITY_DBNAME="+p.dbs["visibility"],
+		fmt.Sprintf("FRONTEND_GRPC_PORT=%d", frontend), fmt.Sprintf("FRONTEND_HTTP_PORT=%d", dsFreePort(t)),
+		fmt.Sprintf("FRONTEND_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+		fmt.Sprintf("HISTORY_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("HISTORY_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+		fmt.Sprintf("MATCHING_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("MATCHING_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+		fmt.Sprintf("WORKER_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("WORKER_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+	)
+	p.frontend = fmt.Sprintf("127.0.0.1:%d", frontend)
 
 	started := time.Now()
-	srv := p.spawn("temporal-server", nil, p.server, "--root", root, "--config", "config", "--env", "production", "--allow-no-auth", "start")
+	srv := p.spawn("temporal-server", env, p.server, "--root", root, "--config", "config", "--env", "docker", "--allow-no-auth", "start")
 	c, err := client.NewLazyClient(client.Options{HostPort: p.frontend, Namespace: "temporal-system", Logger: logNothing{}})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
