@@ -172,11 +172,14 @@ func TestComposeMeshConfigMatchesServices(t *testing.T) {
 		}
 		if v.Type == types.VolumeTypeBind && v.Target == "/src" {
 			srcMounted = true
-			require.True(t, v.ReadOnly)
+			// A build checks the commit out as a git worktree, which git
+			// records in the checkout's .git.
+			require.False(t, v.ReadOnly, "the go builder adds worktrees to /src/.git: it cannot be read-only")
 		}
 	}
 	require.NotEmpty(t, meshFile, "worker-a mounts the mesh config at /etc/meshroll/mesh.yaml")
 	require.True(t, srcMounted, "worker-a mounts the checkout at /src")
+	require.Equal(t, "1000:1000", w.User, "workers run as the checkout's owner (MESHROLL_UID:MESHROLL_GID, default 1000:1000)")
 	require.Equal(t, "/etc/meshroll/mesh.yaml", *w.Environment["MESHROLL_CONFIG"])
 
 	// The file as the workers read it: no MESHROLL_* overrides from this
