@@ -53,9 +53,9 @@ func runsOn(t *testing.T, s *stack, id string) (enumspb.VersioningBehavior, stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+	d, err := s.c.DescribeWorkflow(ctx, id, "")
 	require.NoError(t, err)
-	vi := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	vi := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo()
 	return vi.GetBehavior(), vi.GetDeploymentVersion().GetBuildId()
 }
 
