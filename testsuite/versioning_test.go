@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/config"
@@ -30,21 +29,9 @@ func versionedWorker(t *testing.T, s *stack, deployment, buildID string) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
-	// The version exists once the server has seen the worker poll.
-	h := s.c.WorkerDeploymentClient().GetHandle(deployment)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID})
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for build %s of deployment %s to be made current: %v", buildID, deployment, err)
-		}
-		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, workerapp.MakeCurrent(ctx, s.c, cfg.Worker.Versioning, log), "make build %s of %s current", buildID, deployment)
 }
 
 // runsOn describes a workflow's latest run: its versioning behaviour and
