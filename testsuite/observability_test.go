@@ -167,14 +167,6 @@ func TestMetricsDuringAPlan(t *testing.T) {
 	}
 }
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 func TestRefusalMetrics(t *testing.T) {
 	s := newStack(t, stackOptions{
 		modules:  []string{"svc"},

@@ -115,6 +115,9 @@ func run() error {
 	if *makeCurrent && !cfg.Worker.Versioning.Enabled {
 		return fmt.Errorf("--make-current needs worker.versioning.enabled (MESHROLL_WORKER_VERSIONING_ENABLED=true)")
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn().Str("config", path).Msg(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

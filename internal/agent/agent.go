@@ -400,6 +400,12 @@ func (a *Agent) observeLocked(epoch uint64, u Update) bool {
 	if !u.Since.IsZero() {
 		since = u.Since.UTC().Format(time.RFC3339Nano)
 	}
+	if u.State == mesh.StateStarting && u.Reason != "" {
+		// Not started yet, and the runtime says why (a pull it will retry):
+		// logged, not journalled, since nothing changed state.
+		a.log.Warn().Str("module", rc.Module).Str("digest", rc.Digest).Uint64("seq", rc.Seq).
+			Str("reason", u.Reason).Msg("container not started yet")
+	}
 	if rc.State == u.State {
 		return true
 	}

@@ -856,3 +856,42 @@ machines:
 	b, _ := json.Marshal(c.Registry)
 	require.NotContains(t, string(b), "s3cret")
 }
+
+func TestWarnings(t *testing.T) {
+	cases := []struct {
+		name, host, token string
+		want              string // substring of the one warning, or "" for none
+	}{
+		{"edge-1", "http://10.0.0.5:7400", "t0k", "its host token is sent in clear to 10.0.0.5:7400"},
+		{"edge-1", "http://10.0.0.5:7400", "", "set MESHROLL_MACHINES_EDGE_1_TOKEN"},
+		{"edge-1", "https://10.0.0.5:7400", "t0k", ""},
+		{"edge-1", "http://127.0.0.1:7400", "", ""},
+		{"edge-1", "http://localhost:7400", "t0k", ""},
+		{"edge-1", "http://[::1]:7400", "t0k", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.host+"/"+c.token, func(t *testing.T) {
+			cfg := &Config{Machines: map[string]Machine{c.name: {Host: c.host, Token: c.token}}}
+			got := cfg.Warnings()
+			switch {
+			case c.want == "" && len(got) != 0:
+				t.Errorf("Warnings() = %q, want none", got)
+			case c.want != "" && (len(got) != 1 || !strings.Contains(got[0], c.want)):
+				t.Errorf("Warnings() = %q, want one containing %q", got, c.want)
+			case len(got) == 1 && strings.Contains(got[0], c.token) && c.token != "":
+				t.Errorf("a warning shows the token: %q", got[0])
+			}
+		})
+	}
+}
+
+func TestWarningsSecretModuleEnv(t *testing.T) {
+	cfg := &Config{Modules: map[string]Module{
+		"api": {Env: map[string]string{"LOG_LEVEL": "debug", "db_password": "hunter2"}},
+		"web": {Env: map[string]string{"PORT": "8080"}},
+	}}
+	got := cfg.Warnings()
+	if len(got) != 1 || !strings.Contains(got[0], "module api: env db_password looks like a secret") || strings.Contains(got[0], "hunter2") {
+		t.Errorf("Warnings() = %q, want one about api's db_password, without its value", got)
+	}
+}
