@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/config"
@@ -46,6 +47,16 @@ func runsOn(t *testing.T, s *stack, id string) (enumspb.VersioningBehavior, stri
 	return vi.GetBehavior(), vi.GetDeploymentVersion().GetBuildId()
 }
 
+// lastRun is the run ID of workflow id's latest run.
+func lastRun(t *testing.T, s *stack, id string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := s.c.DescribeWorkflow(ctx, id, "")
+	require.NoError(t, err)
+	return d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
 // runsOnUntil waits until workflow id runs on buildID.
 func runsOnUntil(t *testing.T, s *stack, id, buildID string) enumspb.VersioningBehavior {
 	t.Helper()
@@ -74,18 +85,25 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	deployment := "meshroll-" + strings.ToLower(sanitize(t.Name()))
 
 	versionedWorker(t, s, deployment, "build-a")
+	// edge-1's machine workflow continues-as-new after every push, to show
+	// what a continued run does under versioning.
+	edge1 := meshapi.MachineID("edge-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: edge1, TaskQueue: s.cfg.Temporal.TaskQueue},
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "edge-1", ContinueAfter: 1})
+	cancel()
+	require.NoError(t, err)
 	first := s.start("svc", s.git("rev-parse", "HEAD"), 1)
 	waitFor(t, s, first.ID, meshapi.PlanGated)
 	b, _ := runsOn(t, s, first.ID)
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, b, "plans are pinned")
 	runsOnUntil(t, s, first.ID, "build-a")
-	edge1 := meshapi.MachineID("edge-1")
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, runsOnUntil(t, s, edge1, "build-a"), "machine workflows auto-upgrade")
 
 	// Build B becomes current while the first plan waits at its gate.
 	versionedWorker(t, s, deployment, "build-b")
 	one := 1
-	_, err := controlPlan(s, first.ID, meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one, By: "test"})
+	_, err = controlPlan(s, first.ID, meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one, By: "test"})
 	require.NoError(t, err)
 	st := waitFor(t, s, first.ID, meshapi.PlanConverged)
 	assert.Equal(t, meshapi.PlanConverged, st.State)
@@ -95,12 +113,23 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	// edge-2's machine workflow started after B became current.
 	runsOnUntil(t, s, meshapi.MachineID("edge-2"), "build-b")
 
+	continued := lastRun(t, s, edge1)
 	second := s.start("svc", s.commit("svc"))
 	waitFor(t, s, second.ID, meshapi.PlanConverged)
 	_, build = runsOn(t, s, second.ID)
 	assert.Equal(t, "build-b", build, "a new plan runs on the current build")
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, runsOnUntil(t, s, edge1, "build-b"),
 		"edge-1's machine workflow, started on A, moved to B")
+	deadline := time.Now().Add(time.Minute)
+	for lastRun(t, s, edge1) == continued {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s to continue-as-new after its push (run %s)", edge1, continued)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
+	b, build = runsOn(t, s, edge1)
+	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, b, "a continued machine run stays auto-upgrade")
+	assert.Equal(t, "build-b", build, "and runs on the current build")
 	s.checkJournal("edge-1")
 	s.checkJournal("edge-2")
 }
