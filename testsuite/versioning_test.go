@@ -110,6 +110,19 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	b, build := runsOn(t, s, first.ID)
 	assert.Equal(t, "build-a", build, "the plan in flight finished on the build that started it")
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, b)
+	// An operator finds the plans still on A (step 3 of docs/observability.md).
+	pinnedToA := "TemporalWorkerDeploymentVersion='" + deployment + ":build-a' AND WorkflowType='" + meshapi.PlanWorkflowType + "'"
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ids := s.list(pinnedToA)
+		if len(ids) == 1 && ids[0] == first.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s to list the plan pinned to build-a (%s): got %v", pinnedToA, first.ID, ids)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
 	// edge-2's machine workflow started after B became current.
 	runsOnUntil(t, s, meshapi.MachineID("edge-2"), "build-b")
 
@@ -120,7 +133,7 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	assert.Equal(t, "build-b", build, "a new plan runs on the current build")
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, runsOnUntil(t, s, edge1, "build-b"),
 		"edge-1's machine workflow, started on A, moved to B")
-	deadline := time.Now().Add(time.Minute)
+	deadline = time.Now().Add(time.Minute)
 	for lastRun(t, s, edge1) == continued {
 		if time.Now().After(deadline) {
 			t.Fatalf("waiting for %s to continue-as-new after its push (run %s)", edge1, continued)
