@@ -250,6 +250,35 @@ func TestComposeMeshConfigMatchesServices(t *testing.T) {
 	}
 }
 
+// The schema job, the server and PostgreSQL agree on the databases and the
+// role.
+func TestComposeTemporalDatabases(t *testing.T) {
+	p, err := loadCompose(t, composeEnv)
+	require.NoError(t, err)
+	env := func(service, key string) string {
+		t.Helper()
+		s, err := p.GetService(service)
+		require.NoError(t, err)
+		v := s.Environment[key]
+		require.NotNil(t, v, "%s sets %s", service, key)
+		return *v
+	}
+	for _, pair := range [][4]string{
+		{"temporal", "DBNAME", "temporal-schema", "TEMPORAL_DB"},
+		{"temporal", "VISIBILITY_DBNAME", "temporal-schema", "TEMPORAL_VISIBILITY_DB"},
+		{"temporal", "POSTGRES_USER", "temporal-schema", "SQL_USER"},
+		{"temporal", "POSTGRES_USER", "postgres", "POSTGRES_USER"},
+		{"temporal", "POSTGRES_PWD", "temporal-schema", "SQL_PASSWORD"},
+		{"temporal", "POSTGRES_PWD", "postgres", "POSTGRES_PASSWORD"},
+		{"temporal", "POSTGRES_SEEDS", "temporal-schema", "SQL_HOST"},
+		{"temporal", "DB_PORT", "temporal-schema", "SQL_PORT"},
+	} {
+		require.Equal(t, env(pair[0], pair[1]), env(pair[2], pair[3]), "%s's %s is %s's %s", pair[0], pair[1], pair[2], pair[3])
+	}
+	require.Equal(t, "postgres12", env("temporal", "DB"))
+	require.Contains(t, p.Services, env("temporal", "POSTGRES_SEEDS"))
+}
+
 // The files the compose file and the Dockerfile mount or copy exist.
 func TestComposeFilesExist(t *testing.T) {
 	p, err := loadCompose(t, composeEnv)
