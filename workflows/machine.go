@@ -117,6 +117,7 @@ func (m *machine) run(ctx workflow.Context) error {
 				inflight = nil
 			})
 		}
+		queueLength(ctx, m.in.Machine, len(m.queue))
 		sel.Select(ctx)
 	}
 }
@@ -190,6 +191,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		if errors.As(err, &appErr) && appErr.NonRetryable() && appErr.HasDetails() && appErr.Details(&out) == nil &&
 			out.Outcome == meshapi.MachineRefused {
 			outcome = meshapi.MachineRefused
+			pushRefused(ctx, m.in.Machine, appErr.Type())
 		}
 		out.Outcome, out.Reason = outcome, errorReason(err)
 	}
@@ -201,6 +203,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 	res.Seq = out.Seq
 	if err == nil && m.selfAnswering {
 		// PushAndAnswer has signalled the plan.
+		pushAnswered(ctx, m.in.Machine, res.Outcome)
 		m.remember(res)
 		return
 	}
@@ -209,6 +212,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 
 // answer signals the result to the plan that asked and remembers it.
 func (m *machine) answer(ctx workflow.Context, r meshapi.PushResult) {
+	pushAnswered(ctx, m.in.Machine, r.Outcome)
 	m.remember(r)
 	m.answering++
 	f := workflow.SignalExternalWorkflow(ctx, r.Plan, "", meshapi.SignalPushResult, r)

@@ -72,6 +72,8 @@ type Update struct {
 	// Since is when the container entered State.
 	Since time.Time
 	// Reason says why a container exited or crash-loops; it is journalled.
+	// On a starting update it says why the container has not started yet
+	// (a pull the runtime retries); that is logged.
 	Reason string
 }
 

@@ -51,8 +51,14 @@
 // each ran shorter than ResetAfter it reports crash-looping and stays so,
 // restarting with backoff, until a process runs again. An image that does
 // not match its digest, is unsafe to unpack or names nothing to run leaves
-// the container exited for good; a registry that cannot be reached is tried
-// again with backoff.
+// the container exited for good. A pull that fails for any other reason (a
+// registry that cannot be reached, or answers 5xx) is tried again with
+// backoff, and the container keeps reporting starting meanwhile, each failed
+// attempt sent as a starting update with the error and the backoff as its
+// reason: no process of the image has run, so nothing exited, and a
+// registry that is down for a moment must not read as a broken build to
+// whoever waits for the container to run (the push waits until its running
+// timeout).
 package execrt
 
 import (
@@ -407,7 +413,10 @@ func (r *Runtime) report(ct *container, state, reason string) {
 	if changed {
 		ct.since = time.Now().UTC()
 	}
-	if ct.update != nil && ct.ctx.Err() == nil && changed {
+	// A failed pull that will be retried stays starting; each failure is
+	// still told, with its reason, so that the agent can log it.
+	retrying := state == mesh.StateStarting && reason != ""
+	if ct.update != nil && ct.ctx.Err() == nil && (changed || retrying) {
 		ct.update(Update{Module: ct.spec.Module, State: state, Since: ct.since, Reason: reason})
 	}
 }
@@ -467,7 +476,7 @@ func (r *Runtime) supervise(ct *container) {
 			return
 		}
 		d := bo.next()
-		r.report(ct, mesh.StateExited, fmt.Sprintf("%v; retrying in %s", err, d))
+		r.report(ct, mesh.StateStarting, fmt.Sprintf("%v; retrying in %s", err, d))
 		if r.sleep(ct.ctx, d) != nil {
 			return
 		}

@@ -79,12 +79,19 @@ func (rec *recorder) states(from int, module string) []string {
 // waitFor waits for module's first update to state from update from on.
 func (rec *recorder) waitFor(from int, module, state string) Update {
 	rec.t.Helper()
+	return rec.waitMatch(from, module+" reaching "+state, func(u Update) bool { return u.Module == module && u.State == state })
+}
+
+// waitMatch waits for the first update from update from on that match
+// accepts; what names it in the failure.
+func (rec *recorder) waitMatch(from int, what string, match func(Update) bool) Update {
+	rec.t.Helper()
 	deadline := time.NewTimer(waitLimit)
 	defer deadline.Stop()
 	for {
 		rec.mu.Lock()
 		for _, u := range rec.all[from:] {
-			if u.Module == module && u.State == state {
+			if match(u) {
 				rec.mu.Unlock()
 				return u
 			}
@@ -94,7 +101,7 @@ func (rec *recorder) waitFor(from int, module, state string) Update {
 		select {
 		case <-rec.ch:
 		case <-deadline.C:
-			rec.t.Fatalf("%s never reached %s; updates: %s", module, state, seen)
+			rec.t.Fatalf("never saw %s; updates: %s", what, seen)
 		}
 	}
 }
@@ -530,12 +537,16 @@ func TestRegistryUnreachableRetries(t *testing.T) {
 		return sleepCtx(ctx, d)
 	}
 	// An image in a repository nobody pushed to yet: the pull fails, the
-	// container is exited and the pull is retried.
+	// container stays starting (nothing of it ran, so nothing exited), the
+	// failure is told with its reason, and the pull is retried.
 	c := ctr("web", p)
 	c.Image = reg.Host() + "/meshroll/later"
 	require.NoError(t, r.Apply(context.Background(), []mesh.Container{c}, rec.update))
-	u := rec.waitFor(0, "web", mesh.StateExited)
+	u := rec.waitMatch(0, "a starting update telling the failed pull", func(u Update) bool {
+		return u.Module == "web" && u.State == mesh.StateStarting && u.Reason != ""
+	})
 	assert.Contains(t, u.Reason, "retrying in 10ms")
+	assert.NotContains(t, rec.states(0, "web"), mesh.StateExited, "a pull that will be retried is not an exit")
 	reg.Push(t, "meshroll/later", execrttest.AppImage(t, nil, "serve", "v1"))
 	close(release)
 	rec.waitFor(0, "web", mesh.StateRunning)
