@@ -16,9 +16,15 @@
 // prefix (listen, machine, state, token, token_file, tls_cert, tls_key,
 // runtime, docker_socket, noop_start_delay, registry, registry_username,
 // registry_password, registry_insecure, registry_ca_file, exec_stop_grace,
-// exec_healthy_after, log_level, log_format). A flag beats a variable, which
+// exec_healthy_after, metrics, log_level, log_format). A flag beats a variable, which
 // beats the file. The registry password is best given as
 // MESHROLL_HOST_REGISTRY_PASSWORD (a flag shows in ps); it is never logged.
+//
+// Besides the host API the agent serves, without a token, /livez (the
+// process serves), /readyz (its journal is open and writable) and, unless
+// --metrics=false, Prometheus metrics on /metrics (applies by outcome,
+// refusals by code, apply duration, journal size, containers by state; see
+// package agent). None of them changes anything or shows a secret.
 //
 // The exec runtime keeps its image cache and the containers' logs in the
 // state directory (images/, logs/; see package execrt).
@@ -38,6 +44,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -77,6 +84,7 @@ type settings struct {
 	tlsCert, tlsKey, dockerSocket          string
 	startDelay                             time.Duration
 	logLevel, logFormat                    string
+	metrics                                bool
 	// registry is for the exec runtime's pulls; its password is secret.
 	registry                registry.Options
 	stopGrace, healthyAfter time.Duration
@@ -101,6 +109,7 @@ var keys = map[string]string{
 	"registry_ca_file":   "registry-ca-file",
 	"exec_stop_grace":    "exec-stop-grace",
 	"exec_healthy_after": "exec-healthy-after",
+	"metrics":            "metrics",
 	"log_level":          "log-level",
 	"log_format":         "log-format",
 }
@@ -140,7 +149,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		_ = ln.Close()
 		return fail(stderr, err)
 	}
-	srv := agent.NewServer(a, s.token)
+	srv := agent.NewServerWith(a, agent.HandlerOptions{Token: s.token, NoMetrics: !s.metrics})
 	if s.token == "" {
 		log.Warn().Str("address", ln.Addr().String()).Msg("no token configured: anyone who can reach the address can declare containers")
 	}
@@ -156,7 +165,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Warn().Str("runtime", s.runtime).Msg("registry options are only used by --runtime exec")
 	}
 	log.Info().Str("address", ln.Addr().String()).Str("machine", s.machine).Str("state_dir", s.state).
-		Str("runtime", rt.Name()).Bool("auth", s.token != "").Bool("tls", s.tlsCert != "").Msg("host agent listening")
+		Str("runtime", rt.Name()).Bool("auth", s.token != "").Bool("tls", s.tlsCert != "").Bool("metrics", s.metrics).Msg("host agent listening")
 
 	if s.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
@@ -228,6 +237,7 @@ func load(args []string, stderr io.Writer) (settings, error) {
 	fs.String("registry-ca-file", "", "PEM bundle to trust for registries besides the system roots")
 	fs.Duration("exec-stop-grace", 0, "how long the exec runtime gives a process between SIGTERM and SIGKILL (default 10s)")
 	fs.Duration("exec-healthy-after", 0, "how long an exec process must stay up to count as running (default 1s)")
+	fs.Bool("metrics", true, "serve Prometheus metrics on "+agent.PathMetrics+" (unauthenticated, read-only, no secrets)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.String("log-format", logging.FormatAuto, "log format: json, console, auto (console on a terminal)")
 	if err := fs.Parse(args); err != nil {
@@ -311,6 +321,15 @@ func load(args []string, stderr io.Writer) (settings, error) {
 		if s.token = strings.TrimSpace(string(b)); s.token == "" {
 			return settings{}, fmt.Errorf("token file %s is empty", f)
 		}
+	}
+	// Strictly: viper reads "maybe" as false, which would turn metrics off
+	// without a word.
+	if m := strings.TrimSpace(v.GetString("metrics")); m != "" {
+		b, err := strconv.ParseBool(m)
+		if err != nil {
+			return settings{}, usagef("--metrics %q: want true or false", m)
+		}
+		s.metrics = b
 	}
 	if (s.tlsCert == "") != (s.tlsKey == "") {
 		return settings{}, usagef("--tls-cert and --tls-key go together")

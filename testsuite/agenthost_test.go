@@ -35,6 +35,13 @@ type agentHost struct {
 
 func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime) *agentHost {
 	t.Helper()
+	return newAgentHostWithToken(t, machine, runtime, "")
+}
+
+// newAgentHostWithToken is newAgentHost with the host API requiring token
+// (none when empty).
+func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string) agent.Runtime, token string) *agentHost {
+	t.Helper()
 	dir := t.TempDir()
 	a, err := agent.Open(context.Background(), agent.Options{
 		Machine:  machine,
@@ -44,7 +51,7 @@ func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.R
 	})
 	require.NoError(t, err)
 	h := &agentHost{t: t, a: a, dir: dir}
-	api := agent.NewHandler(a, "")
+	api := agent.NewHandler(a, token)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)

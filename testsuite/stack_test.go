@@ -79,7 +79,13 @@ type stackOptions struct {
 	// exec runs the host agents with the exec runtime (real processes of
 	// the built images); it needs images.
 	exec bool
+	// tokens makes every host agent require a token of its own (see
+	// machineToken), which the config gives the worker.
+	tokens bool
 }
+
+// machineToken is the host token of machine in a stack with tokens.
+func machineToken(machine string) string { return "host-token-" + machine + "-0f9e8d7c" }
 
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
@@ -132,9 +138,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	y.WriteString("machines:\n")
 	for _, m := range o.machines {
-		h := newAgentHost(t, m.name, s.runtime(o))
+		token := ""
+		if o.tokens {
+			token = machineToken(m.name)
+		}
+		h := newAgentHostWithToken(t, m.name, s.runtime(o), token)
 		s.hosts[m.name] = h
-		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "))
+		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s], token: %q}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "), token)
 	}
 	cfg, err := config.Parse("test mesh.yaml", []byte(y.String()))
 	require.NoError(t, err, "test mesh config:\n%s", y.String())

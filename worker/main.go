@@ -2,6 +2,14 @@
 // machine workflows and the activities that build, compose and push.
 //
 //	go run ./worker [--config mesh.yaml] [--log-level info] [--log-format auto]
+//	                [--metrics-listen 127.0.0.1:9090] [--build-id B]
+//
+// --metrics-listen (worker.metrics_listen) serves Prometheus metrics on
+// /metrics and the probes /livez and /readyz. Tracing (worker.tracing) and
+// Worker Versioning (worker.versioning) are set in the mesh config; the
+// build ID a versioned worker announces is --build-id, else
+// worker.versioning.build_id, else the one linked in with
+// -ldflags "-X main.buildID=B", else the git revision Go stamped in.
 //
 // With --dev it starts the whole development mesh instead (package
 // devstack): a Temporal dev server, the embedded registry, the catalogue, a
@@ -28,9 +36,13 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devstack"
 	"github.com/meshroll/meshroll/internal/logging"
-	"github.com/meshroll/meshroll/internal/temporalx"
+	"github.com/meshroll/meshroll/internal/telemetry"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
+
+// buildID is set at link time (-ldflags "-X main.buildID=...") by builds
+// that name their version; see --build-id.
+var buildID string
 
 func main() {
 	if err := run(); err != nil {
@@ -47,6 +59,8 @@ func run() error {
 	state := flag.String("state", devstack.DefaultStateDir, "with --dev: the directory holding all state (a restart on it resumes plans)")
 	uiPort := flag.Int("ui-port", devstack.DefaultUIPort, "with --dev: the Temporal Web UI's port")
 	runtime := flag.String("runtime", devstack.DefaultRuntime, "with --dev: the host agents' runtime (noop, exec, docker)")
+	metricsListen := flag.String("metrics-listen", "", "serve /metrics, /livez and /readyz on this host:port (overrides worker.metrics_listen)")
+	buildIDFlag := flag.String("build-id", "", "the build ID announced under Worker Versioning (overrides worker.versioning.build_id)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -55,6 +69,9 @@ func run() error {
 	}
 	if !*dev && (set["state"] || set["ui-port"] || set["runtime"]) {
 		return fmt.Errorf("--state, --ui-port and --runtime go with --dev")
+	}
+	if *dev && (set["metrics-listen"] || set["build-id"]) {
+		return fmt.Errorf("--metrics-listen and --build-id do not go with --dev")
 	}
 	if *dev && !set["log-level"] {
 		*level = "warn" // the terminal is for the stack's account; --log-level info shows the rest
@@ -76,14 +93,50 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *metricsListen != "" {
+		cfg.Worker.MetricsListen = *metricsListen
+	}
+	if v := &cfg.Worker.Versioning; *buildIDFlag != "" {
+		v.BuildID = *buildIDFlag
+	} else if v.BuildID == "" {
+		v.BuildID = buildID
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := workerapp.CheckVersioning(cfg.Worker.Versioning); err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn().Str("config", path).Msg(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	c, err := temporalx.Dial(ctx, cfg.Temporal, log, 10*time.Second)
+	tel, err := telemetry.New(telemetry.Options{Worker: cfg.Worker, Log: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn().Err(err).Msg("telemetry did not stop cleanly")
+		}
+	}()
+	c, err := workerapp.Dial(ctx, cfg, tel, log, 10*time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	ready := workerapp.NewReadiness(c)
+	if cfg.Worker.MetricsListen != "" {
+		addr, err := tel.Serve(cfg.Worker.MetricsListen, ready.Check)
+		if err != nil {
+			return err
+		}
+		log.Info().Str("address", addr.String()).Msg("serving /metrics, /livez and /readyz")
+	}
 	deps, closeDeps, err := workerapp.DefaultDeps(ctx, cfg, dir, log)
 	if err != nil {
 		return err
@@ -93,9 +146,13 @@ func run() error {
 		return err
 	}
 	w := workerapp.New(c, cfg, dir, deps, log)
-	log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
-		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Msg("worker started")
-	err = workerapp.Run(ctx, w)
+	ev := log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
+		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Bool("tracing", tel.Tracing())
+	if v := cfg.Worker.Versioning; v.Enabled {
+		ev = ev.Str("deployment", v.Deployment()).Str("build_id", workerapp.BuildID(v))
+	}
+	ev.Msg("worker started")
+	err = workerapp.Run(ctx, w, ready.Started)
 	log.Info().Msg("worker stopped")
 	return err
 }

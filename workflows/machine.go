@@ -101,6 +101,7 @@ func (m *machine) run(ctx workflow.Context) error {
 				inflight = nil
 			})
 		}
+		queueLength(ctx, m.in.Machine, len(m.queue))
 		sel.Select(ctx)
 	}
 }
@@ -174,6 +175,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		if errors.As(err, &appErr) && appErr.NonRetryable() && appErr.HasDetails() && appErr.Details(&out) == nil &&
 			out.Outcome == meshapi.MachineRefused {
 			outcome = meshapi.MachineRefused
+			pushRefused(ctx, m.in.Machine, appErr.Type())
 		}
 		out.Outcome, out.Reason = outcome, errorReason(err)
 	}
@@ -188,6 +190,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 
 // answer signals the result to the plan that asked and remembers it.
 func (m *machine) answer(ctx workflow.Context, r meshapi.PushResult) {
+	pushAnswered(ctx, m.in.Machine, r.Outcome)
 	m.remember(r)
 	m.answering++
 	f := workflow.SignalExternalWorkflow(ctx, r.Plan, "", meshapi.SignalPushResult, r)

@@ -180,6 +180,7 @@ const versionSearchAttributes = "search-attributes"
 
 func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	p.ctx = ctx
+	planStarted(ctx, p.in.Module)
 	p.searchAttributes = workflow.GetVersion(ctx, versionSearchAttributes, workflow.DefaultVersion, 1) >= 1
 	p.published = meshapi.PlanBuilding // set when the plan was started
 	if err := mesh.ValidName("module", p.in.Module); err != nil {
@@ -318,6 +319,7 @@ func (p *plan) hold(ctx workflow.Context, ti int) (meshapi.PlanState, error, boo
 // for every answer.
 func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Declaration) (meshapi.PlanState, error, bool) {
 	tier := &p.st.Tiers[ti]
+	start := workflow.Now(ctx)
 	p.st.State, tier.State = meshapi.PlanPushing, meshapi.TierPushing
 	p.details(ctx, fmt.Sprintf("pushing tier %d", tier.Tier))
 	var reqs []meshapi.PushRequest
@@ -353,6 +355,7 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 			refused = append(refused, fmt.Sprintf("%s: %s", m.Machine, m.Reason))
 		}
 	}
+	defer func() { tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start) }()
 	switch {
 	case len(failed) > 0:
 		tier.State = meshapi.TierHalted
@@ -450,6 +453,7 @@ func (p *plan) end(state, reason string) (meshapi.PlanState, error) {
 	p.st.State, p.st.Reason = state, reason
 	if p.ctx != nil {
 		p.details(p.ctx, state+": "+reason)
+		planEnded(p.ctx, p.in.Module, state)
 	}
 	for ti := range p.st.Tiers {
 		if s := p.st.Tiers[ti].State; s == meshapi.TierWaiting || s == meshapi.TierGated {

@@ -71,6 +71,7 @@ type Agent struct {
 	crash    func(string) bool
 	observed func(Update)
 	release  func() error
+	metrics  *agentMetrics
 
 	// applyMu orders declarations end to end, the runtime's Apply included,
 	// so the runtime sees declarations in the order they were recorded. It
@@ -154,7 +155,7 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 
 	a := &Agent{
 		machine: o.Machine, dir: o.StateDir, rt: o.Runtime, log: o.Log,
-		crash: o.crash, observed: o.observed, release: release,
+		crash: o.crash, observed: o.observed, release: release, metrics: newAgentMetrics(),
 		ledger: cp.Ledger, journal: j, checkpointed: cp.JournalIndex,
 	}
 	if dropped > 0 {
@@ -190,6 +191,15 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	a.handToRuntime(ctx, epoch, specs)
 	a.applyMu.Unlock()
 	return a, nil
+}
+
+// Ready reports why the agent cannot take a declaration now (closed,
+// stopped, or its journal could not be written), or nil: the readiness
+// probe (/readyz).
+func (a *Agent) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writableLocked()
 }
 
 // Runtime is the name of the runtime the agent runs containers with.
@@ -230,9 +240,23 @@ func (a *Agent) Report(ctx context.Context) (mesh.Report, error) {
 // *host.Refusal; any other error means the agent could not record what it
 // did, and the caller should treat the host as unreachable (and read the
 // report, which is the truth).
-func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (host.ApplyResult, error) {
+func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyResult, err error) {
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
+	start := time.Now()
+	defer func() {
+		var r *host.Refusal
+		switch {
+		case errors.As(err, &r):
+			a.metrics.counted(start, OutcomeRefused, r.Code)
+		case err != nil:
+			a.metrics.counted(start, applyError, "")
+		case res.Repeat:
+			a.metrics.counted(start, OutcomeRepeat, "")
+		default:
+			a.metrics.counted(start, OutcomeApplied, "")
+		}
+	}()
 	d = host.CloneDeclaration(d)
 
 	a.mu.Lock()

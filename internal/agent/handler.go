@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/host"
 )
 
@@ -20,12 +22,31 @@ const HeaderRuntime = "Meshroll-Runtime"
 // JournalPage is the journal page's wire type (see package host).
 type JournalPage = host.JournalPage
 
+// PathMetrics serves the agent's Prometheus metrics (see MetricApplies and
+// the other Metric names), unauthenticated like the probes: they are
+// read-only and carry no secret (digests are not counted, only outcomes).
+const PathMetrics = "/metrics"
+
+// HandlerOptions configure NewHandlerWith.
+type HandlerOptions struct {
+	// Token, when not empty, is required on everything but the health
+	// check, the probes and the metrics.
+	Token string
+	// NoMetrics leaves PathMetrics unserved (404).
+	NoMetrics bool
+}
+
 // NewServer is the HTTP server every process that hosts an agent uses (the
 // host binary, the dev stack, the demo): its handler with timeouts that keep
 // a slow or stuck client from holding the agent's connections.
 func NewServer(a *Agent, token string) *http.Server {
+	return NewServerWith(a, HandlerOptions{Token: token})
+}
+
+// NewServerWith is NewServer with the handler's options.
+func NewServerWith(a *Agent, o HandlerOptions) *http.Server {
 	return &http.Server{
-		Handler:           NewHandler(a, token),
+		Handler:           NewHandlerWith(a, o),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -34,12 +55,23 @@ func NewServer(a *Agent, token string) *http.Server {
 }
 
 // NewHandler serves a's host API: host.NewHandler for report, declarations
-// and health, exactly as every meshroll host answers them, plus the journal.
-// token, when not empty, is required on everything but the health check.
+// and health, exactly as every meshroll host answers them, plus the journal,
+// the metrics (PathMetrics) and the probes /livez and /readyz (ready: the
+// journal is open and writable). token, when not empty, is required on
+// everything but the health check, the probes and the metrics.
 func NewHandler(a *Agent, token string) http.Handler {
+	return NewHandlerWith(a, HandlerOptions{Token: token})
+}
+
+// NewHandlerWith is NewHandler with options.
+func NewHandlerWith(a *Agent, o HandlerOptions) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(PathJournal, host.RequireToken(token, http.HandlerFunc(a.serveJournal)))
-	mux.Handle("/", host.NewHandler(a, token))
+	mux.Handle(PathJournal, host.RequireToken(o.Token, http.HandlerFunc(a.serveJournal)))
+	if !o.NoMetrics {
+		mux.Handle("GET "+PathMetrics, a.metricsHandler())
+	}
+	health.Mount(mux, func(context.Context) error { return a.Ready() })
+	mux.Handle("/", host.NewHandler(a, o.Token))
 	rt := a.Runtime()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderRuntime, rt)

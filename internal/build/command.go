@@ -30,7 +30,9 @@ const ExitTempFail = 75
 // a clean checkout at the commit. The command builds and pushes the image
 // itself, authenticating on its own, and writes the pushed image's digest to
 // the file MESHROLL_DIGEST_FILE names; the builder reads it from there. The
-// command's environment is the worker's, then Env, then:
+// command's environment is the worker's without its MESHROLL_* and TEMPORAL_*
+// variables (the worker's secrets travel in those, and the command runs the
+// repository's code), then Env, then:
 //
 //	MESHROLL_MODULE       the module
 //	MESHROLL_COMMIT       the full commit id
@@ -113,7 +115,7 @@ func (c *Command) build(ctx context.Context, r Request) (mesh.Build, error) {
 	run.logf("running %s (in %s)", strings.Join(r.Command, " "), displayPath(r.Path))
 	cmd := exec.CommandContext(ctx, r.Command[0], r.Command[1:]...)
 	cmd.Dir = modDir
-	cmd.Env = append(append(os.Environ(), c.Env...),
+	cmd.Env = append(append(inheritedEnv(), c.Env...),
 		"MESHROLL_MODULE="+r.Module,
 		"MESHROLL_COMMIT="+r.Commit,
 		"MESHROLL_GENERATION="+strconv.FormatInt(gen, 10),

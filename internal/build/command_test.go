@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,28 @@ func helperMain(args []string) int {
 		return 0
 	case "nopush":
 		return writeDigest("sha256:" + strings.Repeat("0", 64))
+	case "checkouts":
+		// Check args[1] (a repository) out at args[2] args[3] times, as a
+		// second worker process sharing the repository would.
+		n, _ := strconv.Atoi(args[3])
+		for range n {
+			_, cleanup, err := Checkout(context.Background(), args[1], args[2])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "helper:", err)
+				return 2
+			}
+			cleanup()
+		}
+		return 0
+	case "env":
+		// Print the environment's MESHROLL_ and TEMPORAL_ variables, then
+		// fail: the test reads what a recipe from the repository could see.
+		for _, kv := range os.Environ() {
+			if strings.HasPrefix(kv, "MESHROLL_") || strings.HasPrefix(kv, "TEMPORAL_") {
+				fmt.Println("env:", kv)
+			}
+		}
+		return 2
 	case "push":
 	default:
 		fmt.Fprintln(os.Stderr, "helper: unknown mode", args[0])
@@ -223,5 +246,41 @@ func TestParseDigestFile(t *testing.T) {
 		if err != nil || image != c.image || digest != c.digest {
 			t.Errorf("%q: got (%q, %q, %v), want (%q, %q)", c.in, image, digest, err, c.image, c.digest)
 		}
+	}
+}
+
+// A build command runs the repository's code: it must not see the worker's
+// secrets, which reach the worker as MESHROLL_* and TEMPORAL_* variables.
+func TestCommandDoesNotSeeWorkerSecrets(t *testing.T) {
+	t.Setenv("MESHROLL_MACHINES_EDGE_1_TOKEN", "host-token-s3cret")
+	t.Setenv("MESHROLL_REGISTRY_PASSWORD", "registry-s3cret")
+	t.Setenv("TEMPORAL_API_KEY", "api-key-s3cret")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRepo(t)
+	c1 := r.commit("one", map[string]string{"svc/VERSION": "one\n"})
+	b := &Command{Env: []string{helperEnv + "=1"}}
+	var out bytes.Buffer
+	_, err = b.Build(context.Background(), Request{Module: "svc", Commit: c1, Repo: r.dir, Path: "svc", Kind: KindCommand,
+		Command: []string{exe, "env"}, Output: &out})
+	if err == nil {
+		t.Fatal("the env helper always fails; the build succeeded")
+	}
+	if !strings.Contains(out.String(), "env: MESHROLL_MODULE=svc") {
+		t.Fatalf("the command did not run or lacks its own variables:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "s3cret") {
+		t.Errorf("the build command saw a worker secret:\n%s", out.String())
+	}
+}
+
+func TestWithoutSecrets(t *testing.T) {
+	got := withoutSecrets([]string{"PATH=/bin", "MESHROLL_CATALOGUE_DSN=postgres://u:p@h/db", "meshroll_x=1",
+		"TEMPORAL_API_KEY=k", "GOPROXY=off", "HOME=/root", "NOEQUALS"})
+	want := []string{"PATH=/bin", "GOPROXY=off", "HOME=/root", "NOEQUALS"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("withoutSecrets = %q, want %q", got, want)
 	}
 }

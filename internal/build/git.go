@@ -201,8 +201,12 @@ func Checkout(ctx context.Context, repo, commit string) (dir string, cleanup fun
 	}
 	// git's worktree bookkeeping is not safe to change concurrently (a
 	// prune can take away a worktree another add is still creating), so
-	// changes to one repository's worktrees take turns within the process.
-	unlock := lockRepo(repo)
+	// changes to one repository's worktrees take turns, between goroutines
+	// and between worker processes sharing the repository.
+	unlock, err := lockRepo(ctx, repo)
+	if err != nil {
+		return "", nil, fmt.Errorf("checkout %s of %s: %w", commit, repo, err)
+	}
 	// Worktrees of builds that died without cleaning up are forgotten here.
 	_, _ = git(ctx, repo, "worktree", "prune")
 	parent, err := os.MkdirTemp("", "meshroll-checkout-")
@@ -218,8 +222,9 @@ func Checkout(ctx context.Context, repo, commit string) (dir string, cleanup fun
 		// cancelled.
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		unlock := lockRepo(repo)
-		defer unlock()
+		if unlock, err := lockRepo(cctx, repo); err == nil {
+			defer unlock()
+		}
 		if _, err := git(cctx, repo, "worktree", "remove", "--force", dir); err != nil {
 			_ = removeAll(parent)
 			_, _ = git(cctx, repo, "worktree", "prune")
@@ -240,23 +245,48 @@ func Checkout(ctx context.Context, repo, commit string) (dir string, cleanup fun
 
 var (
 	repoLocksMu sync.Mutex
-	repoLocks   = map[string]*sync.Mutex{}
+	repoLocks   = map[string]*repoLock{}
 )
 
-// lockRepo takes the in-process lock of a repository's worktree bookkeeping.
-func lockRepo(repo string) (unlock func()) {
+// repoLock keeps changes to one repository's worktree bookkeeping apart: mu
+// between goroutines, the flock on file between worker processes.
+type repoLock struct {
+	mu   sync.Mutex
+	file string // "" until found
+}
+
+// RepoLockName is the file, in the repository's git directory, that worker
+// processes sharing the repository lock while they add or remove worktrees.
+const RepoLockName = "meshroll-worktree.lock"
+
+// lockRepo takes the lock of a repository's worktree bookkeeping, in this
+// process and across processes.
+func lockRepo(ctx context.Context, repo string) (unlock func(), err error) {
 	if abs, err := filepath.Abs(repo); err == nil {
 		repo = abs
 	}
 	repoLocksMu.Lock()
 	l, ok := repoLocks[repo]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &repoLock{}
 		repoLocks[repo] = l
 	}
 	repoLocksMu.Unlock()
-	l.Lock()
-	return l.Unlock
+	l.mu.Lock()
+	if l.file == "" {
+		common, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+		if err != nil {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("find the git directory of %s: %w", repo, err)
+		}
+		l.file = filepath.Join(common, RepoLockName)
+	}
+	funlock, err := lockFile(l.file)
+	if err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	return func() { funlock(); l.mu.Unlock() }, nil
 }
 
 // removeAll is os.RemoveAll that first makes directories writable, because

@@ -1,9 +1,11 @@
 package build
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -181,5 +183,52 @@ func TestLineWriter(t *testing.T) {
 	_ = w.Close()
 	if strings.Join(got, "|") != "a|bc|d" {
 		t.Errorf("lines %q", got)
+	}
+}
+
+// Checkouts hold a file lock in the repository's git directory while they
+// change its worktrees, which is what keeps worker processes sharing the
+// repository apart.
+func TestCheckoutLocksTheRepositoryAcrossProcesses(t *testing.T) {
+	r := newRepo(t)
+	c := r.commit("one", map[string]string{"svc/VERSION": "one\n"})
+	lock := filepath.Join(r.dir, ".git", RepoLockName)
+
+	unlock, err := lockRepo(context.Background(), r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := lockFileHeld(lock); err != nil || !held {
+		t.Fatalf("while a checkout holds the repository, another process could take %s (held=%v, err=%v)", lock, held, err)
+	}
+	unlock()
+	if held, err := lockFileHeld(lock); err != nil || held {
+		t.Fatalf("%s still held after unlock (held=%v, err=%v)", lock, held, err)
+	}
+
+	// Three processes check the repository out at once, again and again:
+	// without the lock, one's prune takes away another's half-made worktree.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := make([]*exec.Cmd, 3)
+	outs := make([]*bytes.Buffer, len(cmds))
+	for i := range cmds {
+		cmds[i] = exec.Command(exe, "checkouts", r.dir, c, "10")
+		cmds[i].Env = append(os.Environ(), helperEnv+"=1")
+		outs[i] = &bytes.Buffer{}
+		cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	if out := r.git("worktree", "list", "--porcelain"); strings.Count(out, "worktree ") != 1 {
+		t.Errorf("worktrees left behind:\n%s", out)
 	}
 }

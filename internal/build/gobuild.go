@@ -42,7 +42,8 @@ type Go struct {
 	// GoCommand is the go binary (default "go" on PATH).
 	GoCommand string
 	// Env is added to the go command's environment after the worker's own
-	// (GOPROXY, GOFLAGS, GOCACHE, ...). CGO_ENABLED, GOOS and GOARCH are
+	// (GOPROXY, GOFLAGS, GOCACHE, ...; never its MESHROLL_* and TEMPORAL_*
+	// variables, which carry the worker's secrets). CGO_ENABLED, GOOS and GOARCH are
 	// set by the builder and cannot be overridden. The builder never adds
 	// -mod=mod: a build uses the commit's go.mod and go.sum as they are,
 	// and needs no network when the module cache holds its dependencies.
@@ -127,7 +128,7 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 	run.logf("%s %s (in %s, GOOS=linux GOARCH=%s CGO_ENABLED=0)", goCmd, strings.Join(args, " "), displayPath(r.Path), arch)
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = modDir
-	cmd.Env = append(append(os.Environ(), g.Env...), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd.Env = append(append(inheritedEnv(), g.Env...), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stdout, cmd.Stderr = run.out, run.out
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {

@@ -51,6 +51,11 @@ const (
 	// DefaultRegistryListen is where the worker's embedded registry serves
 	// when registry.address is empty.
 	DefaultRegistryListen = "127.0.0.1:5000"
+	// DefaultDeploymentName is the Worker Deployment the worker joins when
+	// worker.versioning is enabled and names none.
+	DefaultDeploymentName = "meshroll"
+	// DefaultTracingServiceName is the service.name on the worker's spans.
+	DefaultTracingServiceName = "meshroll-worker"
 	// Builder kinds of Module.Builder.
 	BuilderGo      = "go"
 	BuilderCommand = "command"
@@ -80,6 +85,9 @@ type Config struct {
 	Modules map[string]Module `mapstructure:"modules"`
 	// Machines are the hosts pushed to, by name.
 	Machines map[string]Machine `mapstructure:"machines"`
+	// Worker is how the worker process is observed and upgraded; none of
+	// it changes what a plan does.
+	Worker Worker `mapstructure:"worker"`
 
 	// path is the file the config was read from, so that Validate on a
 	// loaded config still names it.
@@ -138,6 +146,61 @@ type TemporalTLS struct {
 // On reports whether TLS is asked for.
 func (t TemporalTLS) On() bool {
 	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
+}
+
+// Worker holds the worker process's own settings: its metrics and health
+// endpoints, tracing and Worker Versioning. Each is off until set, so a dev
+// mesh runs without a collector or a deployment.
+type Worker struct {
+	// MetricsListen is the host:port serving /metrics (Prometheus: the
+	// Temporal SDK's metrics and meshroll's), /livez and /readyz. Empty:
+	// not served.
+	MetricsListen string `mapstructure:"metrics_listen"`
+	// Tracing exports OpenTelemetry spans of workflows and activities.
+	Tracing Tracing `mapstructure:"tracing"`
+	// Versioning joins the worker to a Temporal Worker Deployment.
+	Versioning Versioning `mapstructure:"versioning"`
+}
+
+// Tracing is where the worker sends its spans. Off unless OTLPEndpoint is
+// set, because a span exporter without a collector only logs failures.
+type Tracing struct {
+	// OTLPEndpoint is the OTLP/HTTP collector's URL, such as
+	// http://otel-collector:4318 (https for TLS). Empty: tracing off.
+	OTLPEndpoint string `mapstructure:"otlp_endpoint"`
+	// ServiceName is the spans' service.name (default meshroll-worker).
+	ServiceName string `mapstructure:"service_name"`
+}
+
+// Service is ServiceName or, when empty, the default, so that a config
+// built in code needs neither.
+func (t Tracing) Service() string {
+	if t.ServiceName == "" {
+		return DefaultTracingServiceName
+	}
+	return t.ServiceName
+}
+
+// Versioning is Temporal Worker Versioning: with it on, a plan stays on the
+// build of the worker that started it (pinned) while machine workflows move
+// to the deployment's current build (auto-upgrade), so a worker can be
+// replaced under plans in flight.
+type Versioning struct {
+	// Enabled turns Worker Versioning on.
+	Enabled bool `mapstructure:"enabled"`
+	// DeploymentName is the Worker Deployment's name (default meshroll).
+	DeploymentName string `mapstructure:"deployment_name"`
+	// BuildID names this worker's build. Empty: the VCS revision the
+	// binary was built from (or the worker's --build-id flag).
+	BuildID string `mapstructure:"build_id"`
+}
+
+// Deployment is DeploymentName or, when empty, the default.
+func (v Versioning) Deployment() string {
+	if v.DeploymentName == "" {
+		return DefaultDeploymentName
+	}
+	return v.DeploymentName
 }
 
 // Push holds the timeouts of a push. They are in the file rather than in
@@ -316,6 +379,10 @@ func Default() *Config {
 		},
 		Modules:  map[string]Module{},
 		Machines: map[string]Machine{},
+		Worker: Worker{
+			Tracing:    Tracing{ServiceName: DefaultTracingServiceName},
+			Versioning: Versioning{DeploymentName: DefaultDeploymentName},
+		},
 	}
 }
 

@@ -168,7 +168,7 @@ func TestSyntaxError(t *testing.T) {
 	assert.False(t, errors.As(err, &ve), "a syntax error is not a list of problems")
 
 	_, err = Parse("mesh.yaml", []byte("- a\n- b\n"))
-	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines")
+	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines, worker")
 }
 
 // TestDecodeAllFields fills every key, so that a field added to a struct
@@ -628,7 +628,7 @@ machines:
 			want: []Problem{
 				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
-				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines (line 1)"},
+				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, worker (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, builder, branch, command, digest_file, args, env (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key (line 2)"},
@@ -855,4 +855,43 @@ machines:
 	require.NotContains(t, fmt.Sprint(c.Registry), "s3cret")
 	b, _ := json.Marshal(c.Registry)
 	require.NotContains(t, string(b), "s3cret")
+}
+
+func TestWarnings(t *testing.T) {
+	cases := []struct {
+		name, host, token string
+		want              string // substring of the one warning, or "" for none
+	}{
+		{"edge-1", "http://10.0.0.5:7400", "t0k", "its host token is sent in clear to 10.0.0.5:7400"},
+		{"edge-1", "http://10.0.0.5:7400", "", "set MESHROLL_MACHINES_EDGE_1_TOKEN"},
+		{"edge-1", "https://10.0.0.5:7400", "t0k", ""},
+		{"edge-1", "http://127.0.0.1:7400", "", ""},
+		{"edge-1", "http://localhost:7400", "t0k", ""},
+		{"edge-1", "http://[::1]:7400", "t0k", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.host+"/"+c.token, func(t *testing.T) {
+			cfg := &Config{Machines: map[string]Machine{c.name: {Host: c.host, Token: c.token}}}
+			got := cfg.Warnings()
+			switch {
+			case c.want == "" && len(got) != 0:
+				t.Errorf("Warnings() = %q, want none", got)
+			case c.want != "" && (len(got) != 1 || !strings.Contains(got[0], c.want)):
+				t.Errorf("Warnings() = %q, want one containing %q", got, c.want)
+			case len(got) == 1 && strings.Contains(got[0], c.token) && c.token != "":
+				t.Errorf("a warning shows the token: %q", got[0])
+			}
+		})
+	}
+}
+
+func TestWarningsSecretModuleEnv(t *testing.T) {
+	cfg := &Config{Modules: map[string]Module{
+		"api": {Env: map[string]string{"LOG_LEVEL": "debug", "db_password": "hunter2"}},
+		"web": {Env: map[string]string{"PORT": "8080"}},
+	}}
+	got := cfg.Warnings()
+	if len(got) != 1 || !strings.Contains(got[0], "module api: env db_password looks like a secret") || strings.Contains(got[0], "hunter2") {
+		t.Errorf("Warnings() = %q, want one about api's db_password, without its value", got)
+	}
 }

@@ -63,6 +63,8 @@ func newViper() *viper.Viper {
 	v.SetDefault("push::retry_budget", d.Push.RetryBudget)
 	v.SetDefault("registry::repository", d.Registry.Repository)
 	v.SetDefault("registry::listen", d.Registry.Listen)
+	v.SetDefault("worker::tracing::service_name", d.Worker.Tracing.ServiceName)
+	v.SetDefault("worker::versioning::deployment_name", d.Worker.Versioning.DeploymentName)
 	return v
 }
 
@@ -77,6 +79,9 @@ var (
 	regKeys      = tagKeys(reflect.TypeFor[Registry]())
 	moduleKeys   = tagKeys(reflect.TypeFor[Module]())
 	machineKeys  = tagKeys(reflect.TypeFor[Machine]())
+	workerKeys   = tagKeys(reflect.TypeFor[Worker]())
+	tracingKeys  = tagKeys(reflect.TypeFor[Tracing]())
+	versionKeys  = tagKeys(reflect.TypeFor[Versioning]())
 )
 
 func tagKeys(t reflect.Type) []string {
@@ -373,6 +378,8 @@ func (l *loader) decode(root *yaml.Node) *Config {
 		Listen:     l.str("registry", "listen"),
 	}
 
+	l.worker(c, val("worker"))
+
 	mods, ok := l.section(val("modules"), "modules", []string{"modules"}, "module name to module", nil)
 	l.skip.modules = !ok
 	l.skip.leaf["modules"] = !ok
@@ -389,6 +396,31 @@ func (l *loader) decode(root *yaml.Node) *Config {
 		c.Machines[e.key.Value] = l.machine(e.key.Value, e.val)
 	}
 	return c
+}
+
+// worker reads the worker section.
+func (l *loader) worker(c *Config, n *yaml.Node) {
+	wsec, _ := l.section(n, "worker", []string{"worker"}, strings.Join(workerKeys, ", "), workerKeys)
+	sub := func(key string) *yaml.Node {
+		for _, e := range wsec {
+			if e.key.Value == key {
+				return e.val
+			}
+		}
+		return nil
+	}
+	c.Worker.MetricsListen = l.str("worker", "metrics_listen")
+	l.section(sub("tracing"), "worker.tracing", []string{"worker", "tracing"}, strings.Join(tracingKeys, ", "), tracingKeys)
+	c.Worker.Tracing = Tracing{
+		OTLPEndpoint: l.str("worker", "tracing", "otlp_endpoint"),
+		ServiceName:  l.str("worker", "tracing", "service_name"),
+	}
+	l.section(sub("versioning"), "worker.versioning", []string{"worker", "versioning"}, strings.Join(versionKeys, ", "), versionKeys)
+	c.Worker.Versioning = Versioning{
+		Enabled:        l.boolean("worker", "versioning", "enabled"),
+		DeploymentName: l.str("worker", "versioning", "deployment_name"),
+		BuildID:        l.str("worker", "versioning", "build_id"),
+	}
 }
 
 // names reports module or machine names that viper, or the environment,

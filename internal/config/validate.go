@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -216,7 +218,67 @@ func (c *Config) problems(sk *skip) []Problem {
 	}
 
 	c.placementProblems(ps)
+	c.workerProblems(ps)
 	return ps.list
+}
+
+// workerProblems checks the worker section: addresses that would only fail
+// when the worker binds or exports, and names Temporal would refuse.
+func (c *Config) workerProblems(ps *problemList) {
+	w := c.Worker
+	if w.MetricsListen != "" {
+		if msg := checkListen(w.MetricsListen); msg != "" {
+			ps.add("worker.metrics_listen", "%s", msg)
+		}
+	}
+	if e := w.Tracing.OTLPEndpoint; e != "" {
+		const want = "want the OTLP/HTTP collector's URL, such as http://otel-collector:4318"
+		u, err := url.Parse(e)
+		switch {
+		case err != nil:
+			ps.add("worker.tracing.otlp_endpoint", "does not parse as a URL; %s", want)
+		case u.Scheme != "http" && u.Scheme != "https":
+			ps.add("worker.tracing.otlp_endpoint", "%q is not an http or https URL; %s", u.Redacted(), want)
+		case u.Hostname() == "":
+			ps.add("worker.tracing.otlp_endpoint", "%q has no host; %s", u.Redacted(), want)
+		}
+	}
+	v := w.Versioning
+	if msg := checkVersionName(v.DeploymentName); msg != "" {
+		ps.add("worker.versioning.deployment_name", "%q %s", v.DeploymentName, msg)
+	} else if strings.Contains(v.DeploymentName, ".") {
+		ps.add("worker.versioning.deployment_name", "%q contains a dot, which Temporal puts between the deployment name and the build ID", v.DeploymentName)
+	}
+	if msg := checkVersionName(v.BuildID); v.BuildID != "" && msg != "" {
+		ps.add("worker.versioning.build_id", "%q %s", v.BuildID, msg)
+	}
+}
+
+// checkListen returns what is wrong with a host:port to listen on, or "".
+func checkListen(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port; want an address to listen on, such as 127.0.0.1:9090 or :9090", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q has no port number; want an address to listen on, such as %s:9090", addr, host)
+	}
+	return ""
+}
+
+// checkVersionName returns what is wrong with a deployment name or build ID
+// as Temporal takes them (at most 255 characters; the version's string form
+// joins the two with a dot, so a deployment name has none), or "".
+func checkVersionName(s string) string {
+	switch {
+	case len(s) > 255:
+		return "is longer than 255 characters"
+	case strings.TrimSpace(s) != s || strings.ContainsAny(s, " \t\n\r"):
+		return "contains spaces"
+	case strings.HasPrefix(s, "__"):
+		return "starts with __, which Temporal reserves"
+	}
+	return ""
 }
 
 // placementProblems checks that every machine running a control_plane module

@@ -26,10 +26,21 @@ import (
 	"github.com/meshroll/meshroll/workflows"
 )
 
-// Register puts meshroll's workflows and activities on a worker.
+// Register puts meshroll's workflows and activities on a worker. Under
+// Worker Versioning (see WithDeployment) a plan is pinned: it finishes on
+// the build that started it, so a plan in flight never meets code it was
+// not written against. A machine workflow auto-upgrades: it runs forever,
+// so it must move to new builds, on its next workflow task (its changes are
+// gated by workflow.GetVersion, which is what lets it replay on new code),
+// and its continue-as-new runs start on the deployment's current build.
+// Without versioning the SDK ignores both behaviours.
 func Register(w worker.Registry, a *activities.Activities) {
-	w.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
-	w.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{Name: meshapi.MachineWorkflowType})
+	w.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{
+		Name: meshapi.PlanWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
+	w.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{
+		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+	})
 	w.RegisterActivityWithOptions(a, activity.RegisterOptions{})
 }
 
@@ -105,9 +116,13 @@ func RegistryOptions(r config.Registry) registry.Options {
 	return o
 }
 
-// New builds a worker on the configured task queue.
+// New builds a worker on the configured task queue. Its options are
+// worker.Options{} with the deployment of worker.versioning added
+// (WithDeployment); with versioning enabled, cfg must name a build ID or
+// the binary must carry one (see BuildID), which the worker's main checks
+// before calling New.
 func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) worker.Worker {
-	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})
+	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(worker.Options{}, cfg.Worker.Versioning))
 	Register(w, &activities.Activities{
 		Mesh:      cfg,
 		Catalogue: deps.Catalogue,
@@ -122,10 +137,14 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 }
 
 // Run runs the worker until ctx ends, then stops it cleanly (in-flight
-// activity attempts are given the SDK's stop timeout to finish).
-func Run(ctx context.Context, w worker.Worker) error {
+// activity attempts are given the SDK's stop timeout to finish). started,
+// if not nil, is called once the worker polls (readiness).
+func Run(ctx context.Context, w worker.Worker, started ...func()) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
+	}
+	for _, f := range started {
+		f()
 	}
 	<-ctx.Done()
 	w.Stop()

@@ -1,0 +1,75 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Warnings lists what is allowed but unsafe in a valid config, for the
+// worker to log at start: a host token sent in clear over plain http to a
+// host that is not on loopback, and a host reached over the network with no
+// token at all (anyone who can reach the agent could then declare what it
+// runs), and a module env variable whose name says it is a secret: module
+// env travels in plan and machine workflow histories, which anyone who can
+// read the namespace (the Web UI) sees. They are warnings, not errors, because a lab network or a tunnel
+// may make them fine; the operator should decide that knowingly.
+func (c *Config) Warnings() []string {
+	var out []string
+	names := make([]string, 0, len(c.Machines))
+	for name := range c.Machines {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m := c.Machines[name]
+		u, err := url.Parse(m.Host)
+		if err != nil || u.Scheme != "http" || loopback(u.Hostname()) {
+			continue
+		}
+		if m.Token != "" {
+			out = append(out, fmt.Sprintf("machine %s: its host token is sent in clear to %s; serve the host API over https (host --tls-cert, machines.%s.ca_file)", name, u.Host, name))
+		} else {
+			out = append(out, fmt.Sprintf("machine %s: no token for %s, so anyone who can reach it can declare what it runs; set %s and start the host with --token-file", name, u.Host, envName("machines", name, "token")))
+		}
+	}
+	mods := make([]string, 0, len(c.Modules))
+	for name := range c.Modules {
+		mods = append(mods, name)
+	}
+	slices.Sort(mods)
+	for _, name := range mods {
+		keys := make([]string, 0, len(c.Modules[name].Env))
+		for k := range c.Modules[name].Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if secretName(k) {
+				out = append(out, fmt.Sprintf("module %s: env %s looks like a secret, but module env is kept in workflow histories (the Web UI shows it); deliver secrets on the host instead", name, k))
+			}
+		}
+	}
+	return out
+}
+
+// secretName says whether an environment variable's name marks a secret.
+func secretName(k string) bool {
+	u := strings.ToUpper(k)
+	for _, w := range []string{"PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"} {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

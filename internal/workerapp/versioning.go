@@ -1,0 +1,127 @@
+package workerapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/telemetry"
+	"github.com/meshroll/meshroll/internal/temporalx"
+)
+
+// WithDeployment returns o joined to the Worker Deployment that v names,
+// with build ID BuildID(v), when v is enabled; otherwise o unchanged. The
+// workflows' behaviours (pinned plans, auto-upgrading machines) are set at
+// registration (Register).
+func WithDeployment(o worker.Options, v config.Versioning) worker.Options {
+	if !v.Enabled {
+		return o
+	}
+	o.DeploymentOptions = worker.DeploymentOptions{
+		UseVersioning: true,
+		Version:       Version(v),
+	}
+	return o
+}
+
+// Version is the Worker Deployment Version the config names.
+func Version(v config.Versioning) worker.WorkerDeploymentVersion {
+	return worker.WorkerDeploymentVersion{DeploymentName: v.Deployment(), BuildID: BuildID(v)}
+}
+
+// BuildID is the build ID a versioned worker announces: worker.versioning.
+// build_id if set, else the VCS revision Go stamped into the binary (with
+// "-dirty" when the tree had changes), else "". A binary built outside a
+// checkout, or by go run or go test, has no revision; give it one with
+// build_id, MESHROLL_WORKER_VERSIONING_BUILD_ID or the worker's --build-id.
+func BuildID(v config.Versioning) string {
+	if v.BuildID != "" {
+		return v.BuildID
+	}
+	return buildRevision()
+}
+
+func buildRevision() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
+}
+
+// ErrNoBuildID is returned by CheckVersioning for a versioned worker that
+// cannot name its build.
+var ErrNoBuildID = errors.New("worker.versioning is enabled but the worker has no build ID: set worker.versioning.build_id (MESHROLL_WORKER_VERSIONING_BUILD_ID), pass --build-id, or build the worker from a git checkout so that Go stamps the revision")
+
+// CheckVersioning says whether New can build a versioned worker from v.
+func CheckVersioning(v config.Versioning) error {
+	if v.Enabled && BuildID(v) == "" {
+		return ErrNoBuildID
+	}
+	return nil
+}
+
+// Readiness is the worker's /readyz check: the worker has started (its
+// pollers run) and the Temporal frontend answers a health check now.
+type Readiness struct {
+	client  client.Client
+	started atomic.Bool
+}
+
+// NewReadiness checks c; the worker is not ready until Started.
+func NewReadiness(c client.Client) *Readiness { return &Readiness{client: c} }
+
+// Started marks the worker started.
+func (r *Readiness) Started() { r.started.Store(true) }
+
+// Check is the health.Check.
+func (r *Readiness) Check(ctx context.Context) error {
+	if !r.started.Load() {
+		return errors.New("worker not started")
+	}
+	if _, err := r.client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return fmt.Errorf("temporal unreachable: %w", err)
+	}
+	return nil
+}
+
+// Dial connects the worker's client to the configured Temporal with tel's
+// metrics handler and tracing interceptor, which the SDK hands on to every
+// worker built on the client, and checks the frontend answers within
+// timeout.
+func Dial(ctx context.Context, cfg *config.Config, tel *telemetry.Telemetry, log zerolog.Logger, timeout time.Duration) (client.Client, error) {
+	o, err := temporalx.Options(cfg.Temporal, log)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.DialContext(dctx, tel.ClientOptions(o))
+	if err != nil {
+		return nil, fmt.Errorf("temporal unreachable at %s (namespace %s): %w; start it (temporal server start-dev) or set temporal.address / MESHROLL_TEMPORAL_ADDRESS",
+			cfg.Temporal.Address, cfg.Temporal.Namespace, err)
+	}
+	return c, nil
+}

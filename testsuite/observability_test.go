@@ -1,0 +1,166 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/health"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/telemetry"
+	"github.com/meshroll/meshroll/internal/telemetry/scrape"
+	"github.com/meshroll/meshroll/internal/workerapp"
+	"github.com/meshroll/meshroll/workflows"
+)
+
+// observedWorker replaces the stack's worker with one wired as the worker
+// binary wires it (workerapp.Dial's options: telemetry's metrics handler
+// and tracing interceptor on the client), serving /metrics, /livez and
+// /readyz on loopback. Spans go to exp.
+func observedWorker(t *testing.T, s *stack, exp *tracetest.InMemoryExporter) (base string, tel *telemetry.Telemetry) {
+	t.Helper()
+	s.worker.Stop()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	tel, err := telemetry.New(telemetry.Options{Worker: s.cfg.Worker, Log: log, SpanExporter: exp})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	c, err := client.NewClientFromExisting(s.c, tel.ClientOptions(s.srv.ClientOptions()))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ready := workerapp.NewReadiness(c)
+	addr, err := tel.Serve("127.0.0.1:0", ready.Check)
+	require.NoError(t, err)
+	base = "http://" + addr.String()
+	code, body := get(t, base+health.PathReady)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "not ready before the worker starts: %s", body)
+	assert.Contains(t, body, "worker not started")
+
+	w := workerapp.New(c, s.cfg, s.repo, workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}, log)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	ready.Started()
+	s.worker = w
+	code, body = get(t, base+health.PathReady)
+	assert.Equal(t, http.StatusOK, code, "ready once started and Temporal answers: %s", body)
+	code, _ = get(t, base+health.PathLive)
+	assert.Equal(t, http.StatusOK, code)
+	return base, tel
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// metricUntil scrapes url until cond holds for the named metric (a counter
+// or gauge summed over the samples matching labels), failing with what it
+// waited for and the last value seen.
+func metricUntil(t *testing.T, url, name string, labels map[string]string, what string, cond func(float64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	for time.Now().Before(deadline) {
+		m, err := scrape.Get(context.Background(), url)
+		require.NoError(t, err)
+		v, ok := m.Value(name, labels)
+		if ok && cond(v) {
+			return
+		}
+		last = fmt.Sprintf("found=%v value=%v", ok, v)
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronisation
+	}
+	t.Fatalf("timed out waiting for %s%v to be %s (last scrape: %s)", name, labels, what, last)
+}
+
+func TestMetricsDuringAPlan(t *testing.T) {
+	s := newStack(t, stackOptions{
+		modules: []string{"svc", "side"},
+		machines: []machineSpec{
+			{name: "edge-1", tier: 0, modules: []string{"svc", "side"}},
+			{name: "edge-2", tier: 1, modules: []string{"svc"}},
+		},
+	})
+	exp := tracetest.NewInMemoryExporter()
+	base, tel := observedWorker(t, s, exp)
+	metrics := base + "/metrics"
+
+	// Two plans wait at their gate before tier 0 with their declarations
+	// composed; with edge-1 down, the first approved push stays in flight
+	// (retrying) and the second waits in edge-1's queue.
+	svc := s.start("svc", s.git("log", "-1", "--format=%H", "--", "examples/svc"), 0, 1)
+	side := s.start("side", s.git("log", "-1", "--format=%H", "--", "examples/side"), 0)
+	waitFor(t, s, svc.ID, meshapi.PlanGated)
+	waitFor(t, s, side.ID, meshapi.PlanGated)
+	metricUntil(t, metrics, workflows.MetricPlansStarted+"_total", map[string]string{"module": "svc"}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPlansStarted+"_total", map[string]string{"module": "side"}, "1", func(v float64) bool { return v == 1 })
+
+	s.hosts["edge-1"].SetDown(true)
+	_, err := controlPlan(s, svc.ID, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
+	require.NoError(t, err)
+	_, err = controlPlan(s, side.ID, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
+	require.NoError(t, err)
+	queue := map[string]string{"machine": "edge-1"}
+	metricUntil(t, metrics, workflows.MetricQueueLength, queue, "1 (one push in flight to the down host, one waiting)", func(v float64) bool { return v == 1 })
+
+	s.hosts["edge-1"].SetDown(false)
+	waitFor(t, s, side.ID, meshapi.PlanConverged)
+	metricUntil(t, metrics, workflows.MetricQueueLength, queue, "0 once the host is back", func(v float64) bool { return v == 0 })
+	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": meshapi.MachineConverged}, "2", func(v float64) bool { return v == 2 })
+	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "side", "state": meshapi.PlanConverged}, "1", func(v float64) bool { return v == 1 })
+	m, err := scrape.Get(context.Background(), metrics)
+	require.NoError(t, err)
+	_, ended := m.Value(workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc"})
+	assert.False(t, ended, "svc waits at its second gate: not ended")
+
+	one := 1
+	_, err = controlPlan(s, svc.ID, meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one, By: "test"})
+	require.NoError(t, err)
+	waitFor(t, s, svc.ID, meshapi.PlanConverged)
+	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc", "state": meshapi.PlanConverged}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricTierDuration+"_seconds", map[string]string{"module": "svc", "state": meshapi.TierConverged}, "2 tiers timed", func(v float64) bool { return v == 2 })
+	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-2", "outcome": meshapi.MachineConverged}, "1", func(v float64) bool { return v == 1 })
+
+	// The SDK's own metrics are on the same endpoint.
+	m, err = scrape.Get(context.Background(), metrics)
+	require.NoError(t, err)
+	for _, name := range []string{"temporal_workflow_completed_total", "temporal_activity_execution_latency_seconds", "temporal_request_total"} {
+		_, ok := m.Value(name, nil)
+		assert.True(t, ok, "SDK metric %s served", name)
+	}
+
+	// The host agent's metrics after its applies.
+	hm, err := scrape.Get(context.Background(), s.hosts["edge-1"].URL()+agent.PathMetrics)
+	require.NoError(t, err)
+	applied, _ := hm.Value(agent.MetricApplies, map[string]string{"outcome": agent.OutcomeApplied})
+	assert.Equal(t, float64(len(s.hosts["edge-1"].Applied())), applied, "agent counts each apply its journal shows")
+	assert.Equal(t, 2.0, applied)
+	running, _ := hm.Value(agent.MetricContainers, map[string]string{"state": "running"})
+	assert.Equal(t, 2.0, running, "svc and side run on edge-1")
+
+	// Tracing: the interceptor made spans of the plan's activities.
+	require.NoError(t, tel.Flush(context.Background()))
+	names := map[string]bool{}
+	for _, sp := range exp.GetSpans() {
+		names[sp.Name] = true
+	}
+	for _, want := range []string{"RunWorkflow:" + meshapi.PlanWorkflowType, "RunActivity:Build", "RunActivity:Push"} {
+		assert.True(t, names[want], "span %s among %d spans: %v", want, len(names), strings.Join(keys(names), ", "))
+	}
+}

@@ -1,0 +1,761 @@
+package testsuite
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"debug/buildinfo"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/devserver"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/registry"
+	"github.com/meshroll/meshroll/internal/temporalx"
+)
+
+// The production topology, run natively: the real Temporal server (not the
+// dev server) on a real PostgreSQL with its schema set up by
+// temporal-sql-tool through deploy/temporal/setup-schema.sh, a namespace
+// registered as an operator would, an OCI registry of its own, a PostgreSQL
+// catalogue, a host agent per machine as real `host` processes, and two
+// `worker` processes, all configured by deploy/compose-mesh.yaml (the file
+// docker-compose.yml mounts) with loopback addresses given as MESHROLL_*
+// variables. A merge converges; then a second merge, during which the
+// worker running a push is SIGKILLed, is finished by the other worker, and
+// every host's journal shows each declaration applied once.
+//
+// It needs scripts/install-temporal-server.sh (the server and its SQL tool)
+// and MESHROLL_TEST_POSTGRES_DSN (scripts/postgres-test.sh). Without them,
+// or with -short or MESHROLL_SKIP_PRODUCTION=1, it skips locally; with CI
+// set it fails instead.
+func TestProductionTopology(t *testing.T) {
+	p := newProdStack(t)
+	p.startTemporal()
+	p.registerNamespace()
+	p.startRegistry()
+	for _, machine := range p.cfg.MachineNames() {
+		p.startHost(machine)
+	}
+	a, b := p.startWorker("worker-a"), p.startWorker("worker-b")
+	p.checkCatalogue(0)
+
+	// The first merge converges through the starter, as CI would run it.
+	c1 := p.mesh.commitHost(t)
+	out := p.starter("merge", "--module", "host", "--commit", c1, "--wait", "--output", "json")
+	var merged struct{ Plan, State string }
+	require.NoError(t, json.Unmarshal([]byte(out), &merged), out)
+	require.Equal(t, meshapi.PlanID("host", c1), merged.Plan)
+	require.Equal(t, meshapi.PlanConverged, merged.State, out)
+	d1 := p.planDigest(merged.Plan)
+	for _, machine := range p.cfg.MachineNames() {
+		require.Equal(t, d1, p.running(machine, "host"), "%s runs the first merge's build", machine)
+	}
+
+	// The second merge: once a push is in flight on one worker, that worker
+	// is killed; the other picks the push up (after the heartbeat timeout)
+	// and the plan converges.
+	c2 := p.mesh.commitHost(t)
+	id2 := meshapi.PlanID("host", c2)
+	p.starter("merge", "--module", "host", "--commit", c2)
+	victim, machine := p.waitForPushInFlight(id2, a, b)
+	t.Logf("SIGKILL %s (pid %d) while it pushes %s to %s", victim.name, victim.cmd.Process.Pid, id2, machine)
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	<-victim.done
+	var exit *exec.ExitError
+	require.ErrorAs(t, victim.err, &exit, "%s was killed", victim.name)
+	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
+
+	killed := time.Now()
+	final := p.waitPlan(id2, 4*time.Minute)
+	require.Equal(t, meshapi.PlanConverged, final.State, "%s: %s", id2, final.Reason)
+	t.Logf("%s converged %v after the kill", id2, time.Since(killed).Round(time.Millisecond))
+	survivor := a
+	if victim == a {
+		survivor = b
+	}
+	select {
+	case <-survivor.done:
+		t.Fatalf("%s exited too (%v)", survivor.name, survivor.err)
+	default:
+	}
+	require.NotNil(t, final.Build)
+	d2 := final.Build.Digest
+	require.NotEqual(t, d1, d2)
+	for _, m := range p.cfg.MachineNames() {
+		require.Equal(t, d2, p.running(m, "host"), "%s runs the second merge's build after the worker was killed", m)
+	}
+	// Nothing was applied twice: each host journalled every sequence it
+	// applied once, in order, never lowering a generation, and took each
+	// plan's declaration once.
+	repeats := 0
+	for _, m := range p.cfg.MachineNames() {
+		repeats += p.checkJournal(m, merged.Plan, id2)
+	}
+	t.Logf("journals: one apply per plan per machine; %d repeated declarations acknowledged without applying", repeats)
+	p.checkCatalogue(2)
+}
+
+// prodServerModule and prodServerVersion are what
+// scripts/install-temporal-server.sh installs.
+const (
+	prodServerModule  = "go.temporal.io/server"
+	prodServerVersion = "v1.29.1"
+	prodServerEnv     = "MESHROLL_TEMPORAL_SERVER"
+	prodSkipEnv       = "MESHROLL_SKIP_PRODUCTION"
+	prodPostgresEnv   = "MESHROLL_TEST_POSTGRES_DSN"
+	prodNamespace     = "meshroll"
+	prodToken         = "production-test-token"
+)
+
+// prodSkip skips the test locally and fails it in CI, where a skipped
+// production test would pass for a tested one.
+func prodSkip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") != "" {
+		t.Fatalf("production topology: %s (CI never skips this test)", msg)
+	}
+	t.Skipf("production topology: %s", msg)
+}
+
+// prodServerBinaries finds temporal-server and temporal-sql-tool where
+// scripts/install-temporal-server.sh puts them, at the version it installs.
+func prodServerBinaries(t *testing.T) (server, sqlTool string) {
+	t.Helper()
+	hint := "run scripts/install-temporal-server.sh (or set " + prodServerEnv + " to its output)"
+	var candidates []string
+	if p := os.Getenv(prodServerEnv); p != "" {
+		candidates = append(candidates, p)
+	}
+	if p, err := exec.LookPath("temporal-server"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, key := range []string{"GOBIN", "GOPATH"} {
+		out, err := exec.Command("go", "env", key).Output()
+		if dir := strings.TrimSpace(strings.Split(string(out), string(os.PathListSeparator))[0]); err == nil && dir != "" {
+			if key == "GOPATH" {
+				dir = filepath.Join(dir, "bin")
+			}
+			candidates = append(candidates, filepath.Join(dir, "temporal-server"))
+		}
+	}
+	wanted := func(p string) bool {
+		bi, err := buildinfo.ReadFile(p)
+		return err == nil && bi.Main.Path == prodServerModule && bi.Main.Version == prodServerVersion
+	}
+	for _, c := range candidates {
+		tool := filepath.Join(filepath.Dir(c), "temporal-sql-tool")
+		if wanted(c) && wanted(tool) {
+			return c, tool
+		}
+	}
+	prodSkip(t, "no temporal-server and temporal-sql-tool of %s %s in %v: %s", prodServerModule, prodServerVersion, candidates, hint)
+	return "", ""
+}
+
+// prodSchemaDir is the server module's PostgreSQL schema, from the module
+// cache (the install script's go install downloaded the module).
+func prodSchemaDir(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", prodServerModule+"@"+prodServerVersion)
+	cmd.Dir = t.TempDir() // outside this module, so that its go.mod is left alone
+	out, err := cmd.Output()
+	require.NoError(t, err, "go mod download %s@%s: %s", prodServerModule, prodServerVersion, out)
+	var mod struct{ Dir, Error string }
+	require.NoError(t, json.Unmarshal(out, &mod), "%s", out)
+	require.Empty(t, mod.Error)
+	dir := filepath.Join(mod.Dir, "schema", "postgresql", "v12")
+	require.DirExists(t, filepath.Join(dir, "temporal", "versioned"))
+	return dir
+}
+
+// prodStack is the topology under test.
+type prodStack struct {
+	t        *testing.T
+	dir      string
+	server   string
+	sqlTool  string
+	bins     string
+	pg       *url.URL // the role that may create databases
+	dbs      map[string]string
+	mesh     *dsMesh
+	cfgPath  string
+	cfg      *config.Config
+	frontend string
+	registry string
+	hosts    map[string]string // machine -> URL
+	c        client.Client
+	workers  []*prodProc
+}
+
+// prodProc is one process of the topology, its output kept for failures.
+type prodProc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *dsBuffer
+	done chan struct{}
+	err  error
+}
+
+func newProdStack(t *testing.T) *prodStack {
+	t.Helper()
+	if testing.Short() {
+		prodSkip(t, "skipped with -short")
+	}
+	if os.Getenv(prodSkipEnv) != "" {
+		prodSkip(t, "skipped by %s", prodSkipEnv)
+	}
+	server, tool := prodServerBinaries(t)
+	base := os.Getenv(prodPostgresEnv)
+	if base == "" {
+		prodSkip(t, "%s is not set: as root, export %s=\"$(bash scripts/postgres-test.sh)\"", prodPostgresEnv, prodPostgresEnv)
+	}
+	pg, err := url.Parse(base)
+	require.NoError(t, err, "%s is not a URL", prodPostgresEnv)
+	cfgPath, err := filepath.Abs(filepath.Join("..", "deploy", "compose-mesh.yaml"))
+	require.NoError(t, err)
+	p := &prodStack{
+		t: t, dir: t.TempDir(), server: server, sqlTool: tool, pg: pg,
+		mesh: dsScratchMesh(t), cfgPath: cfgPath, hosts: map[string]string{},
+	}
+	p.cfg0()
+	p.bins = dsBuild(t, "worker", "host", "starter")
+	p.createDatabases()
+	return p
+}
+
+// createDatabases makes fresh databases for this run (Temporal's two through
+// the schema script, the catalogue's directly) and drops them at the end.
+func (p *prodStack) createDatabases() {
+	t := p.t
+	var suffix [5]byte
+	_, _ = rand.Read(suffix[:])
+	s := hex.EncodeToString(suffix[:])
+	p.dbs = map[string]string{"temporal": "prod_temporal_" + s, "visibility": "prod_visibility_" + s, "catalogue": "prod_catalogue_" + s}
+	admin, err := sql.Open("pgx", p.pg.String())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, db := range p.dbs {
+			if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+				t.Errorf("drop database %s: %v", db, err)
+			}
+		}
+		_ = admin.Close()
+	})
+	_, err = admin.ExecContext(t.Context(), "CREATE DATABASE "+p.dbs["catalogue"])
+	require.NoError(t, err, "create the catalogue's database on %s", sqlcat.RedactDSN(p.pg.String()))
+
+	pw, _ := p.pg.User.Password()
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "setup-schema.sh"))
+	cmd.Env = append(dsEnv(""),
+		"SQL_HOST="+p.pg.Hostname(), "SQL_PORT="+p.pgPort(), "SQL_USER="+p.pg.User.Username(), "SQL_PASSWORD="+pw,
+		"TEMPORAL_SCHEMA_DIR="+prodSchemaDir(t), "TEMPORAL_SQL_TOOL="+p.sqlTool,
+		"TEMPORAL_DB="+p.dbs["temporal"], "TEMPORAL_VISIBILITY_DB="+p.dbs["visibility"])
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "deploy/temporal/setup-schema.sh:\n%s", dsLastLines(string(out), 40))
+	require.Contains(t, string(out), "setup-schema: done")
+	t.Logf("Temporal schema set up on PostgreSQL in %v", time.Since(started).Round(time.Millisecond))
+}
+
+func (p *prodStack) pgPort() string {
+	if port := p.pg.Port(); port != "" {
+		return port
+	}
+	return "5432"
+}
+
+// prodServerConfig is the server's config: PostgreSQL for persistence and
+// visibility, every service on loopback ports picked for this run. It is
+// the shape of the server module's config/development-postgres12.yaml.
+const prodServerConfig = `log: {stdout: true, level: warn}
+persistence:
+  defaultStore: default
+  visibilityStore: visibility
+  numHistoryShards: 4
+  datastores:
+    default:
+      sql: {pluginName: postgres12, databaseName: %[1]s, connectAddr: %[3]q, connectProtocol: tcp, user: %[4]q, password: %[5]q, maxConns: 20, maxIdleConns: 20, maxConnLifetime: 1h}
+    visibility:
+      sql: {pluginName: postgres12, databaseName: %[2]s, connectAddr: %[3]q, connectProtocol: tcp, user: %[4]q, password: %[5]q, maxConns: 5, maxIdleConns: 5, maxConnLifetime: 1h}
+global:
+  membership: {maxJoinDuration: 30s, broadcastAddress: 127.0.0.1}
+services:
+  frontend: {rpc: {grpcPort: %[6]d, membershipPort: %[7]d, httpPort: %[8]d, bindOnLocalHost: true}}
+  history: {rpc: {grpcPort: %[9]d, membershipPort: %[10]d, bindOnLocalHost: true}}
+  matching: {rpc: {grpcPort: %[11]d, membershipPort: %[12]d, bindOnLocalHost: true}}
+  worker: {rpc: {grpcPort: %[13]d, membershipPort: %[14]d, bindOnLocalHost: true}}
+clusterMetadata:
+  enableGlobalNamespace: false
+  failoverVersionIncrement: 10
+  masterClusterName: active
+  currentClusterName: active
+  clusterInformation:
+    active: {enabled: true, initialFailoverVersion: 1, rpcName: frontend, rpcAddress: "127.0.0.1:%[6]d"}
+dcRedirectionPolicy: {policy: noop}
+dynamicConfigClient: {filepath: %[15]q, pollInterval: 10s}
+`
+
+// prodDynamicConfig is added to deploy/temporal/dynamicconfig.yaml (the
+// compose file's): task queues get one partition, as on the dev servers of
+// the other tests; on two cores it is what keeps a push round trip near a
+// tenth of a second.
+const prodDynamicConfig = `matching.numTaskqueueReadPartitions:
+  - value: 1
+matching.numTaskqueueWritePartitions:
+  - value: 1
+`
+
+// startTemporal writes the server's config and starts temporal-server,
+// waiting until its frontend answers health checks.
+func (p *prodStack) startTemporal() {
+	t := p.t
+	root := filepath.Join(p.dir, "temporal")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "config"), 0o755))
+	dyn := filepath.Join(root, "dynamicconfig.yaml")
+	deployed, err := os.ReadFile(filepath.Join("..", "deploy", "temporal", "dynamicconfig.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(dyn, append(deployed, prodDynamicConfig...), 0o644))
+	// Ports in the order of prodServerConfig: frontend gRPC, membership and
+	// HTTP, then gRPC and membership of history, matching and worker.
+	// Membership ports are stored as a PostgreSQL smallint, so they must be
+	// below 32768, where the kernel's ephemeral ports (dsFreePort) are not.
+	ports := make([]any, 9)
+	for i := range ports {
+		if i == 1 || (i >= 3 && i%2 == 0) {
+			ports[i] = prodLowPort(t)
+		} else {
+			ports[i] = dsFreePort(t)
+		}
+	}
+	pw, _ := p.pg.User.Password()
+	args := append([]any{p.dbs["temporal"], p.dbs["visibility"], p.pg.Hostname() + ":" + p.pgPort(), p.pg.User.Username(), pw}, ports...)
+	args = append(args, dyn)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "config", "production.yaml"), fmt.Appendf(nil, prodServerConfig, args...), 0o600))
+	p.frontend = "127.0.0.1:" + strconv.Itoa(ports[0].(int))
+
+	started := time.Now()
+	srv := p.spawn("temporal-server", nil, p.server, "--root", root, "--config", "config", "--env", "production", "--allow-no-auth", "start")
+	c, err := client.NewLazyClient(client.Options{HostPort: p.frontend, Namespace: "temporal-system", Logger: logNothing{}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("temporal-server exited before its frontend answered (%v):\n%s", srv.err, prodTail(srv.out.String(), 40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("temporal-server's frontend on %s did not answer a health check within 3 minutes: %v\n%s", p.frontend, err, prodTail(srv.out.String(), 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("temporal-server %s on PostgreSQL answered on %s after %v", prodServerVersion, p.frontend, time.Since(started).Round(time.Millisecond))
+}
+
+// prodLowPort is a loopback port below 32768 that is free when asked.
+func prodLowPort(t *testing.T) int {
+	t.Helper()
+	for range 200 {
+		var b [2]byte
+		_, _ = rand.Read(b[:])
+		port := 20000 + int(b[0])<<8%12000 + int(b[1])
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port between 20000 and 32767 in 200 tries")
+	return 0
+}
+
+// prodTail is the last n lines of a process's output, each cut to 300
+// bytes (the server logs stack traces on one line).
+func prodTail(s string, n int) string {
+	lines := strings.Split(dsLastLines(s, n), "\n")
+	for i, l := range lines {
+		if len(l) > 300 {
+			lines[i] = l[:300] + "…"
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// registerNamespace runs deploy/temporal/create-namespace.sh with the
+// Temporal CLI, the operator's one-time set-up of a new cluster (the
+// compose file's temporal-namespace job), checks that it registers exactly
+// meshroll's search attributes, and waits until the frontend accepts
+// queries by them.
+func (p *prodStack) registerNamespace() {
+	t := p.t
+	cli, err := devserver.CLIPath()
+	if err != nil {
+		prodSkip(t, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "create-namespace.sh"))
+	cmd.Env = append(dsEnv(""), "TEMPORAL_CLI="+cli, "TEMPORAL_ADDRESS="+p.frontend, "TEMPORAL_NAMESPACE="+prodNamespace)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "deploy/temporal/create-namespace.sh:\n%s", prodTail(string(out), 40))
+
+	c, err := temporalx.Dial(ctx, config.Temporal{Address: p.frontend, Namespace: prodNamespace}, zerolog.Nop(), 30*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	p.c = c
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: prodNamespace})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for name, typ := range have.GetCustomAttributes() {
+		if strings.HasPrefix(name, "Meshroll") {
+			got[name] = typ.String()
+		}
+	}
+	want := map[string]string{}
+	for name, typ := range meshapi.SearchAttributeTypes {
+		v, err := enumspb.IndexedValueTypeFromString(typ)
+		require.NoError(t, err)
+		want[name] = v.String()
+	}
+	require.Equal(t, want, got, "create-namespace.sh registers meshapi.SearchAttributeTypes")
+
+	var lastErr error
+	for ctx.Err() == nil {
+		_, lastErr = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Namespace: prodNamespace, Query: meshapi.SAModule.GetName() + ` = "probe"`,
+		})
+		if lastErr == nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("namespace %s does not accept queries by %s within 3 minutes: %v", prodNamespace, meshapi.SAModule.GetName(), lastErr)
+}
+
+// startRegistry serves an OCI registry of its own for the builds, as
+// registry:2 does in the compose file.
+func (p *prodStack) startRegistry() {
+	srv, err := registry.New(filepath.Join(p.dir, "registry"))
+	require.NoError(p.t, err)
+	u, err := srv.Start("127.0.0.1:0")
+	require.NoError(p.t, err)
+	p.t.Cleanup(func() { _ = srv.Close() })
+	p.registry = u
+}
+
+// startHost runs the host binary for machine. The noop runtime reports
+// each container starting for two seconds, long enough to catch a push in
+// flight.
+func (p *prodStack) startHost(machine string) {
+	t := p.t
+	addr := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
+	p.hosts[machine] = "http://" + addr
+	p.spawn("host "+machine, []string{"MESHROLL_HOST_TOKEN=" + prodToken}, filepath.Join(p.bins, "host"),
+		"--machine", machine, "--listen", addr, "--state", filepath.Join(p.dir, "hosts", machine),
+		"--runtime", agent.RuntimeNoop, "--noop-start-delay", "2s", "--log-format", "json")
+	hc, err := host.NewHTTPClient(p.hosts[machine], prodToken, nil)
+	require.NoError(t, err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := hc.Report(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host %s on %s did not answer its report within a minute: %v", machine, addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// env is what an operator sets beside deploy/compose-mesh.yaml to run it
+// here: loopback addresses, the catalogue's DSN, the hosts' tokens and the
+// scratch repository for the modules.
+func (p *prodStack) env(stateDir string) []string {
+	cat := *p.pg
+	cat.Path = "/" + p.dbs["catalogue"]
+	env := []string{
+		config.EnvConfig + "=" + p.cfgPath,
+		"MESHROLL_TEMPORAL_ADDRESS=" + p.frontend,
+		"MESHROLL_REGISTRY_ADDRESS=" + p.registry,
+		"MESHROLL_CATALOGUE_DSN=" + cat.String(),
+	}
+	if stateDir != "" {
+		env = append(env, "MESHROLL_STATE_DIR="+stateDir)
+	}
+	for _, m := range p.cfg.ModuleNames() {
+		env = append(env, "MESHROLL_MODULES_"+prodEnvName(m)+"_REPO="+p.mesh.repo)
+	}
+	for m, u := range p.hosts {
+		env = append(env, "MESHROLL_MACHINES_"+prodEnvName(m)+"_HOST="+u, "MESHROLL_MACHINES_"+prodEnvName(m)+"_TOKEN="+prodToken)
+	}
+	return append(dsEnv(""), env...)
+}
+
+// cfg0 is deploy/compose-mesh.yaml as the file says, before any override.
+func (p *prodStack) cfg0() *config.Config {
+	if p.cfg == nil {
+		cfg, err := config.Load(p.cfgPath)
+		require.NoError(p.t, err)
+		p.cfg = cfg
+	}
+	return p.cfg
+}
+
+func prodEnvName(name string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
+}
+
+// startWorker runs a worker process on the mesh and waits until it polls.
+func (p *prodStack) startWorker(name string) *prodProc {
+	t := p.t
+	w := p.spawn(name, p.env(filepath.Join(p.dir, name)), filepath.Join(p.bins, "worker"), "--log-level", "info", "--log-format", "json")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(w.out.String(), `"message":"worker started"`) {
+		select {
+		case <-w.done:
+			t.Fatalf("%s exited before it started (%v):\n%s", name, w.err, prodTail(w.out.String(), 30))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not log \"worker started\" within 2 minutes:\n%s", name, prodTail(w.out.String(), 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.workers = append(p.workers, w)
+	return w
+}
+
+// spawn starts a process whose output is kept, stopped with SIGTERM (then
+// SIGKILL) when the test ends, and whose last lines are logged if it fails.
+func (p *prodStack) spawn(name string, env []string, bin string, args ...string) *prodProc {
+	t := p.t
+	proc := &prodProc{name: name, out: &dsBuffer{}, done: make(chan struct{})}
+	proc.cmd = exec.Command(bin, args...)
+	proc.cmd.Env = env
+	if env == nil {
+		proc.cmd.Env = dsEnv("")
+	}
+	proc.cmd.Stdout, proc.cmd.Stderr = proc.out, proc.out
+	require.NoError(t, proc.cmd.Start(), "start %s", name)
+	go func() { proc.err = proc.cmd.Wait(); close(proc.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-proc.done:
+		default:
+			_ = proc.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-proc.done:
+			case <-time.After(30 * time.Second):
+				_ = proc.cmd.Process.Kill()
+				<-proc.done
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s (pid %d) output, last lines:\n%s", name, proc.cmd.Process.Pid, prodTail(proc.out.String(), 40))
+		}
+	})
+	return proc
+}
+
+// starter runs the starter binary as an operator would; it must succeed.
+func (p *prodStack) starter(args ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(p.bins, "starter"), args...)
+	cmd.Env = p.env("")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(p.t, cmd.Run(), "starter %v:\n%s\n%s", args, stdout.String(), stderr.String())
+	return stdout.String()
+}
+
+func (p *prodStack) planDigest(id string) string {
+	st, err := plans.State(context.Background(), p.c, id)
+	require.NoError(p.t, err)
+	require.NotNil(p.t, st.Build, "plan %s has no build", id)
+	return st.Build.Digest
+}
+
+// waitPlan polls the plan until it ends.
+func (p *prodStack) waitPlan(id string, within time.Duration) meshapi.PlanState {
+	deadline := time.Now().Add(within)
+	var st meshapi.PlanState
+	var err error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err = plans.State(ctx, p.c, id)
+		cancel()
+		if err == nil && meshapi.PlanTerminal(st.State) {
+			return st
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	p.t.Fatalf("plan %s did not end within %v; it is %q (%s), last error %v", id, within, st.State, st.Reason, err)
+	return st
+}
+
+// waitForPushInFlight waits until a machine workflow has plan id's push
+// running on one of the workers, and returns that worker and the machine.
+// The worker is known by the identity the activity last ran with, which the
+// SDK makes from the process ID ("pid@host@").
+func (p *prodStack) waitForPushInFlight(id string, workers ...*prodProc) (*prodProc, string) {
+	t := p.t
+	deadline := time.Now().Add(4 * time.Minute)
+	var seen []string
+	for time.Now().Before(deadline) {
+		for _, machine := range p.cfg.MachineNames() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			d, err := p.c.DescribeWorkflow(ctx, meshapi.MachineID(machine), "")
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, a := range d.RawResponse.GetPendingActivities() {
+				if a.GetActivityType().GetName() != "Push" || a.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+					continue
+				}
+				identity := a.GetLastWorkerIdentity()
+				for _, w := range workers {
+					if strings.HasPrefix(identity, strconv.Itoa(w.cmd.Process.Pid)+"@") {
+						return w, machine
+					}
+				}
+				if !slices.Contains(seen, identity) {
+					seen = append(seen, identity)
+				}
+			}
+		}
+		st, err := plans.State(context.Background(), p.c, id)
+		if err == nil && meshapi.PlanTerminal(st.State) {
+			t.Fatalf("plan %s ended %s before a push was seen in flight on a worker (identities seen: %v)", id, st.State, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no push of %s was seen in flight on a worker within 4 minutes (identities seen: %v)", id, seen)
+	return nil, ""
+}
+
+// running is the digest the machine reports running for module.
+func (p *prodStack) running(machine, module string) string {
+	hc, err := host.NewHTTPClient(p.hosts[machine], prodToken, nil)
+	require.NoError(p.t, err)
+	rep, err := hc.Report(context.Background())
+	require.NoError(p.t, err)
+	c, ok := rep.Running(module)
+	require.True(p.t, ok, "%s runs no %s", machine, module)
+	require.Equal(p.t, mesh.StateRunning, c.State, "%s's %s", machine, module)
+	return c.Digest
+}
+
+// checkJournal reads a host's whole journal and asserts that every
+// sequence was applied once and in order, that no container's generation
+// went down, and that each plan's declaration was applied exactly once. It
+// returns how many repeats (a retried push acknowledged without applying)
+// the host journalled.
+func (p *prodStack) checkJournal(machine string, planIDs ...string) (repeats int) {
+	t := p.t
+	hc, err := host.NewHTTPClient(p.hosts[machine], prodToken, nil)
+	require.NoError(t, err)
+	var entries []host.JournalEntry
+	for before := uint64(0); ; {
+		page, err := hc.Journal(context.Background(), before, 0)
+		require.NoError(t, err)
+		entries = append(entries, page.Entries...)
+		if page.NextBefore == 0 {
+			break
+		}
+		before = page.NextBefore
+	}
+	slices.Reverse(entries) // oldest first
+	var last uint64
+	high := map[string]int64{}
+	applied := map[string]int{}
+	for _, e := range entries {
+		switch e.Outcome {
+		case agent.OutcomeRepeat:
+			repeats++
+		case agent.OutcomeApplied:
+			require.Greater(t, e.Seq, last, "%s: journal entry %d applies sequence %d after %d", machine, e.Index, e.Seq, last)
+			last = e.Seq
+			applied[e.Plan]++
+			for _, c := range e.Containers {
+				require.GreaterOrEqual(t, c.Generation, high[c.Module], "%s: journal entry %d lowers %s to generation %d from %d", machine, e.Index, c.Module, c.Generation, high[c.Module])
+				high[c.Module] = c.Generation
+			}
+		}
+	}
+	for _, id := range planIDs {
+		require.Equal(t, 1, applied[id], "%s applied %s's declaration %d times (journal: %d entries)", machine, id, applied[id], len(entries))
+	}
+	return repeats
+}
+
+// checkCatalogue asserts the PostgreSQL catalogue holds n builds of host,
+// with rising generations: both workers recorded into the one catalogue.
+func (p *prodStack) checkCatalogue(n int) {
+	cat := *p.pg
+	cat.Path = "/" + p.dbs["catalogue"]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := sqlcat.Open(ctx, cat.String())
+	require.NoError(p.t, err)
+	defer func() { _ = c.Close() }()
+	builds, err := c.Builds(ctx, "host", 0)
+	require.NoError(p.t, err)
+	require.Len(p.t, builds, n, "builds of host in the PostgreSQL catalogue")
+	for i := 1; i < len(builds); i++ {
+		require.NotEqual(p.t, builds[i-1].Build.Generation, builds[i].Build.Generation)
+	}
+}
+
+// logNothing silences the SDK clients the test itself makes.
+type logNothing struct{}
+
+func (logNothing) Debug(string, ...any) {}
+func (logNothing) Info(string, ...any)  {}
+func (logNothing) Warn(string, ...any)  {}
+func (logNothing) Error(string, ...any) {}

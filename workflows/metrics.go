@@ -1,0 +1,56 @@
+package workflows
+
+import (
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// Names of meshroll's own metrics. Workflows emit them through
+// workflow.GetMetricsHandler, which skips replay, so a metric counts what
+// happened once however often a history is replayed, and emitting one adds
+// no command. Prometheus shows counters with a _total suffix and timers
+// with _seconds (see package telemetry).
+const (
+	// MetricPlansStarted counts plans that began to run, by module.
+	MetricPlansStarted = "meshroll_plans_started"
+	// MetricPlansEnded counts plans that ended, by module and terminal state.
+	MetricPlansEnded = "meshroll_plans_ended"
+	// MetricTierDuration times a tier from handing its pushes over to its
+	// last answer, by module, tier and how the tier ended.
+	MetricTierDuration = "meshroll_tier_duration"
+	// MetricPushes counts machine workflows' answers, by machine and outcome.
+	MetricPushes = "meshroll_pushes"
+	// MetricRefusals counts refused pushes by machine and reason: the stable
+	// error type of the refusal (HostRefused, SequenceRefused, a guard code).
+	MetricRefusals = "meshroll_push_refusals"
+	// MetricQueueLength is the number of requests waiting on a machine
+	// workflow, the one in flight not counted.
+	MetricQueueLength = "meshroll_machine_queue_length"
+)
+
+func planStarted(ctx workflow.Context, module string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module}).Counter(MetricPlansStarted).Inc(1)
+}
+
+func planEnded(ctx workflow.Context, module, state string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "state": state}).Counter(MetricPlansEnded).Inc(1)
+}
+
+func tierTimed(ctx workflow.Context, module string, tier int, state string, start time.Time) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "tier": strconv.Itoa(tier), "state": state}).
+		Timer(MetricTierDuration).Record(workflow.Now(ctx).Sub(start))
+}
+
+func pushAnswered(ctx workflow.Context, machine, outcome string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine, "outcome": outcome}).Counter(MetricPushes).Inc(1)
+}
+
+func pushRefused(ctx workflow.Context, machine, reason string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine, "reason": reason}).Counter(MetricRefusals).Inc(1)
+}
+
+func queueLength(ctx workflow.Context, machine string, n int) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine}).Gauge(MetricQueueLength).Update(float64(n))
+}
