@@ -35,7 +35,10 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
 
 # ---- worker: runs plans; its go builder needs the Go toolchain and git ----
 FROM golang:${GO_VERSION}-${DEBIAN} AS worker
-RUN useradd --system --create-home --home-dir /var/lib/meshroll --uid 10001 meshroll
+# Compose runs the worker as the checkout's owner (any uid), so its state
+# directory, a named volume seeded from here, is writable by every user.
+RUN useradd --system --create-home --home-dir /var/lib/meshroll --uid 10001 meshroll && \
+    chmod 1777 /var/lib/meshroll
 COPY --from=build /out/worker /out/starter /usr/local/bin/
 USER meshroll
 WORKDIR /var/lib/meshroll

@@ -172,11 +172,14 @@ func TestComposeMeshConfigMatchesServices(t *testing.T) {
 		}
 		if v.Type == types.VolumeTypeBind && v.Target == "/src" {
 			srcMounted = true
-			require.True(t, v.ReadOnly)
+			// A build checks the commit out as a git worktree, which git
+			// records in the checkout's .git.
+			require.False(t, v.ReadOnly, "the go builder adds worktrees to /src/.git: it cannot be read-only")
 		}
 	}
 	require.NotEmpty(t, meshFile, "worker-a mounts the mesh config at /etc/meshroll/mesh.yaml")
 	require.True(t, srcMounted, "worker-a mounts the checkout at /src")
+	require.Equal(t, "1000:1000", w.User, "workers run as the checkout's owner (MESHROLL_UID:MESHROLL_GID, default 1000:1000)")
 	require.Equal(t, "/etc/meshroll/mesh.yaml", *w.Environment["MESHROLL_CONFIG"])
 
 	// The file as the workers read it: no MESHROLL_* overrides from this
@@ -248,6 +251,35 @@ func TestComposeMeshConfigMatchesServices(t *testing.T) {
 		require.Equal(t, "/src", mod.Repo, "module %s is built from the checkout mounted at /src", name)
 		require.DirExists(t, filepath.Join("..", mod.Path), "module %s's path", name)
 	}
+}
+
+// The schema job, the server and PostgreSQL agree on the databases and the
+// role.
+func TestComposeTemporalDatabases(t *testing.T) {
+	p, err := loadCompose(t, composeEnv)
+	require.NoError(t, err)
+	env := func(service, key string) string {
+		t.Helper()
+		s, err := p.GetService(service)
+		require.NoError(t, err)
+		v := s.Environment[key]
+		require.NotNil(t, v, "%s sets %s", service, key)
+		return *v
+	}
+	for _, pair := range [][4]string{
+		{"temporal", "DBNAME", "temporal-schema", "TEMPORAL_DB"},
+		{"temporal", "VISIBILITY_DBNAME", "temporal-schema", "TEMPORAL_VISIBILITY_DB"},
+		{"temporal", "POSTGRES_USER", "temporal-schema", "SQL_USER"},
+		{"temporal", "POSTGRES_USER", "postgres", "POSTGRES_USER"},
+		{"temporal", "POSTGRES_PWD", "temporal-schema", "SQL_PASSWORD"},
+		{"temporal", "POSTGRES_PWD", "postgres", "POSTGRES_PASSWORD"},
+		{"temporal", "POSTGRES_SEEDS", "temporal-schema", "SQL_HOST"},
+		{"temporal", "DB_PORT", "temporal-schema", "SQL_PORT"},
+	} {
+		require.Equal(t, env(pair[0], pair[1]), env(pair[2], pair[3]), "%s's %s is %s's %s", pair[0], pair[1], pair[2], pair[3])
+	}
+	require.Equal(t, "postgres12", env("temporal", "DB"))
+	require.Contains(t, p.Services, env("temporal", "POSTGRES_SEEDS"))
 }
 
 // The files the compose file and the Dockerfile mount or copy exist.

@@ -17,7 +17,9 @@ import (
 
 	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/guard"
 	"github.com/meshroll/meshroll/internal/health"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/telemetry"
 	"github.com/meshroll/meshroll/internal/telemetry/scrape"
@@ -163,4 +165,33 @@ func TestMetricsDuringAPlan(t *testing.T) {
 	for _, want := range []string{"RunWorkflow:" + meshapi.PlanWorkflowType, "RunActivity:Build", "RunActivity:Push"} {
 		assert.True(t, names[want], "span %s among %d spans: %v", want, len(names), strings.Join(keys(names), ", "))
 	}
+}
+
+func TestRefusalMetrics(t *testing.T) {
+	s := newStack(t, stackOptions{
+		modules:  []string{"svc"},
+		machines: []machineSpec{{name: "edge-1", tier: 0, modules: []string{"svc"}}},
+	})
+	base, _ := observedWorker(t, s, tracetest.NewInMemoryExporter())
+	metrics := base + "/metrics"
+	// Someone ran a build by hand: edge-1 runs a digest the catalogue does
+	// not know, which the guard refuses to replace unforced.
+	_, err := s.hosts["edge-1"].a.Apply(context.Background(), mesh.Declaration{
+		Machine: "edge-1", Seq: 1, Plan: "by-hand", Request: "by-hand@edge-1",
+		Containers: []mesh.Container{{Module: "svc", Digest: "sha256:" + strings.Repeat("ab", 32), Generation: 1}},
+	})
+	require.NoError(t, err)
+
+	p := s.start("svc", s.git("rev-parse", "HEAD"))
+	st := waitFor(t, s, p.ID, meshapi.PlanRefused)
+	assert.Contains(t, st.Reason, "does not know")
+	machine := map[string]string{"machine": "edge-1"}
+	metricUntil(t, metrics, workflows.MetricRefusals+"_total", map[string]string{"machine": "edge-1", "reason": guard.CodeUnknownDigest}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": meshapi.MachineRefused}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc", "state": meshapi.PlanRefused}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricTierDuration+"_seconds", map[string]string{"module": "svc", "state": meshapi.TierHalted}, "1 halted tier timed", func(v float64) bool { return v == 1 })
+	m, err := scrape.Get(context.Background(), metrics)
+	require.NoError(t, err)
+	_, converged := m.Value(workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": meshapi.MachineConverged})
+	assert.False(t, converged, "nothing converged on %v", machine)
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -25,8 +26,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
@@ -41,9 +42,11 @@ import (
 )
 
 // The production topology, run natively: the real Temporal server (not the
-// dev server) on a real PostgreSQL with its schema set up by
-// temporal-sql-tool through deploy/temporal/setup-schema.sh, a namespace
-// registered as an operator would, an OCI registry of its own, a PostgreSQL
+// dev server) on a real PostgreSQL, configured as the compose file's
+// temporal service (the temporalio/server image's config template and the
+// service's environment), its schema set up by temporal-sql-tool through
+// deploy/temporal/setup-schema.sh, the namespace registered by
+// deploy/temporal/create-namespace.sh, an OCI registry of its own, a PostgreSQL
 // catalogue, a host agent per machine as real `host` processes, and two
 // `worker` processes, all configured by deploy/compose-mesh.yaml (the file
 // docker-compose.yml mounts) with loopback addresses given as MESHROLL_*
@@ -105,6 +108,11 @@ func TestProductionTopology(t *testing.T) {
 		t.Fatalf("%s exited too (%v)", survivor.name, survivor.err)
 	default:
 	}
+	require.Equal(t, http.StatusOK, survivor.ready(), "%s is still ready", survivor.name)
+	// The push the victim was running was retried, and finished, on the
+	// survivor: the machine workflow's history has it started again there.
+	attempt := p.pushRetriedOn(machine, survivor)
+	t.Logf("%s's push was finished by %s on attempt %d", machine, survivor.name, attempt)
 	require.NotNil(t, final.Build)
 	d2 := final.Build.Digest
 	require.NotEqual(t, d1, d2)
@@ -180,9 +188,10 @@ func prodServerBinaries(t *testing.T) (server, sqlTool string) {
 	return "", ""
 }
 
-// prodSchemaDir is the server module's PostgreSQL schema, from the module
-// cache (the install script's go install downloaded the module).
-func prodSchemaDir(t *testing.T) string {
+// prodServerModuleDir is the server module in the module cache (the
+// install script's go install downloaded it): its PostgreSQL schema and the
+// config template its Docker image runs with.
+func prodServerModuleDir(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -193,37 +202,39 @@ func prodSchemaDir(t *testing.T) string {
 	var mod struct{ Dir, Error string }
 	require.NoError(t, json.Unmarshal(out, &mod), "%s", out)
 	require.Empty(t, mod.Error)
-	dir := filepath.Join(mod.Dir, "schema", "postgresql", "v12")
-	require.DirExists(t, filepath.Join(dir, "temporal", "versioned"))
-	return dir
+	require.DirExists(t, filepath.Join(mod.Dir, "schema", "postgresql", "v12", "temporal", "versioned"))
+	require.FileExists(t, filepath.Join(mod.Dir, "config", "docker.yaml"))
+	return mod.Dir
 }
 
 // prodStack is the topology under test.
 type prodStack struct {
-	t        *testing.T
-	dir      string
-	server   string
-	sqlTool  string
-	bins     string
-	pg       *url.URL // the role that may create databases
-	dbs      map[string]string
-	mesh     *dsMesh
-	cfgPath  string
-	cfg      *config.Config
-	frontend string
-	registry string
-	hosts    map[string]string // machine -> URL
-	c        client.Client
-	workers  []*prodProc
+	t         *testing.T
+	dir       string
+	server    string
+	sqlTool   string
+	moduleDir string // go.temporal.io/server in the module cache
+	bins      string
+	pg        *url.URL // the role that may create databases
+	dbs       map[string]string
+	mesh      *dsMesh
+	cfgPath   string
+	cfg       *config.Config
+	frontend  string
+	registry  string
+	hosts     map[string]string // machine -> URL
+	c         client.Client
+	workers   []*prodProc
 }
 
 // prodProc is one process of the topology, its output kept for failures.
 type prodProc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *dsBuffer
-	done chan struct{}
-	err  error
+	name   string
+	readyz string // a worker's readiness probe
+	cmd    *exec.Cmd
+	out    *dsBuffer
+	done   chan struct{}
+	err    error
 }
 
 func newProdStack(t *testing.T) *prodStack {
@@ -248,6 +259,7 @@ func newProdStack(t *testing.T) *prodStack {
 		mesh: dsScratchMesh(t), cfgPath: cfgPath, hosts: map[string]string{},
 	}
 	p.cfg0()
+	p.moduleDir = prodServerModuleDir(t)
 	p.bins = dsBuild(t, "worker", "host", "starter")
 	p.createDatabases()
 	return p
@@ -283,7 +295,7 @@ func (p *prodStack) createDatabases() {
 	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "setup-schema.sh"))
 	cmd.Env = append(dsEnv(""),
 		"SQL_HOST="+p.pg.Hostname(), "SQL_PORT="+p.pgPort(), "SQL_USER="+p.pg.User.Username(), "SQL_PASSWORD="+pw,
-		"TEMPORAL_SCHEMA_DIR="+prodSchemaDir(t), "TEMPORAL_SQL_TOOL="+p.sqlTool,
+		"TEMPORAL_SCHEMA_DIR="+filepath.Join(p.moduleDir, "schema", "postgresql", "v12"), "TEMPORAL_SQL_TOOL="+p.sqlTool,
 		"TEMPORAL_DB="+p.dbs["temporal"], "TEMPORAL_VISIBILITY_DB="+p.dbs["visibility"])
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "deploy/temporal/setup-schema.sh:\n%s", dsLastLines(string(out), 40))
@@ -298,37 +310,6 @@ func (p *prodStack) pgPort() string {
 	return "5432"
 }
 
-// prodServerConfig is the server's config: PostgreSQL for persistence and
-// visibility, every service on loopback ports picked for this run. It is
-// the shape of the server module's config/development-postgres12.yaml.
-const prodServerConfig = `log: {stdout: true, level: warn}
-persistence:
-  defaultStore: default
-  visibilityStore: visibility
-  numHistoryShards: 4
-  datastores:
-    default:
-      sql: {pluginName: postgres12, databaseName: %[1]s, connectAddr: %[3]q, connectProtocol: tcp, user: %[4]q, password: %[5]q, maxConns: 20, maxIdleConns: 20, maxConnLifetime: 1h}
-    visibility:
-      sql: {pluginName: postgres12, databaseName: %[2]s, connectAddr: %[3]q, connectProtocol: tcp, user: %[4]q, password: %[5]q, maxConns: 5, maxIdleConns: 5, maxConnLifetime: 1h}
-global:
-  membership: {maxJoinDuration: 30s, broadcastAddress: 127.0.0.1}
-services:
-  frontend: {rpc: {grpcPort: %[6]d, membershipPort: %[7]d, httpPort: %[8]d, bindOnLocalHost: true}}
-  history: {rpc: {grpcPort: %[9]d, membershipPort: %[10]d, bindOnLocalHost: true}}
-  matching: {rpc: {grpcPort: %[11]d, membershipPort: %[12]d, bindOnLocalHost: true}}
-  worker: {rpc: {grpcPort: %[13]d, membershipPort: %[14]d, bindOnLocalHost: true}}
-clusterMetadata:
-  enableGlobalNamespace: false
-  failoverVersionIncrement: 10
-  masterClusterName: active
-  currentClusterName: active
-  clusterInformation:
-    active: {enabled: true, initialFailoverVersion: 1, rpcName: frontend, rpcAddress: "127.0.0.1:%[6]d"}
-dcRedirectionPolicy: {policy: noop}
-dynamicConfigClient: {filepath: %[15]q, pollInterval: 10s}
-`
-
 // prodDynamicConfig is added to deploy/temporal/dynamicconfig.yaml (the
 // compose file's): task queues get one partition, as on the dev servers of
 // the other tests; on two cores it is what keeps a push round trip near a
@@ -339,36 +320,53 @@ matching.numTaskqueueWritePartitions:
   - value: 1
 `
 
-// startTemporal writes the server's config and starts temporal-server,
-// waiting until its frontend answers health checks.
+// startTemporal runs temporal-server as the compose file's temporal
+// service does: with the config template the temporalio/server image runs
+// (the module's config/docker.yaml, which the server renders from its
+// environment) and that service's environment, only the addresses, ports,
+// credentials and database names changed for this machine. It waits until
+// the frontend answers health checks.
 func (p *prodStack) startTemporal() {
 	t := p.t
 	root := filepath.Join(p.dir, "temporal")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "config"), 0o755))
+	tmpl, err := os.ReadFile(filepath.Join(p.moduleDir, "config", "docker.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "config", "docker.yaml"), tmpl, 0o644))
 	dyn := filepath.Join(root, "dynamicconfig.yaml")
 	deployed, err := os.ReadFile(filepath.Join("..", "deploy", "temporal", "dynamicconfig.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(dyn, append(deployed, prodDynamicConfig...), 0o644))
-	// Ports in the order of prodServerConfig: frontend gRPC, membership and
-	// HTTP, then gRPC and membership of history, matching and worker.
-	// Membership ports are stored as a PostgreSQL smallint, so they must be
-	// below 32768, where the kernel's ephemeral ports (dsFreePort) are not.
-	ports := make([]any, 9)
-	for i := range ports {
-		if i == 1 || (i >= 3 && i%2 == 0) {
-			ports[i] = prodLowPort(t)
-		} else {
-			ports[i] = dsFreePort(t)
+
+	proj, err := loadCompose(t, composeEnv)
+	require.NoError(t, err)
+	svc, err := proj.GetService("temporal")
+	require.NoError(t, err)
+	env := dsEnv("")
+	for k, v := range svc.Environment {
+		if v != nil {
+			env = append(env, k+"="+*v)
 		}
 	}
+	// Membership ports are stored as a PostgreSQL smallint, so they must be
+	// below 32768, where the kernel's ephemeral ports (dsFreePort) are not.
+	frontend := dsFreePort(t)
 	pw, _ := p.pg.User.Password()
-	args := append([]any{p.dbs["temporal"], p.dbs["visibility"], p.pg.Hostname() + ":" + p.pgPort(), p.pg.User.Username(), pw}, ports...)
-	args = append(args, dyn)
-	require.NoError(t, os.WriteFile(filepath.Join(root, "config", "production.yaml"), fmt.Appendf(nil, prodServerConfig, args...), 0o600))
-	p.frontend = "127.0.0.1:" + strconv.Itoa(ports[0].(int))
+	env = append(env, // later entries win
+		"BIND_ON_IP=127.0.0.1", "LOG_LEVEL=warn", "DYNAMIC_CONFIG_FILE_PATH="+dyn,
+		"POSTGRES_SEEDS="+p.pg.Hostname(), "DB_PORT="+p.pgPort(), "POSTGRES_PORT="+p.pgPort(),
+		"POSTGRES_USER="+p.pg.User.Username(), "POSTGRES_PWD="+pw,
+		"DBNAME="+p.dbs["temporal"], "VISIBILITY_DBNAME="+p.dbs["visibility"],
+		fmt.Sprintf("FRONTEND_GRPC_PORT=%d", frontend), fmt.Sprintf("FRONTEND_HTTP_PORT=%d", dsFreePort(t)),
+		fmt.Sprintf("FRONTEND_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+		fmt.Sprintf("HISTORY_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("HISTORY_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+		fmt.Sprintf("MATCHING_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("MATCHING_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+		fmt.Sprintf("WORKER_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("WORKER_MEMBERSHIP_PORT=%d", prodLowPort(t)),
+	)
+	p.frontend = fmt.Sprintf("127.0.0.1:%d", frontend)
 
 	started := time.Now()
-	srv := p.spawn("temporal-server", nil, p.server, "--root", root, "--config", "config", "--env", "production", "--allow-no-auth", "start")
+	srv := p.spawn("temporal-server", env, p.server, "--root", root, "--config", "config", "--env", "docker", "--allow-no-auth", "start")
 	c, err := client.NewLazyClient(client.Options{HostPort: p.frontend, Namespace: "temporal-system", Logger: logNothing{}})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
@@ -460,17 +458,25 @@ func (p *prodStack) registerNamespace() {
 	}
 	require.Equal(t, want, got, "create-namespace.sh registers meshapi.SearchAttributeTypes")
 
+	// The frontend sees new attributes once its namespace cache refreshes
+	// (every couple of seconds): until a workflow starts with all of them,
+	// as a plan does, a merge could be refused.
+	probe := temporal.NewSearchAttributes(
+		meshapi.SAModule.ValueSet("probe"), meshapi.SACommit.ValueSet("probe"), meshapi.SAMachines.ValueSet([]string{"probe"}),
+		meshapi.SAState.ValueSet("probe"), meshapi.SAMachine.ValueSet("probe"))
 	var lastErr error
 	for ctx.Err() == nil {
-		_, lastErr = c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-			Namespace: prodNamespace, Query: meshapi.SAModule.GetName() + ` = "probe"`,
-		})
+		var run client.WorkflowRun
+		run, lastErr = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: "production-test-probe", TaskQueue: "production-test-probe", TypedSearchAttributes: probe,
+		}, "ProductionTestProbe")
 		if lastErr == nil {
+			require.NoError(t, c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "search attribute probe"))
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("namespace %s does not accept queries by %s within 3 minutes: %v", prodNamespace, meshapi.SAModule.GetName(), lastErr)
+	t.Fatalf("namespace %s does not start a workflow with meshroll's search attributes within 3 minutes: %v", prodNamespace, lastErr)
 }
 
 // startRegistry serves an OCI registry of its own for the builds, as
@@ -549,24 +555,44 @@ func prodEnvName(name string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
 }
 
-// startWorker runs a worker process on the mesh and waits until it polls.
+// startWorker runs a worker process on the mesh and waits until its
+// /readyz answers 200, the probe the compose file's health check asks.
 func (p *prodStack) startWorker(name string) *prodProc {
 	t := p.t
-	w := p.spawn(name, p.env(filepath.Join(p.dir, name)), filepath.Join(p.bins, "worker"), "--log-level", "info", "--log-format", "json")
+	probe := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
+	env := append(p.env(filepath.Join(p.dir, name)), "MESHROLL_WORKER_METRICS_LISTEN="+probe)
+	w := p.spawn(name, env, filepath.Join(p.bins, "worker"), "--log-level", "info", "--log-format", "json")
+	w.readyz = "http://" + probe + "/readyz"
 	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(w.out.String(), `"message":"worker started"`) {
+	for {
+		status := w.ready()
+		if status == http.StatusOK {
+			break
+		}
 		select {
 		case <-w.done:
-			t.Fatalf("%s exited before it started (%v):\n%s", name, w.err, prodTail(w.out.String(), 30))
+			t.Fatalf("%s exited before it was ready (%v):\n%s", name, w.err, prodTail(w.out.String(), 30))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not log \"worker started\" within 2 minutes:\n%s", name, prodTail(w.out.String(), 30))
+			t.Fatalf("%s's %s did not answer 200 within 2 minutes (last: %d):\n%s", name, w.readyz, status, prodTail(w.out.String(), 30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	require.Contains(t, w.out.String(), `"message":"worker started"`)
 	p.workers = append(p.workers, w)
 	return w
+}
+
+// ready is the status of the worker's /readyz, 0 when it does not answer.
+func (w *prodProc) ready() int {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(w.readyz)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // spawn starts a process whose output is kept, stopped with SIGTERM (then
@@ -677,6 +703,34 @@ func (p *prodStack) waitForPushInFlight(id string, workers ...*prodProc) (*prodP
 	}
 	t.Fatalf("no push of %s was seen in flight on a worker within 4 minutes (identities seen: %v)", id, seen)
 	return nil, ""
+}
+
+// pushRetriedOn returns the attempt on which w ran a Push activity of the
+// machine's workflow after an earlier attempt, failing the test if it did
+// not. The started event of a retried activity carries the attempt and the
+// identity of the worker that ran it.
+func (p *prodStack) pushRetriedOn(machine string, w *prodProc) int32 {
+	t := p.t
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	it := p.c.GetWorkflowHistory(ctx, meshapi.MachineID(machine), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	scheduled := map[int64]string{} // scheduled event ID -> activity type
+	var seen []string
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[e.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == "Push" {
+			seen = append(seen, fmt.Sprintf("attempt %d by %s", a.GetAttempt(), a.GetIdentity()))
+			if a.GetAttempt() > 1 && strings.HasPrefix(a.GetIdentity(), strconv.Itoa(w.cmd.Process.Pid)+"@") {
+				return a.GetAttempt()
+			}
+		}
+	}
+	t.Fatalf("%s's history has no Push retried on %s (pid %d); pushes started: %v", machine, w.name, w.cmd.Process.Pid, seen)
+	return 0
 }
 
 // running is the digest the machine reports running for module.

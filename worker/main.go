@@ -2,7 +2,7 @@
 // machine workflows and the activities that build, compose and push.
 //
 //	go run ./worker [--config mesh.yaml] [--log-level info] [--log-format auto]
-//	                [--metrics-listen 127.0.0.1:9090] [--build-id B]
+//	                [--metrics-listen 127.0.0.1:9090] [--build-id B] [--make-current]
 //
 // --metrics-listen (worker.metrics_listen) serves Prometheus metrics on
 // /metrics and the probes /livez and /readyz. Tracing (worker.tracing) and
@@ -10,6 +10,10 @@
 // build ID a versioned worker announces is --build-id, else
 // worker.versioning.build_id, else the one linked in with
 // -ldflags "-X main.buildID=B", else the git revision Go stamped in.
+// --make-current makes that build the deployment's current version once the
+// worker polls (the first deployment, or a switch-over as soon as the new
+// worker is up); otherwise an operator does it with
+// `temporal worker deployment set-current-version`.
 //
 // With --dev it starts the whole development mesh instead (package
 // devstack): a Temporal dev server, the embedded registry, the catalogue, a
@@ -61,6 +65,7 @@ func run() error {
 	runtime := flag.String("runtime", devstack.DefaultRuntime, "with --dev: the host agents' runtime (noop, exec, docker)")
 	metricsListen := flag.String("metrics-listen", "", "serve /metrics, /livez and /readyz on this host:port (overrides worker.metrics_listen)")
 	buildIDFlag := flag.String("build-id", "", "the build ID announced under Worker Versioning (overrides worker.versioning.build_id)")
+	makeCurrent := flag.Bool("make-current", false, "under Worker Versioning, make this build the deployment's current version once it polls (new plans and machine workflows move to it)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -70,8 +75,8 @@ func run() error {
 	if !*dev && (set["state"] || set["ui-port"] || set["runtime"]) {
 		return fmt.Errorf("--state, --ui-port and --runtime go with --dev")
 	}
-	if *dev && (set["metrics-listen"] || set["build-id"]) {
-		return fmt.Errorf("--metrics-listen and --build-id do not go with --dev")
+	if *dev && (set["metrics-listen"] || set["build-id"] || set["make-current"]) {
+		return fmt.Errorf("--metrics-listen, --build-id and --make-current do not go with --dev")
 	}
 	if *dev && !set["log-level"] {
 		*level = "warn" // the terminal is for the stack's account; --log-level info shows the rest
@@ -106,6 +111,9 @@ func run() error {
 	}
 	if err := workerapp.CheckVersioning(cfg.Worker.Versioning); err != nil {
 		return err
+	}
+	if *makeCurrent && !cfg.Worker.Versioning.Enabled {
+		return fmt.Errorf("--make-current needs worker.versioning.enabled (MESHROLL_WORKER_VERSIONING_ENABLED=true)")
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn().Str("config", path).Msg(w)
@@ -152,7 +160,17 @@ func run() error {
 		ev = ev.Str("deployment", v.Deployment()).Str("build_id", workerapp.BuildID(v))
 	}
 	ev.Msg("worker started")
-	err = workerapp.Run(ctx, w, ready.Started)
+	started := []func(){ready.Started}
+	if *makeCurrent {
+		started = append(started, func() {
+			go func() {
+				if err := workerapp.MakeCurrent(ctx, c, cfg.Worker.Versioning, log); err != nil {
+					log.Error().Err(err).Msg("could not make this build current; do it with temporal worker deployment set-current-version")
+				}
+			}()
+		})
+	}
+	err = workerapp.Run(ctx, w, started...)
 	log.Info().Msg("worker stopped")
 	return err
 }

@@ -19,7 +19,7 @@
 set -eu
 
 tool="${TEMPORAL_SQL_TOOL:-temporal-sql-tool}"
-schema="${TEMPORAL_SCHEMA_DIR:?set TEMPORAL_SCHEMA_DIR to the server module's schema/postgresql/v12 directory}"
+schema="${TEMPORAL_SCHEMA_DIR:?set TEMPORAL_SCHEMA_DIR to the schema/postgresql/v12 directory of the Temporal server release}"
 export SQL_PLUGIN="${SQL_PLUGIN:-postgres12}"
 
 for pair in "${TEMPORAL_DB:-temporal}:temporal" "${TEMPORAL_VISIBILITY_DB:-temporal_visibility}:visibility"; do

@@ -7,8 +7,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -144,8 +147,25 @@ type agentState struct {
 	journal int
 }
 
+// snapshot waits until no container is starting (an accepted declaration's
+// containers reach running on their own, journalling it and raising the
+// floor, and that must not be taken for the next request's doing), then
+// reads what a rejected request must leave alone.
 func snapshot(t *testing.T, a *Agent) agentState {
 	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a.mu.Lock()
+		starting := slices.ContainsFunc(a.containers, func(rc mesh.RunningContainer) bool { return rc.State == mesh.StateStarting })
+		a.mu.Unlock()
+		if !starting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("containers still starting after 10s on the noop runtime")
+		}
+		runtime.Gosched()
+	}
 	rep, err := a.Report(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -48,8 +48,14 @@ func lockFileHeld(path string) (bool, error) {
 	return false, nil
 }
 
+// openLockFile opens path, creating it; a lock file another user made
+// (a worker in a container and one outside it, say) is opened read-only,
+// which flock needs no more than.
 func openLockFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, os.ErrPermission) {
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -20,7 +20,7 @@ var ErrNoMachineWorkflow = errors.New("no machine workflow")
 // it sent, the request it is pushing and its queue.
 func MachineState(ctx context.Context, c client.Client, machine string) (meshapi.MachineState, error) {
 	id := meshapi.MachineID(machine)
-	v, err := c.QueryWorkflow(ctx, id, "", meshapi.QueryState)
+	v, err := queryState(ctx, c, id)
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {

@@ -86,7 +86,7 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 		}
 		return st, nil
 	}
-	v, err := c.QueryWorkflow(ctx, id, "", meshapi.QueryState)
+	v, err := queryState(ctx, c, id)
 	if err != nil {
 		return meshapi.PlanState{}, fmt.Errorf("query plan %s: %w", id, err)
 	}

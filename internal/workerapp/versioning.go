@@ -125,3 +125,29 @@ func Dial(ctx context.Context, cfg *config.Config, tel *telemetry.Telemetry, log
 	}
 	return c, nil
 }
+
+// MakeCurrent makes this worker's build the current version of its Worker
+// Deployment, so that new plans and every machine workflow run on it. The
+// server knows a version only once one of its workers has polled, so it
+// retries until ctx ends. It is what `temporal worker deployment
+// set-current-version` does, for a deployment's first worker or a roll-out
+// that switches as soon as the new worker is up.
+func MakeCurrent(ctx context.Context, c client.Client, v config.Versioning, log zerolog.Logger) error {
+	ver := Version(v)
+	h := c.WorkerDeploymentClient().GetHandle(ver.DeploymentName)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := h.SetCurrentVersion(cctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: ver.BuildID})
+		cancel()
+		if err == nil {
+			log.Info().Str("deployment", ver.DeploymentName).Str("build_id", ver.BuildID).
+				Msg("made this build the deployment's current version")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("make build %s current in deployment %s: %w (last error: %w)", ver.BuildID, ver.DeploymentName, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
+}

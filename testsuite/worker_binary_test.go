@@ -1,0 +1,144 @@
+package testsuite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/devserver"
+	"github.com/meshroll/meshroll/internal/health"
+	"github.com/meshroll/meshroll/internal/telemetry/scrape"
+)
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The worker binary as deployed: the build ID linked in with -ldflags,
+// metrics and probes on worker.metrics_listen, versioning from the config,
+// and --make-current making its build the deployment's current version.
+func TestWorkerBinaryServesProbesAndJoinsItsDeployment(t *testing.T) {
+	srv := devserver.Start(t, devserver.Options{})
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "worker")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	out, err := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.buildID=bin-1", "-o", bin, "github.com/meshroll/meshroll/worker").CombinedOutput()
+	cancel()
+	require.NoError(t, err, "go build worker: %s", out)
+
+	metricsAddr := "127.0.0.1:" + freePort(t)
+	cfg := fmt.Sprintf(`temporal: {address: %q, task_queue: worker-binary}
+state_dir: %q
+registry: {listen: "127.0.0.1:%s"}
+modules:
+  svc: {repo: ., path: examples/svc}
+machines:
+  edge-1: {host: "http://127.0.0.1:1", tier: 0, modules: [svc]}
+worker:
+  metrics_listen: %q
+  versioning: {enabled: true, deployment_name: mesh-bin}
+`, srv.HostPort(), filepath.Join(dir, "state"), freePort(t), metricsAddr)
+	cfgPath := filepath.Join(dir, "mesh.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
+
+	cmd := exec.Command(bin, "--config", cfgPath, "--make-current", "--log-format", "json")
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MESHROLL_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("worker output:\n%s", stderr.String())
+		}
+	})
+
+	base := "http://" + metricsAddr
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get(base + health.PathReady)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for the worker binary's %s to answer 200 (last: %v)", health.PathReady, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
+	resp, err := http.Get(base + health.PathLive)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	m, err := scrape.Get(context.Background(), base+"/metrics")
+	require.NoError(t, err)
+	_, ok := m.Value("temporal_worker_start_total", map[string]string{"task_queue": "worker-binary"})
+	assert.True(t, ok, "the SDK's metrics of the worker's task queue are served")
+
+	h := srv.Client().WorkerDeploymentClient().GetHandle("mesh-bin")
+	deadline = time.Now().Add(time.Minute)
+	for {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d, err := h.Describe(dctx, client.WorkerDeploymentDescribeOptions{})
+		cancel()
+		if err == nil && d.Info.RoutingConfig.CurrentVersion != nil && d.Info.RoutingConfig.CurrentVersion.BuildID == "bin-1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for build bin-1 (linked in with -ldflags) to be current in deployment mesh-bin: %+v, %v", d, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
+	assert.Contains(t, stderr.String(), `"build_id":"bin-1"`, "the worker logs the build it announces")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	stopped = true
+	select {
+	case err := <-exited:
+		assert.NoError(t, err, "SIGTERM stops the worker cleanly")
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("worker did not stop within a minute of SIGTERM")
+	}
+}
