@@ -210,14 +210,17 @@ type faultWorkers struct {
 	log     *dsBuffer
 	started int
 	cur     *workerProc
+	// all is every process started, for the cleanup.
+	all []*workerProc
 }
 
 func newFaultWorkers(t *testing.T, bin, config string) *faultWorkers {
 	t.Helper()
 	fw := &faultWorkers{t: t, bin: bin, config: config, log: &dsBuffer{}}
 	t.Cleanup(func() {
-		if fw.cur != nil {
-			fw.cur.stop()
+		for _, w := range fw.all {
+			_ = w.cmd.Process.Signal(syscall.SIGCONT) // one a test froze
+			w.stop()
 		}
 		if t.Failed() {
 			t.Logf("worker processes' logs (last lines):\n%s", dsLastLines(fw.log.String(), 80))
@@ -230,6 +233,13 @@ func newFaultWorkers(t *testing.T, bin, config string) *faultWorkers {
 func (fw *faultWorkers) start() *workerProc {
 	fw.t.Helper()
 	require.True(fw.t, fw.cur == nil || fw.cur.exited(), "a worker process still runs")
+	return fw.startAlongside()
+}
+
+// startAlongside runs a new worker process whether or not another one
+// runs (or is frozen), and waits until it says it started.
+func (fw *faultWorkers) startAlongside() *workerProc {
+	fw.t.Helper()
 	fw.started++
 	fmt.Fprintf(fw.log, "--- worker process %d ---\n", fw.started)
 	mark := len(fw.log.String())
@@ -240,6 +250,7 @@ func (fw *faultWorkers) start() *workerProc {
 	require.NoError(fw.t, w.cmd.Start())
 	go func() { _ = w.cmd.Wait(); close(w.done) }()
 	fw.cur = w
+	fw.all = append(fw.all, w)
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(fw.log.String()[mark:], `"message":"worker started"`) {
 		if w.exited() {
@@ -307,6 +318,9 @@ type faultStackOptions struct {
 	noAgents bool
 	// push is the config's push: section.
 	push string
+	// startDelay is how long the agents' noop runtime reports a container
+	// starting before it runs, so that pushes stay in flight that long.
+	startDelay time.Duration
 }
 
 // faultStack is meshroll as it is deployed, every piece real: a Temporal dev
@@ -373,7 +387,7 @@ func newFaultStack(t *testing.T, o faultStackOptions) *faultStack {
 		p := newFaultProxy(t, "http://127.0.0.1:1")
 		fs.proxies[m.name] = p
 		if !o.noAgents {
-			h := newAgentHost(t, m.name, func(string) agent.Runtime { return agent.NewNoopRuntime(0) })
+			h := newAgentHost(t, m.name, func(string) agent.Runtime { return agent.NewNoopRuntime(o.startDelay) })
 			s.hosts[m.name] = h
 			p.setBackend(h.URL())
 		}

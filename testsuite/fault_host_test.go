@@ -65,7 +65,7 @@ func (h *hostProc) start() {
 	require.NoError(h.t, h.cmd.Start())
 	h.done = make(chan struct{})
 	addr := make(chan string, 1)
-	done, log := h.done, h.log
+	cmd, done, log := h.cmd, h.done, h.log
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -77,7 +77,7 @@ func (h *hostProc) start() {
 				addr <- l.Address
 			}
 		}
-		_ = h.cmd.Wait()
+		_ = cmd.Wait()
 		close(done)
 	}()
 	select {
