@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -33,7 +34,8 @@ var fuzzMethods = []string{
 //   - it never panics and never answers 5xx (every input here is the
 //     client's mistake, and a 500 tells the worker to retry);
 //
-//   - without the right bearer token nothing but the health check answers
+//   - without the right bearer token nothing but the health check, the
+//     probes and the metrics (GET, read-only) answers
 //     200, and a POST to the declarations path is always 401;
 //
 //   - a request that is not answered 200 changes nothing the agent reports
@@ -70,6 +72,10 @@ func FuzzHostAPI(f *testing.F) {
 		{1, host.PathJournal, "Bearer " + token, "", good},
 		{3, host.PathJournal, "", "", ""},
 		{0, host.PathHealthz, "", "", ""},
+		{0, health.PathLive, "", "", ""},
+		{0, health.PathReady, "", "", ""},
+		{0, PathMetrics, "", "", ""},
+		{1, PathMetrics, "", "", "x"},
 		{5, host.PathHealthz, "", "", ""},
 		{6, "/", "", "", ""},
 		{7, "/v1/../v1/declarations", "", "", good},
@@ -116,7 +122,7 @@ func FuzzHostAPI(f *testing.F) {
 			t.Fatalf("%s %q: status %d for a client's input: %s", m, target, rec.Code, rec.Body)
 		}
 		if !authorised {
-			if rec.Code == http.StatusOK && u.Path != host.PathHealthz {
+			if rec.Code == http.StatusOK && !openPath(m, u.Path) {
 				t.Fatalf("%s %q without the token (Authorization %q): answered 200: %s", m, target, auth, rec.Body)
 			}
 			if m == http.MethodPost && u.Path == host.PathDeclarations && rec.Code != http.StatusUnauthorized {
@@ -130,6 +136,20 @@ func FuzzHostAPI(f *testing.F) {
 			t.Fatalf("%s %q answered %d but changed the agent:\nbefore %+v\nafter  %+v", m, target, rec.Code, before.ledger, after.ledger)
 		}
 	})
+}
+
+// openPath says whether method and path are among those the agent answers
+// without a token: the health check, the probes and the metrics, all
+// read-only.
+func openPath(method, path string) bool {
+	if method != http.MethodGet && method != http.MethodHead {
+		return false
+	}
+	switch path {
+	case host.PathHealthz, health.PathLive, health.PathReady, PathMetrics:
+		return true
+	}
+	return false
 }
 
 type nopCloser struct{ *bytes.Reader }
