@@ -59,9 +59,19 @@ func Options(t config.Temporal, log zerolog.Logger) (client.Options, error) {
 // Dial connects to the configured Temporal and checks it answers, within
 // timeout.
 func Dial(ctx context.Context, t config.Temporal, log zerolog.Logger, timeout time.Duration) (client.Client, error) {
+	return DialWith(ctx, t, log, timeout, nil)
+}
+
+// DialWith is Dial with the SDK options passed through with before dialling
+// (the worker adds its metrics handler and tracing interceptor there); nil
+// leaves them as Options made them.
+func DialWith(ctx context.Context, t config.Temporal, log zerolog.Logger, timeout time.Duration, with func(client.Options) client.Options) (client.Client, error) {
 	o, err := Options(t, log)
 	if err != nil {
 		return nil, err
+	}
+	if with != nil {
+		o = with(o)
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -112,18 +112,7 @@ func (r *Readiness) Check(ctx context.Context) error {
 // worker built on the client, and checks the frontend answers within
 // timeout.
 func Dial(ctx context.Context, cfg *config.Config, tel *telemetry.Telemetry, log zerolog.Logger, timeout time.Duration) (client.Client, error) {
-	o, err := temporalx.Options(cfg.Temporal, log)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := client.DialContext(dctx, tel.ClientOptions(o))
-	if err != nil {
-		return nil, fmt.Errorf("temporal unreachable at %s (namespace %s): %w; start it (temporal server start-dev) or set temporal.address / MESHROLL_TEMPORAL_ADDRESS",
-			cfg.Temporal.Address, cfg.Temporal.Namespace, err)
-	}
-	return c, nil
+	return temporalx.DialWith(ctx, cfg.Temporal, log, timeout, tel.ClientOptions)
 }
 
 // MakeCurrent makes this worker's build the current version of its Worker
