@@ -1,7 +1,6 @@
 package testsuite
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,25 +20,6 @@ import (
 	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/telemetry/scrape"
 )
-
-// lockedBuffer is a bytes.Buffer a child process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The worker binary as deployed: the build ID linked in with -ldflags,
 // metrics and probes on worker.metrics_listen, versioning from the config,
@@ -76,7 +55,7 @@ worker:
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var stderr lockedBuffer
+	var stderr dsBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
