@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,14 +53,7 @@ func devServerArgs(t config.Temporal, uiPort int, dbFile string) ([]string, erro
 	if t.Namespace != "" && t.Namespace != config.DefaultTemporalNamespace {
 		args = append(args, "--namespace", t.Namespace)
 	}
-	names := make([]string, 0, len(meshapi.SearchAttributeTypes))
-	for n := range meshapi.SearchAttributeTypes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		args = append(args, "--search-attribute", n+"="+meshapi.SearchAttributeTypes[n])
-	}
+	args = append(args, temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
 	return append(args, temporalcli.FastDynamicConfig...), nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -52,6 +53,22 @@ var ErrNoGo = errors.New("go not found on PATH")
 var FastDynamicConfig = []string{
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+}
+
+// SearchAttributeArgs are the dev server's flags that register types
+// (name -> type, such as meshapi.SearchAttributeTypes), in name order so
+// that the command line is the same every time.
+func SearchAttributeArgs(types map[string]string) []string {
+	names := make([]string, 0, len(types))
+	for n := range types {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	args := make([]string, 0, 2*len(names))
+	for _, n := range names {
+		args = append(args, "--search-attribute", n+"="+types[n])
+	}
+	return args
 }
 
 // Path finds the temporal CLI: $MESHROLL_TEMPORAL_CLI if set (it must

@@ -61,3 +61,10 @@ func TestInstallWithoutGo(t *testing.T) {
 		t.Fatalf("want ErrNoGo, got %v", err)
 	}
 }
+
+func TestSearchAttributeArgsInNameOrder(t *testing.T) {
+	got := strings.Join(SearchAttributeArgs(map[string]string{"B": "Keyword", "A": "KeywordList"}), " ")
+	if want := "--search-attribute A=KeywordList --search-attribute B=Keyword"; got != want {
+		t.Errorf("SearchAttributeArgs = %q, want %q", got, want)
+	}
+}

@@ -51,15 +51,7 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer) (*Serve
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string(nil), temporalcli.FastDynamicConfig...)
-	names := make([]string, 0, len(meshapi.SearchAttributeTypes))
-	for n := range meshapi.SearchAttributeTypes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		args = append(args, "--search-attribute", n+"="+meshapi.SearchAttributeTypes[n])
-	}
+	args := append(slices.Clone(temporalcli.FastDynamicConfig), temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	dev, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
