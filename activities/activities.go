@@ -182,24 +182,33 @@ func (a *Activities) EnqueuePushes(ctx context.Context, in meshapi.EnqueueInput)
 	}
 	queue := activity.GetInfo(ctx).TaskQueue
 	for i := start; i < len(in.Requests); i++ {
-		r := in.Requests[i]
-		_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
-			client.StartWorkflowOptions{
-				ID:        meshapi.MachineID(r.Machine),
-				TaskQueue: queue,
-				// A machine workflow that was terminated is started afresh; it
-				// takes its sequence from the host's report.
-				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-				StaticSummary:         a.machineSummary(r.Machine),
-				TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
-			},
-			meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
-		if err != nil {
-			return meshapi.EnqueueResult{Enqueued: i}, fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
+		if err := a.handPush(ctx, queue, in.Requests[i]); err != nil {
+			return meshapi.EnqueueResult{Enqueued: i}, err
 		}
 		activity.RecordHeartbeat(ctx, i+1)
 	}
 	return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
+}
+
+// handPush gives r to its machine workflow by signal-with-start on queue,
+// starting the workflow if it is not running. Signalled again, a request is
+// dropped by the machine workflow as a duplicate.
+func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
+	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
+		client.StartWorkflowOptions{
+			ID:        meshapi.MachineID(r.Machine),
+			TaskQueue: queue,
+			// A machine workflow that was terminated is started afresh; it
+			// takes its sequence from the host's report.
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			StaticSummary:         a.machineSummary(r.Machine),
+			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
+		},
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
+	if err != nil {
+		return fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
+	}
+	return nil
 }
 
 // machineSummary is what the Web UI shows for a machine workflow: the

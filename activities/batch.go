@@ -93,6 +93,7 @@ const handParallelism = 16
 // history, which already holds the declarations from composing. A retry
 // signals again, which machine workflows drop as duplicates.
 func (a *Activities) HandPushes(ctx context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
+	queue := activity.GetInfo(ctx).TaskQueue
 	errs := make([]error, len(in.Requests))
 	sem := make(chan struct{}, handParallelism)
 	var wg sync.WaitGroup
@@ -100,7 +101,7 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.EnqueueInput) (m
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			_, errs[i] = a.EnqueuePushes(ctx, meshapi.EnqueueInput{Requests: []meshapi.PushRequest{r}})
+			errs[i] = a.handPush(ctx, queue, r)
 		})
 	}
 	wg.Wait()
