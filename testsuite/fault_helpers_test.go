@@ -294,15 +294,7 @@ func (w *workerProc) kill() {
 
 // stop interrupts the worker (as at the end of a test) and waits.
 func (w *workerProc) stop() {
-	if w.exited() {
-		return
-	}
-	_ = w.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-w.done:
-	case <-time.After(30 * time.Second):
-		w.kill()
-	}
+	stopGently(w.cmd.Process, w.done, os.Interrupt)
 }
 
 // faultStackOptions shapes a faultStack.

@@ -108,18 +108,7 @@ func (h *hostProc) stop() {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return
 	}
-	select {
-	case <-h.done:
-		return
-	default:
-	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.done:
-	case <-time.After(30 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.done
-	}
+	stopGently(h.cmd.Process, h.done, syscall.SIGTERM)
 }
 
 func (h *hostProc) client() *host.HTTPClient {

@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -49,4 +50,22 @@ func controlPlan(s *stack, id, update string, arg any) (meshapi.ControlResult, e
 func progress(st meshapi.PlanState, machine string) meshapi.MachineProgress {
 	m, _ := st.Machine(machine)
 	return m
+}
+
+// stopGently sends sig to a process whose Wait closes done, SIGKILLs it if
+// it has not exited within 30 s, and returns once it is gone; a process
+// already gone is left alone.
+func stopGently(p *os.Process, done <-chan struct{}, sig os.Signal) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = p.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.Kill()
+		<-done
+	}
 }

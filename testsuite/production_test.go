@@ -609,17 +609,7 @@ func (p *prodStack) spawn(name string, env []string, bin string, args ...string)
 	require.NoError(t, proc.cmd.Start(), "start %s", name)
 	go func() { proc.err = proc.cmd.Wait(); close(proc.done) }()
 	t.Cleanup(func() {
-		select {
-		case <-proc.done:
-		default:
-			_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-proc.done:
-			case <-time.After(30 * time.Second):
-				_ = proc.cmd.Process.Kill()
-				<-proc.done
-			}
-		}
+		stopGently(proc.cmd.Process, proc.done, syscall.SIGTERM)
 		if t.Failed() {
 			t.Logf("%s (pid %d) output, last lines:\n%s", name, proc.cmd.Process.Pid, prodTail(proc.out.String(), 40))
 		}
