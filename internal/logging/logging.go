@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -123,4 +124,36 @@ type timestampHook struct{}
 
 func (timestampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(TimeFormat))
+}
+
+// SyncWriter serialises writes to w. A logger and a narration that share one
+// stream from several goroutines (the in-process worker and agents of
+// `starter demo`, say) would otherwise interleave or, on a writer that is not
+// safe for concurrent use such as a bytes.Buffer, race. Each Write reaches w
+// whole and alone. The result keeps w's Fd, so IsTerminal sees through it.
+func SyncWriter(w io.Writer) io.Writer {
+	if s, ok := w.(*syncWriter); ok {
+		return s
+	}
+	return &syncWriter{w: w}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// Fd is w's file descriptor, or an invalid one when w has none, so that
+// IsTerminal answers for w.
+func (s *syncWriter) Fd() uintptr {
+	if f, ok := s.w.(interface{ Fd() uintptr }); ok {
+		return f.Fd()
+	}
+	return ^uintptr(0)
 }
