@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -52,15 +51,11 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if args == nil {
 		args = []string{} // cobra falls back to os.Args on nil
 	}
-	a := &app{stdout: logging.SyncWriter(stdout)}
 	// The demo's in-process worker and agents log to stderr while its
-	// narration is written there too; one lock per stream (one for both when
-	// they are the same writer) keeps every line whole and race-free.
-	if sameWriter(stdout, stderr) {
-		a.stderr = a.stdout
-	} else {
-		a.stderr = logging.SyncWriter(stderr)
-	}
+	// narration is written there too; one lock for both streams keeps every
+	// line whole and race-free, also when they are one writer.
+	streams := logging.SyncWriters(stdout, stderr)
+	a := &app{stdout: streams[0], stderr: streams[1]}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -68,13 +63,6 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cobraUsage(cmd, err)
 	}
 	return err
-}
-
-// sameWriter reports whether a and b are one writer, without panicking on
-// writers whose dynamic type cannot be compared.
-func sameWriter(a, b io.Writer) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	return ta == tb && ta != nil && ta.Comparable() && a == b
 }
 
 // app holds one invocation's flags and streams; a fresh one per Execute

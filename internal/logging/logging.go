@@ -126,20 +126,25 @@ func (timestampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(TimeFormat))
 }
 
-// SyncWriter serialises writes to w. A logger and a narration that share one
-// stream from several goroutines (the in-process worker and agents of
-// `starter demo`, say) would otherwise interleave or, on a writer that is not
-// safe for concurrent use such as a bytes.Buffer, race. Each Write reaches w
-// whole and alone. The result keeps w's Fd, so IsTerminal sees through it.
-func SyncWriter(w io.Writer) io.Writer {
-	if s, ok := w.(*syncWriter); ok {
-		return s
+// SyncWriters wraps ws so that their writes share one lock. A logger and a
+// narration that share a stream from several goroutines (the in-process
+// worker and agents of `starter demo`, say) would otherwise interleave or,
+// on a writer that is not safe for concurrent use such as a bytes.Buffer,
+// race; one lock for all of ws also covers a caller that passes the same
+// writer twice (stdout and stderr into one buffer). Each Write reaches its
+// writer whole and alone. Each result keeps its writer's Fd, so IsTerminal
+// sees through it.
+func SyncWriters(ws ...io.Writer) []io.Writer {
+	mu := &sync.Mutex{}
+	out := make([]io.Writer, len(ws))
+	for i, w := range ws {
+		out[i] = &syncWriter{mu: mu, w: w}
 	}
-	return &syncWriter{w: w}
+	return out
 }
 
 type syncWriter struct {
-	mu sync.Mutex
+	mu *sync.Mutex
 	w  io.Writer
 }
 

@@ -163,15 +163,20 @@ func TestNewLevelsAndFormats(t *testing.T) {
 	assert.NotContains(t, out, "\x1b[")
 }
 
-// Writers from many goroutines through one SyncWriter reach a plain
-// bytes.Buffer whole: every line parses, none is lost. Under -race a
-// SyncWriter that did not lock fails here.
-func TestSyncWriterKeepsConcurrentLinesWhole(t *testing.T) {
+// Writers from many goroutines through SyncWriters reach a plain
+// bytes.Buffer whole: every line parses, none is lost, also when two of the
+// wrapped writers are the same buffer (stdout and stderr into one). Under
+// -race a SyncWriters that did not lock, or locked each writer apart, fails
+// here.
+func TestSyncWritersKeepConcurrentLinesWhole(t *testing.T) {
 	var buf bytes.Buffer
-	w := SyncWriter(&buf)
-	require.Same(t, w, SyncWriter(w), "wrapping twice adds no second lock")
-	log, err := New(w, "info", FormatJSON)
-	require.NoError(t, err)
+	ws := SyncWriters(&buf, &buf)
+	logs := make([]zerolog.Logger, len(ws))
+	for i, w := range ws {
+		var err error
+		logs[i], err = New(w, "info", FormatJSON)
+		require.NoError(t, err)
+	}
 
 	const writers, lines = 8, 200
 	var wg sync.WaitGroup
@@ -179,6 +184,7 @@ func TestSyncWriterKeepsConcurrentLinesWhole(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			w, log := ws[i%len(ws)], logs[i%len(ws)]
 			for j := 0; j < lines; j++ {
 				if j%2 == 0 {
 					log.Info().Int("writer", i).Int("line", j).Msg("logged")
@@ -193,13 +199,14 @@ func TestSyncWriterKeepsConcurrentLinesWhole(t *testing.T) {
 	assert.Len(t, got, writers*lines)
 }
 
-func TestSyncWriterKeepsTerminalDetection(t *testing.T) {
+func TestSyncWritersKeepTerminalDetection(t *testing.T) {
 	var buf bytes.Buffer
-	assert.False(t, IsTerminal(SyncWriter(&buf)), "a buffer is no terminal, wrapped or not")
 	f, err := os.Open(os.DevNull)
 	require.NoError(t, err)
 	defer f.Close()
-	_, hasFd := SyncWriter(f).(interface{ Fd() uintptr })
+	ws := SyncWriters(&buf, f)
+	assert.False(t, IsTerminal(ws[0]), "a buffer is no terminal, wrapped or not")
+	_, hasFd := ws[1].(interface{ Fd() uintptr })
 	assert.True(t, hasFd, "a wrapped file keeps its Fd for IsTerminal")
-	assert.Equal(t, IsTerminal(f), IsTerminal(SyncWriter(f)))
+	assert.Equal(t, IsTerminal(f), IsTerminal(ws[1]))
 }
