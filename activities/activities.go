@@ -1,11 +1,12 @@
 // Package activities holds the work the plan and machine workflows hand to
-// the outside world: resolving targets from the mesh config, building,
-// composing a machine's declaration, handing push requests to machine
-// workflows, and the push itself. Every activity takes one typed input from
-// meshapi and returns one typed result; each is a thin shell over a small
-// interface (build.Builder, catalogue.Catalogue, host.Client) so that the
-// real builder, catalogue and host agent drop in without touching workflow
-// code.
+// the outside world, one file per step of the flow: resolving targets and
+// building (this file), composing machines' declarations (compose.go),
+// handing a tier's push requests to machine workflows (hand.go), and the
+// push itself (push.go). Every activity takes one typed input from meshapi
+// and returns one typed result; each is a thin shell over a small interface
+// (build.Builder, catalogue.Catalogue, host.Client, Plans) so that the real
+// builder, catalogue, host agent and Temporal drop in without touching
+// workflow code.
 package activities
 
 import (
@@ -16,9 +17,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -47,14 +48,17 @@ type Activities struct {
 	// Temporal is used to hand push requests to machine workflows
 	// (signal-with-start).
 	Temporal client.Client
+	// Plans says whether a plan still runs, so that a push queued by a plan
+	// an operator terminated is not sent, and takes a push's answer to its
+	// plan.
+	Plans Plans
 	// ConfigDir resolves module repositories given relative to the config
 	// file.
 	ConfigDir string
-	// Plans says whether a plan still runs, so that a push queued by a plan
-	// an operator terminated is not sent. Nil skips the check (tests of the
-	// push alone).
-	Plans Plans
-	Log   zerolog.Logger
+	// PollInterval is how often a push reads the host's report while it
+	// waits for a declaration to run; zero means DefaultPollInterval.
+	PollInterval time.Duration
+	Log          zerolog.Logger
 }
 
 // Targets resolves which machines run a module, from the worker's mesh
@@ -113,137 +117,12 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 	return b, nil
 }
 
-// Compose writes what the plan intends for one machine: its own module
-// pinned to the plan's build, every other module as the machine runs it now,
-// and a module the machine lacks at that module's newest build that has
-// converged somewhere.
-func (a *Activities) Compose(ctx context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
-	hc, err := a.host(in.Target.Machine)
-	if err != nil {
-		return meshapi.ComposeResult{}, err
-	}
-	rep, err := hc.Report(ctx)
-	if err != nil {
-		return meshapi.ComposeResult{}, fmt.Errorf("compose %s: read host report: %w", in.Target.Machine, err)
-	}
-	d := mesh.Declaration{Machine: in.Target.Machine, Plan: in.Plan}
-	var unknown []string
-	for _, name := range in.Target.Modules {
-		if name == in.Build.Module {
-			d.Containers = append(d.Containers, a.container(in.Build))
-			continue
-		}
-		if r, ok := rep.Running(name); ok {
-			c := r.Declared()
-			b, known, err := a.Catalogue.Lookup(ctx, r.Digest)
-			if err != nil {
-				return meshapi.ComposeResult{}, fmt.Errorf("compose %s: look up %s: %w", in.Target.Machine, name, err)
-			}
-			if known {
-				c.Generation = b.Generation
-			} else {
-				// Never guessed: the host's own claim is not a generation. The
-				// push refuses it unless an operator forces it.
-				c.Generation = 0
-				unknown = append(unknown, fmt.Sprintf("%s runs %s at %s, which the catalogue does not know", in.Target.Machine, name, r.Digest))
-			}
-			d.Containers = append(d.Containers, c)
-			continue
-		}
-		b, ok, err := a.Catalogue.NewestConverged(ctx, name)
-		if err != nil {
-			return meshapi.ComposeResult{}, fmt.Errorf("compose %s: newest converged %s: %w", in.Target.Machine, name, err)
-		}
-		if ok {
-			d.Containers = append(d.Containers, a.container(b))
-		}
-	}
-	return meshapi.ComposeResult{Declaration: d, Unknown: unknown}, nil
-}
-
-// container is a build as declared with its module's settings.
-func (a *Activities) container(b mesh.Build) mesh.Container {
-	m := a.Mesh.Modules[b.Module]
-	return mesh.Container{
-		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
-		Image: b.Image, Args: m.Args, Env: m.Env,
-	}
-}
-
-// EnqueuePushes hands a tier's push requests to their machine workflows,
-// starting a machine workflow on first use (signal-with-start). Requests are
-// signals, not updates, so fifty plans waiting on one machine are never
-// refused by the server's in-flight update limit; the machine workflow drops
-// duplicates by request ID, so a retry of this activity is harmless.
-func (a *Activities) EnqueuePushes(ctx context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
-	start := 0
-	if activity.HasHeartbeatDetails(ctx) {
-		_ = activity.GetHeartbeatDetails(ctx, &start)
-	}
-	queue := activity.GetInfo(ctx).TaskQueue
-	for i := start; i < len(in.Requests); i++ {
-		if err := a.handPush(ctx, queue, in.Requests[i]); err != nil {
-			return meshapi.EnqueueResult{Enqueued: i}, err
-		}
-		activity.RecordHeartbeat(ctx, i+1)
-	}
-	return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
-}
-
-// handPush gives r to its machine workflow by signal-with-start on queue,
-// starting the workflow if it is not running. Signalled again, a request is
-// dropped by the machine workflow as a duplicate.
-func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
-	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
-		client.StartWorkflowOptions{
-			ID:        meshapi.MachineID(r.Machine),
-			TaskQueue: queue,
-			// A machine workflow that was terminated is started afresh; it
-			// takes its sequence from the host's report.
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			StaticSummary:         a.machineSummary(r.Machine),
-			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
-		},
-		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
-	if err != nil {
-		return fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
-	}
-	return nil
-}
-
-// machineSummary is what the Web UI shows for a machine workflow: the
-// machine, its tier and the modules it runs.
-func (a *Activities) machineSummary(machine string) string {
-	m, ok := a.Mesh.Machines[machine]
-	if !ok {
-		return "machine " + machine
-	}
-	return fmt.Sprintf("machine %s (tier %d: %s)", machine, m.Tier, strings.Join(m.Modules, ", "))
-}
-
 func (a *Activities) host(machine string) (host.Client, error) {
 	hc, err := a.Hosts.Host(machine)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownMachine, err)
 	}
 	return hc, nil
-}
-
-// Plans answers whether a plan workflow is still running.
-type Plans interface {
-	Running(ctx context.Context, plan string) (status string, running bool, err error)
-}
-
-// TemporalPlans asks the Temporal service.
-type TemporalPlans struct{ Client client.Client }
-
-// Running implements Plans.
-func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, error) {
-	d, err := p.Client.DescribeWorkflow(ctx, plan, "")
-	if err != nil {
-		return "", false, fmt.Errorf("describe plan %s: %w", plan, err)
-	}
-	return d.Status.String(), d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // ConfigHosts dials hosts from the mesh config, one client per machine.

@@ -11,7 +11,7 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// Compose pins the plan's build, keeps every other module as the machine
+// Composing pins the plan's build, keeps every other module as the machine
 // runs it, and gives a module the machine lacks its newest build that has
 // converged somewhere (never one that has not).
 func TestComposeKeepsOthersAndFillsMissingWithNewestConverged(t *testing.T) {
@@ -29,14 +29,7 @@ func TestComposeKeepsOthersAndFillsMissingWithNewestConverged(t *testing.T) {
 	require.NoError(t, f.cat.MarkConverged(ctx, met2.Digest, "edge-9"))
 	f.host.Seed(running(host6), running(ctl11))
 
-	v, err := f.env.ExecuteActivity(f.acts.Compose, meshapi.ComposeInput{
-		Plan:   "plan/host/x",
-		Target: meshapi.Target{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host", "metrics"}},
-		Build:  host7,
-	})
-	require.NoError(t, err)
-	var res meshapi.ComposeResult
-	require.NoError(t, v.Get(&res))
+	res := f.composeOne(meshapi.Target{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host", "metrics"}}, host7)
 	d := res.Declaration
 	want := map[string]string{"mesh-controller": ctl11.Digest, "host": host7.Digest, "metrics": met2.Digest}
 	require.Len(t, d.Containers, len(want))
@@ -68,16 +61,48 @@ func TestComposeNamesUnknownRunningDigests(t *testing.T) {
 	stranger := running(bld("mesh-controller", 99)) // never recorded
 	f.host.Seed(stranger)
 
-	v, err := f.env.ExecuteActivity(f.acts.Compose, meshapi.ComposeInput{
-		Plan:   "plan/host/x",
-		Target: meshapi.Target{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}},
-		Build:  host7,
-	})
-	require.NoError(t, err)
-	var res meshapi.ComposeResult
-	require.NoError(t, v.Get(&res))
+	res := f.composeOne(meshapi.Target{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}}, host7)
 	require.Len(t, res.Unknown, 1)
 	require.Contains(t, res.Unknown[0], stranger.Digest)
 	c, _ := res.Declaration.Container("mesh-controller")
 	require.Zero(t, c.Generation, "the host's claim of generation %d is not taken", stranger.Generation)
+}
+
+// composeOne composes one target through ComposeTargets and returns its
+// result, failing the test on any error.
+func (f *pushFixture) composeOne(t meshapi.Target, own mesh.Build) meshapi.ComposeResult {
+	f.t.Helper()
+	v, err := f.env.ExecuteActivity(f.acts.ComposeTargets, meshapi.ComposeTargetsInput{Plan: "plan/host/x", Targets: []meshapi.Target{t}, Build: own})
+	require.NoError(f.t, err)
+	var res meshapi.ComposeTargetsResult
+	require.NoError(f.t, v.Get(&res))
+	require.Len(f.t, res.Results, 1)
+	require.Empty(f.t, res.Results[0].Error)
+	return res.Results[0].ComposeResult
+}
+
+// ComposeTargets composes each target in the input's
+// order, and names a target it cannot compose (a machine the worker does
+// not know) without failing the others.
+func TestComposeTargetsNamesWhatItCannotCompose(t *testing.T) {
+	f := newPushFixture(t)
+	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"host": {}}}
+	host7 := bld("host", 7)
+	f.record(host7)
+
+	targets := []meshapi.Target{
+		{Machine: "control-node", Tier: 1, Modules: []string{"host"}},
+		{Machine: "nowhere", Tier: 1, Modules: []string{"host"}},
+	}
+	v, err := f.env.ExecuteActivity(f.acts.ComposeTargets, meshapi.ComposeTargetsInput{Plan: "plan/host/x", Targets: targets, Build: host7})
+	require.NoError(t, err)
+	var res meshapi.ComposeTargetsResult
+	require.NoError(t, v.Get(&res))
+	require.Len(t, res.Results, 2)
+	require.Empty(t, res.Results[0].Error)
+	c, ok := res.Results[0].Declaration.Container("host")
+	require.True(t, ok)
+	require.Equal(t, host7.Digest, c.Digest)
+	require.Equal(t, "control-node", res.Results[0].Declaration.Machine)
+	require.Contains(t, res.Results[1].Error, "nowhere")
 }

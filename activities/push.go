@@ -1,12 +1,18 @@
 package activities
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/guard"
@@ -15,33 +21,50 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// PollInterval is how often Push reads the host's report while it waits for
-// a declaration to run.
-var PollInterval = 250 * time.Millisecond
+// DefaultPollInterval is how often a push reads the host's report while it
+// waits for a declaration to run, unless Activities.PollInterval says
+// otherwise.
+const DefaultPollInterval = 250 * time.Millisecond
 
-// Push is the whole of one push to one machine, in one activity so that it
-// costs one round trip: read the host's report, run the guard against it
-// (supersede, rebase, refuse), number the declaration, send it, and wait
-// (heartbeating) until the host reports it running.
+// PushAndAnswer is the whole of one push to one machine, in one activity so
+// that it costs one round trip: read the host's report, run the guard
+// against it (supersede, rebase, refuse), number the declaration, send it,
+// wait (heartbeating) until the host reports it running, and answer the
+// plan that asked. Answering from here spares the machine workflow a signal,
+// its completion and a workflow task per push. A push that fails is
+// returned as an error for the machine workflow to answer.
 //
 // Only the machine's workflow calls it, one at a time, which is what makes
 // it the machine's only writer. A retry after a lost answer finds its own
 // request as the host's last and goes straight to waiting, so nothing is
-// applied twice.
-func (a *Activities) Push(ctx context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
+// applied twice; it answers again, which the plan ignores.
+func (a *Activities) PushAndAnswer(ctx context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
+	out, err := a.push(ctx, in)
+	if err != nil {
+		return out, err
+	}
+	req := in.Request
+	res := meshapi.PushResult{Request: req.Request, Plan: req.Plan, Machine: req.Machine, Outcome: out.Outcome,
+		Reason: out.Reason, Seq: out.Seq, Rebased: out.Rebased}
+	if err := a.Plans.Answer(ctx, res); err != nil {
+		return out, fmt.Errorf("answer plan %s: %w", req.Plan, err)
+	}
+	return out, nil
+}
+
+// push does the push of PushAndAnswer, short of answering.
+func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
 	req := in.Request
 	log := a.Log.With().Str("plan", req.Plan).Str("machine", req.Machine).Str("module", req.Build.Module).
 		Str("digest", req.Build.Digest).Int("attempt", int(activity.GetInfo(ctx).Attempt)).Logger()
-	if a.Plans != nil {
-		status, running, err := a.Plans.Running(ctx, req.Plan)
-		if err != nil {
-			return meshapi.PushOutcome{}, err
-		}
-		if !running {
-			reason := fmt.Sprintf("plan %s no longer runs (%s); nothing sent to %s", req.Plan, status, req.Machine)
-			log.Warn().Str("reason", reason).Msg("push dropped")
-			return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
-		}
+	status, running, err := a.Plans.Running(ctx, req.Plan)
+	if err != nil {
+		return meshapi.PushOutcome{}, err
+	}
+	if !running {
+		reason := fmt.Sprintf("plan %s no longer runs (%s); nothing sent to %s", req.Plan, status, req.Machine)
+		log.Warn().Str("reason", reason).Msg("push dropped")
+		return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
 	}
 	hc, err := a.host(req.Machine)
 	if err != nil {
@@ -96,12 +119,8 @@ func (a *Activities) Push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		if err != nil {
 			if r, ok := host.IsRefused(err); ok {
 				out.Outcome, out.Reason = meshapi.MachineRefused, r.Error()
-				typ := meshapi.ErrHostRefused
-				if r.Code == host.CodeSequence {
-					typ = meshapi.ErrSequenceRefused
-				}
 				log.Warn().Str("code", r.Code).Msg("host refused declaration")
-				return out, temporal.NewNonRetryableApplicationError(r.Error(), typ, err, out)
+				return out, temporal.NewNonRetryableApplicationError(r.Error(), refusalType(r.Code), err, out)
 			}
 			return meshapi.PushOutcome{}, fmt.Errorf("send declaration %d to %s: %w", sent.Seq, req.Machine, err)
 		}
@@ -119,13 +138,22 @@ func (a *Activities) Push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	return out, nil
 }
 
+// refusalType is the stable error type of a host API refusal code: where
+// the host's wire vocabulary becomes meshroll's.
+func refusalType(code string) string {
+	if code == host.CodeSequence {
+		return meshapi.ErrSequenceRefused
+	}
+	return meshapi.ErrHostRefused
+}
+
 // waitRunning polls the host's report until every container of the sent
 // declaration runs, heartbeating, and fails permanently if one crash-loops or
 // the policy's running timeout passes.
 func (a *Activities) waitRunning(ctx context.Context, hc host.Client, req meshapi.PushRequest, out meshapi.PushOutcome) error {
 	policy := req.Policy.WithDefaults()
 	deadline := time.Now().Add(policy.RunningTimeout)
-	t := time.NewTicker(PollInterval)
+	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
 	defer t.Stop()
 	for {
 		rep, err := hc.Report(ctx)
@@ -213,4 +241,41 @@ func (a *Activities) markConverged(ctx context.Context, req meshapi.PushRequest)
 	if err := a.Catalogue.MarkConverged(ctx, req.Build.Digest, req.Machine); err != nil {
 		a.Log.Warn().Err(err).Str("machine", req.Machine).Str("digest", req.Build.Digest).Msg("could not mark build converged")
 	}
+}
+
+// Plans is the push's view of the plan workflows: whether the plan that
+// asked still runs, and the route by which it hears how the push ended.
+type Plans interface {
+	// Running says whether plan's workflow still runs, with its status.
+	Running(ctx context.Context, plan string) (status string, running bool, err error)
+	// Answer gives a push's result to its plan (the push-result signal).
+	// A plan that has ended is not an error: the machine workflow keeps
+	// the answer for anyone who asks.
+	Answer(ctx context.Context, r meshapi.PushResult) error
+}
+
+// TemporalPlans asks and signals the Temporal service.
+type TemporalPlans struct {
+	Client client.Client
+	Log    zerolog.Logger
+}
+
+// Running implements Plans.
+func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, error) {
+	d, err := p.Client.DescribeWorkflow(ctx, plan, "")
+	if err != nil {
+		return "", false, fmt.Errorf("describe plan %s: %w", plan, err)
+	}
+	return d.Status.String(), d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+}
+
+// Answer implements Plans.
+func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
+	err := p.Client.SignalWorkflow(ctx, r.Plan, "", meshapi.SignalPushResult, r)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		p.Log.Warn().Str("plan", r.Plan).Str("machine", r.Machine).Msg("plan did not take its answer: it has ended")
+		return nil
+	}
+	return err
 }

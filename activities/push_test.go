@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,21 +44,24 @@ func declared(b mesh.Build) mesh.Container {
 }
 
 type pushFixture struct {
-	t    *testing.T
-	env  *testsuite.TestActivityEnvironment
-	host *hosttest.Host
-	cat  *catalogue.Memory
-	acts *Activities
+	t     *testing.T
+	env   *testsuite.TestActivityEnvironment
+	host  *hosttest.Host
+	cat   *catalogue.Memory
+	plans *fakePlans
+	acts  *Activities
 }
 
 func newPushFixture(t *testing.T, opts ...hosttest.Option) *pushFixture {
 	var s testsuite.WorkflowTestSuite
 	f := &pushFixture{t: t, env: s.NewTestActivityEnvironment(), host: hosttest.New(t, "control-node", opts...), cat: catalogue.NewMemory()}
-	PollInterval = time.Millisecond
+	f.plans = &fakePlans{}
 	f.acts = &Activities{
-		Catalogue: f.cat,
-		Hosts:     fixedHosts{"control-node": f.host},
-		Log:       zerolog.Nop(),
+		Catalogue:    f.cat,
+		Hosts:        fixedHosts{"control-node": f.host},
+		Plans:        f.plans,
+		PollInterval: time.Millisecond,
+		Log:          zerolog.Nop(),
 	}
 	f.env.RegisterActivity(f.acts)
 	return f
@@ -76,7 +80,7 @@ func (f *pushFixture) push(own mesh.Build, seq uint64, cs ...mesh.Container) (me
 		Declaration: mesh.Declaration{Machine: "control-node", Containers: cs},
 		Policy:      meshapi.PushPolicy{RunningTimeout: 5 * time.Second, RetryBudget: time.Second},
 	}
-	v, err := f.env.ExecuteActivity(f.acts.Push, meshapi.PushInput{Request: req, Seq: seq})
+	v, err := f.env.ExecuteActivity(f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: seq})
 	var out meshapi.PushOutcome
 	if err == nil {
 		require.NoError(f.t, v.Get(&out))
@@ -214,17 +218,51 @@ func TestPushWaitsUntilRunning(t *testing.T) {
 	nc, ok, _ := f.cat.NewestConverged(context.Background(), "host")
 	require.True(t, ok)
 	require.Equal(t, h1.Digest, nc.Digest, "the build is marked converged")
+	answers := f.plans.answered()
+	require.Len(t, answers, 1, "the push answers its plan itself")
+	require.Equal(t, meshapi.PushResult{Request: meshapi.RequestID("plan/host/"+h1.Commit, "control-node"), Plan: "plan/host/" + h1.Commit,
+		Machine: "control-node", Outcome: meshapi.MachineConverged, Seq: 1}, answers[0])
 }
 
-// plansFake answers whether a plan runs.
-type plansFake map[string]string
+// A push that fails is not answered from the activity: the machine
+// workflow answers it, so a plan hears of every push exactly once.
+func TestPushFailureLeavesTheAnswerToTheMachineWorkflow(t *testing.T) {
+	f := newPushFixture(t)
+	h1 := bld("host", 1)
+	f.record(h1)
+	f.host.SetCrash("host", true)
+	_, err := f.push(h1, 1, declared(h1))
+	require.Error(t, err)
+	require.Empty(t, f.plans.answered())
+}
 
-func (p plansFake) Running(_ context.Context, plan string) (string, bool, error) {
-	status, ok := p[plan]
-	if !ok {
-		return "", false, errors.New("no such plan")
+// fakePlans says every plan runs unless it is listed in ended (with its
+// status), and records the answers it is given.
+type fakePlans struct {
+	ended map[string]string
+
+	mu      sync.Mutex
+	answers []meshapi.PushResult
+}
+
+func (p *fakePlans) Running(_ context.Context, plan string) (string, bool, error) {
+	if status, ok := p.ended[plan]; ok {
+		return status, false, nil
 	}
-	return status, status == "Running", nil
+	return "Running", true, nil
+}
+
+func (p *fakePlans) Answer(_ context.Context, r meshapi.PushResult) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers = append(p.answers, r)
+	return nil
+}
+
+func (p *fakePlans) answered() []meshapi.PushResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]meshapi.PushResult(nil), p.answers...)
 }
 
 // A push queued by a plan an operator terminated is not sent.
@@ -232,14 +270,14 @@ func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
 	f := newPushFixture(t)
 	h1 := bld("host", 1)
 	f.record(h1)
-	f.acts.Plans = plansFake{"plan/host/" + h1.Commit: "Terminated"}
+	f.plans.ended = map[string]string{"plan/host/" + h1.Commit: "Terminated"}
 	out, err := f.push(h1, 1, declared(h1))
 	require.NoError(t, err)
 	require.Equal(t, meshapi.MachineCancelled, out.Outcome)
 	require.Contains(t, out.Reason, "no longer runs (Terminated)")
 	require.Empty(t, f.host.Received(), "nothing sent")
 
-	f.acts.Plans = plansFake{"plan/host/" + h1.Commit: "Running"}
+	f.plans.ended = nil
 	out, err = f.push(h1, 1, declared(h1))
 	require.NoError(t, err)
 	require.Equal(t, meshapi.MachineConverged, out.Outcome)

@@ -398,7 +398,7 @@ func dsPlanDigest(t *testing.T, bins string, m *dsMesh, id string) string {
 
 // dsWaitPlan polls plan show until the plan is in state, failing if it
 // ends in another.
-func dsWaitPlan(t *testing.T, bins string, m *dsMesh, id, state string) meshapi.PlanState {
+func dsWaitPlan(t *testing.T, bins string, m *dsMesh, id string, state meshapi.PlanStatus) meshapi.PlanState {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	var st meshapi.PlanState
@@ -410,7 +410,7 @@ func dsWaitPlan(t *testing.T, bins string, m *dsMesh, id, state string) meshapi.
 			if st.State == state {
 				return st
 			}
-			if meshapi.PlanTerminal(st.State) {
+			if st.State.Terminal() {
 				t.Fatalf("plan %s ended %s (%s), want %s", id, st.State, st.Reason, state)
 			}
 		} else if !strings.Contains(errOut+err.Error(), "not found") {

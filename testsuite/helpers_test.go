@@ -14,7 +14,7 @@ import (
 
 // waitFor follows a plan until it reaches state (or fails the test if it
 // ends first).
-func waitFor(t *testing.T, s *stack, id, state string) meshapi.PlanState {
+func waitFor(t *testing.T, s *stack, id string, state meshapi.PlanStatus) meshapi.PlanState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -80,17 +80,13 @@ func TestReplayHistories(t *testing.T) {
 // captureTag names the histories TestCaptureHistories writes. Change it
 // whenever workflow code changes the commands it issues (behind a
 // workflow.GetVersion gate or a new workflow type): the histories of the
-// code before stay, and must keep replaying.
+// code before stay, and must keep replaying until their version branch is
+// retired (see package workflows).
 //
-//   - "" (no tag): the first workflows.
-//   - "v2": plans keep the MeshrollState and MeshrollMachines search
-//     attributes current ("search-attributes" version 1).
-//   - "v3": plans compose in batches and hand tiers out with local
-//     activities, and leave MeshrollMachines unset when it would be over
-//     the server's size limit ("batches" version 1); the push activity
-//     answers the plan itself ("push-answers" version 1 of the machine
-//     workflow).
-const captureTag = "v3"
+//   - "" (no tag): the baseline of 2026-12-03, when the versions
+//     "search-attributes", "batches" and "push-answers" were retired and
+//     their code became the only code.
+const captureTag = ""
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed

@@ -44,7 +44,7 @@ func TestOverlappingPlansNeverOverlapOrDowngrade(t *testing.T) {
 	}
 	wg.Wait()
 	for _, st := range states {
-		require.Contains(t, []string{meshapi.PlanConverged, meshapi.PlanSuperseded}, st.State, "%s: %s", st.Plan, st.Reason)
+		require.Contains(t, []meshapi.PlanStatus{meshapi.PlanConverged, meshapi.PlanSuperseded}, st.State, "%s: %s", st.Plan, st.Reason)
 	}
 	for _, m := range []string{"control-node", "edge-1"} {
 		s.checkJournal(m)

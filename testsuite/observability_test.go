@@ -17,7 +17,6 @@ import (
 
 	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/agent"
-	"github.com/meshroll/meshroll/internal/guard"
 	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -124,8 +123,8 @@ func TestMetricsDuringAPlan(t *testing.T) {
 	s.hosts["edge-1"].SetDown(false)
 	waitFor(t, s, side.ID, meshapi.PlanConverged)
 	metricUntil(t, metrics, workflows.MetricQueueLength, queue, "0 once the host is back", func(v float64) bool { return v == 0 })
-	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": meshapi.MachineConverged}, "2", func(v float64) bool { return v == 2 })
-	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "side", "state": meshapi.PlanConverged}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": string(meshapi.MachineConverged)}, "2", func(v float64) bool { return v == 2 })
+	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "side", "state": string(meshapi.PlanConverged)}, "1", func(v float64) bool { return v == 1 })
 	m, err := scrape.Get(context.Background(), metrics)
 	require.NoError(t, err)
 	_, ended := m.Value(workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc"})
@@ -135,9 +134,9 @@ func TestMetricsDuringAPlan(t *testing.T) {
 	_, err = controlPlan(s, svc.ID, meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one, By: "test"})
 	require.NoError(t, err)
 	waitFor(t, s, svc.ID, meshapi.PlanConverged)
-	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc", "state": meshapi.PlanConverged}, "1", func(v float64) bool { return v == 1 })
-	metricUntil(t, metrics, workflows.MetricTierDuration+"_seconds", map[string]string{"module": "svc", "state": meshapi.TierConverged}, "2 tiers timed", func(v float64) bool { return v == 2 })
-	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-2", "outcome": meshapi.MachineConverged}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc", "state": string(meshapi.PlanConverged)}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricTierDuration+"_seconds", map[string]string{"module": "svc", "state": string(meshapi.TierConverged)}, "2 tiers timed", func(v float64) bool { return v == 2 })
+	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-2", "outcome": string(meshapi.MachineConverged)}, "1", func(v float64) bool { return v == 1 })
 
 	// The SDK's own metrics are on the same endpoint.
 	m, err = scrape.Get(context.Background(), metrics)
@@ -186,12 +185,12 @@ func TestRefusalMetrics(t *testing.T) {
 	st := waitFor(t, s, p.ID, meshapi.PlanRefused)
 	assert.Contains(t, st.Reason, "does not know")
 	machine := map[string]string{"machine": "edge-1"}
-	metricUntil(t, metrics, workflows.MetricRefusals+"_total", map[string]string{"machine": "edge-1", "reason": guard.CodeUnknownDigest}, "1", func(v float64) bool { return v == 1 })
-	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": meshapi.MachineRefused}, "1", func(v float64) bool { return v == 1 })
-	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc", "state": meshapi.PlanRefused}, "1", func(v float64) bool { return v == 1 })
-	metricUntil(t, metrics, workflows.MetricTierDuration+"_seconds", map[string]string{"module": "svc", "state": meshapi.TierHalted}, "1 halted tier timed", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricRefusals+"_total", map[string]string{"machine": "edge-1", "reason": meshapi.ErrUnknownDigest}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": string(meshapi.MachineRefused)}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricPlansEnded+"_total", map[string]string{"module": "svc", "state": string(meshapi.PlanRefused)}, "1", func(v float64) bool { return v == 1 })
+	metricUntil(t, metrics, workflows.MetricTierDuration+"_seconds", map[string]string{"module": "svc", "state": string(meshapi.TierHalted)}, "1 halted tier timed", func(v float64) bool { return v == 1 })
 	m, err := scrape.Get(context.Background(), metrics)
 	require.NoError(t, err)
-	_, converged := m.Value(workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": meshapi.MachineConverged})
+	_, converged := m.Value(workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": string(meshapi.MachineConverged)})
 	assert.False(t, converged, "nothing converged on %v", machine)
 }

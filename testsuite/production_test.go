@@ -645,7 +645,7 @@ func (p *prodStack) waitPlan(id string, within time.Duration) meshapi.PlanState 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		st, err = plans.State(ctx, p.c, id)
 		cancel()
-		if err == nil && meshapi.PlanTerminal(st.State) {
+		if err == nil && st.State.Terminal() {
 			return st
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -686,7 +686,7 @@ func (p *prodStack) waitForPushInFlight(id string, workers ...*prodProc) (*prodP
 			}
 		}
 		st, err := plans.State(context.Background(), p.c, id)
-		if err == nil && meshapi.PlanTerminal(st.State) {
+		if err == nil && st.State.Terminal() {
 			t.Fatalf("plan %s ended %s before a push was seen in flight on a worker (identities seen: %v)", id, st.State, seen)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -695,10 +695,9 @@ func (p *prodStack) waitForPushInFlight(id string, workers ...*prodProc) (*prodP
 	return nil, ""
 }
 
-// isPush names the machine workflow's push activities: Push, and
-// PushAndAnswer since the "push-answers" version.
+// isPush names the machine workflow's push activity.
 func isPush(activityType string) bool {
-	return activityType == "Push" || activityType == "PushAndAnswer"
+	return activityType == "PushAndAnswer"
 }
 
 // pushRetriedOn returns the attempt on which w ran a Push activity of the

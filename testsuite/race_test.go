@@ -213,7 +213,7 @@ func TestRaceSuite(t *testing.T) {
 
 		for _, m := range ms {
 			require.NoError(t, m.err, "%s %s", m.id, tag)
-			require.Contains(t, []string{meshapi.PlanConverged, meshapi.PlanSuperseded}, m.final.State,
+			require.Contains(t, []meshapi.PlanStatus{meshapi.PlanConverged, meshapi.PlanSuperseded}, m.final.State,
 				"round %d: %s ended %s: %s %s", round+1, m.id, m.final.State, m.final.Reason, tag)
 			require.NotNil(t, m.final.Build, "%s has its build %s", m.id, tag)
 		}
@@ -266,7 +266,7 @@ func raceWaitGated(t *testing.T, s *stack, id, tag string) meshapi.PlanState {
 			if st.State == meshapi.PlanGated {
 				return st
 			}
-			require.False(t, meshapi.PlanTerminal(st.State), "%s ended %s before its gate: %s %s", id, st.State, st.Reason, tag)
+			require.False(t, st.State.Terminal(), "%s ended %s before its gate: %s %s", id, st.State, st.Reason, tag)
 		}
 		require.True(t, time.Now().Before(deadline), "%s did not reach its gate (last %q, %v) %s", id, st.State, err, tag)
 		time.Sleep(50 * time.Millisecond) // polling interval, not a wait for an outcome

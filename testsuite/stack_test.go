@@ -89,7 +89,6 @@ func machineToken(machine string) string { return "host-token-" + machine + "-0f
 
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
-	activities.PollInterval = 20 * time.Millisecond
 	var dbFile string
 	if o.persist {
 		dbFile = filepath.Join(t.TempDir(), "temporal.db")
@@ -173,7 +172,7 @@ func (s *stack) runtime(o stackOptions) func(dir string) agent.Runtime {
 // startWorker runs the real worker in-process; it stops with the test, or
 // earlier with the returned worker's Stop.
 func (s *stack) startWorker() worker.Worker {
-	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
+	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}, PollInterval: 20 * time.Millisecond}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	require.NoError(s.t, workerapp.EnsureSearchAttributes(context.Background(), s.c, s.cfg.Temporal.Namespace, log))
 	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)

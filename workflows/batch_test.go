@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -24,14 +23,14 @@ func manyMachines(n int) []string {
 	return ms
 }
 
-// A plan composes composeBatch machines per activity (version
-// batches), and every machine still gets its own declaration.
+// A plan composes composeBatch machines per activity, and every machine
+// still gets its own declaration.
 func TestPlanComposesInBatches(t *testing.T) {
 	machines := manyMachines(2*composeBatch + 7)
 	h := newPlanHarness(t, tier(1, machines...)...)
 	var single atomic.Int32
 	base := h.composeFn
-	h.composeFn = func(in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+	h.composeFn = func(in composeCall) (meshapi.ComposeResult, error) {
 		single.Add(1)
 		return base(in)
 	}
@@ -43,20 +42,6 @@ func TestPlanComposesInBatches(t *testing.T) {
 	require.Len(t, h.enqueued, 1)
 	require.ElementsMatch(t, machines, h.enqueued[0], "every machine pushed once")
 	require.EqualValues(t, len(machines), single.Load(), "each machine composed once")
-	require.Equal(t, 1, h.handed, "the tier handed out by HandPushes")
-}
-
-// A plan that started before the batches version keeps one Compose
-// activity per machine and EnqueuePushes on replay.
-func TestPlanBeforeComposeBatchesComposesEachMachine(t *testing.T) {
-	machines := manyMachines(5)
-	h := newPlanHarness(t, tier(1, machines...)...)
-	h.env.OnGetVersion(versionBatches, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-	require.Empty(t, h.composeBatches, "no batch activity before the version")
-	require.Zero(t, h.handed, "tiers handed out by EnqueuePushes before the version")
-	require.Len(t, h.enqueued, 1)
 }
 
 // A batch that names a machine it could not compose halts the plan naming
@@ -65,7 +50,7 @@ func TestPlanComposeBatchFailureNamesMachine(t *testing.T) {
 	machines := manyMachines(composeBatch + 1)
 	h := newPlanHarness(t, tier(1, machines...)...)
 	base := h.composeFn
-	h.composeFn = func(in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+	h.composeFn = func(in composeCall) (meshapi.ComposeResult, error) {
 		if in.Target.Machine == machines[composeBatch] {
 			return meshapi.ComposeResult{}, permanent("machine not in the worker's mesh config")
 		}
@@ -77,36 +62,25 @@ func TestPlanComposeBatchFailureNamesMachine(t *testing.T) {
 	require.Empty(t, h.enqueued)
 }
 
-// The push activity answers the plan (version push-answers): each push is
-// answered exactly once, and the answer is remembered for re-delivery.
+// The push activity answers the plan: each push is answered exactly once,
+// and the answer is remembered for re-delivery.
 func TestMachinePushAnswersPlanOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		version workflow.Version
-	}{
-		{"push-answers", 1},
-		{"before push-answers: the workflow signals", workflow.DefaultVersion},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newMachineHarness(t)
-			h.env.OnGetVersion(versionPushAnswers, workflow.DefaultVersion, 1).Return(tc.version)
-			a, b := req("plan/host/a", "host", 1), req("plan/ctl/b", "ctl", 1)
-			h.signalAt(0, a, b)
-			next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
-			require.Len(t, h.pushes, 2)
-			require.Len(t, h.answers, 2, "one answer per push: %+v", h.answers)
-			for _, r := range []meshapi.PushRequest{a, b} {
-				got, ok := h.answer(r.Request)
-				require.True(t, ok, "%s answered", r.Request)
-				require.Equal(t, meshapi.MachineConverged, got.Outcome)
-			}
-			require.Len(t, next.Recent, 2, "answers remembered across continue-as-new")
-			require.Equal(t, uint64(2), next.LastSeq)
-		})
+	h := newMachineHarness(t)
+	a, b := req("plan/host/a", "host", 1), req("plan/ctl/b", "ctl", 1)
+	h.signalAt(0, a, b)
+	next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+	require.Len(t, h.pushes, 2)
+	require.Len(t, h.answers, 2, "one answer per push: %+v", h.answers)
+	for _, r := range []meshapi.PushRequest{a, b} {
+		got, ok := h.answer(r.Request)
+		require.True(t, ok, "%s answered", r.Request)
+		require.Equal(t, meshapi.MachineConverged, got.Outcome)
 	}
+	require.Len(t, next.Recent, 2, "answers remembered across continue-as-new")
+	require.Equal(t, uint64(2), next.LastSeq)
 }
 
-// A failed push is answered by the machine workflow under either version.
+// A failed push is answered by the machine workflow.
 func TestMachineFailedPushAnsweredByWorkflow(t *testing.T) {
 	h := newMachineHarness(t)
 	h.push = func(in meshapi.PushInput) (meshapi.PushOutcome, error) {

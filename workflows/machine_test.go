@@ -46,20 +46,18 @@ func newMachineHarness(t *testing.T) *machineHarness {
 // install sets up the fakes; pushes take h.delay of the environment's clock,
 // so that requests signalled meanwhile find one in flight.
 func (h *machineHarness) install() {
-	fake := func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
+	push := func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
 		h.pushes = append(h.pushes, in)
 		if h.push != nil {
 			return h.push(in)
 		}
 		return meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: in.Seq, Sent: true}, nil
 	}
-	h.env.OnActivity(acts.Push, mock.Anything, mock.Anything).After(h.delay).Return(
-		func(_ context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) { return fake(in) })
 	// PushAndAnswer answers the plan itself when the push succeeded, as
 	// the real one signals it.
 	h.env.OnActivity(acts.PushAndAnswer, mock.Anything, mock.Anything).After(h.delay).Return(
 		func(_ context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
-			out, err := fake(in)
+			out, err := push(in)
 			if err == nil {
 				r := in.Request
 				h.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
 // Names of meshroll's own metrics. Workflows emit them through
@@ -34,17 +36,17 @@ func planStarted(ctx workflow.Context, module string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module}).Counter(MetricPlansStarted).Inc(1)
 }
 
-func planEnded(ctx workflow.Context, module, state string) {
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "state": state}).Counter(MetricPlansEnded).Inc(1)
+func planEnded(ctx workflow.Context, module string, state meshapi.PlanStatus) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "state": string(state)}).Counter(MetricPlansEnded).Inc(1)
 }
 
-func tierTimed(ctx workflow.Context, module string, tier int, state string, start time.Time) {
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "tier": strconv.Itoa(tier), "state": state}).
+func tierTimed(ctx workflow.Context, module string, tier int, state meshapi.TierStatus, start time.Time) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "tier": strconv.Itoa(tier), "state": string(state)}).
 		Timer(MetricTierDuration).Record(workflow.Now(ctx).Sub(start))
 }
 
-func pushAnswered(ctx workflow.Context, machine, outcome string) {
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine, "outcome": outcome}).Counter(MetricPushes).Inc(1)
+func pushAnswered(ctx workflow.Context, machine string, outcome meshapi.MachineStatus) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine, "outcome": string(outcome)}).Counter(MetricPushes).Inc(1)
 }
 
 func pushRefused(ctx workflow.Context, machine, reason string) {

@@ -43,16 +43,7 @@ func buildOptions(ctx workflow.Context, module, commit string) workflow.Context 
 	})
 }
 
-func composeOptions(ctx workflow.Context, p meshapi.PushPolicy, machine string) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    time.Minute,
-		ScheduleToCloseTimeout: p.RetryBudget,
-		RetryPolicy:            retryForever,
-		Summary:                "compose " + machine,
-	})
-}
-
-func composeBatchOptions(ctx workflow.Context, p meshapi.PushPolicy, machines int) workflow.Context {
+func composeOptions(ctx workflow.Context, p meshapi.PushPolicy, machines int) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    5 * time.Minute,
 		HeartbeatTimeout:       time.Minute,
@@ -67,16 +58,6 @@ func handOptions(ctx workflow.Context) workflow.Context {
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy:            retryForever,
-	})
-}
-
-func enqueueOptions(ctx workflow.Context, tier int, machines int) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    time.Minute,
-		HeartbeatTimeout:       20 * time.Second,
-		ScheduleToCloseTimeout: 30 * time.Minute,
-		RetryPolicy:            retryForever,
-		Summary:                fmt.Sprintf("hand tier %d's pushes to its %d machine workflows", tier, machines),
 	})
 }
 

@@ -23,7 +23,7 @@ import (
 const commit = "1111111111111111111111111111111111111111"
 
 // planHarness runs the plan workflow with faked activities; the fake
-// EnqueuePushes answers each request as a machine workflow would, by
+// HandPushes answers each request as a machine workflow would, by
 // signalling the plan.
 type planHarness struct {
 	t       *testing.T
@@ -31,11 +31,9 @@ type planHarness struct {
 	targets []meshapi.Target
 
 	mu       sync.Mutex
-	enqueued [][]string // machines per EnqueuePushes call, in call order
+	enqueued [][]string // machines per HandPushes call, in call order
 	// composeBatches is the size of each ComposeTargets call.
 	composeBatches []int
-	// handed counts tiers handed out by HandPushes (not EnqueuePushes).
-	handed int
 	// outcome answers a machine's push; nil means no answer (still in
 	// flight). Default: converged.
 	outcome   func(machine string) *meshapi.PushResult
@@ -43,7 +41,14 @@ type planHarness struct {
 
 	targetsFn func() (meshapi.TargetsResult, error)
 	buildFn   func() (mesh.Build, error)
-	composeFn func(meshapi.ComposeInput) (meshapi.ComposeResult, error)
+	composeFn func(composeCall) (meshapi.ComposeResult, error)
+}
+
+// composeCall is one target of a ComposeTargets call.
+type composeCall struct {
+	Plan   string
+	Target meshapi.Target
+	Build  mesh.Build
 }
 
 func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
@@ -54,7 +59,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 	h.buildFn = func() (mesh.Build, error) {
 		return mesh.Build{Module: "host", Commit: commit, Digest: "sha256:" + strings.Repeat("a", 64), Generation: 7}, nil
 	}
-	h.composeFn = func(in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+	h.composeFn = func(in composeCall) (meshapi.ComposeResult, error) {
 		return meshapi.ComposeResult{Declaration: mesh.Declaration{Machine: in.Target.Machine, Plan: in.Plan,
 			Containers: []mesh.Container{{Module: in.Build.Module, Digest: in.Build.Digest, Generation: in.Build.Generation}}}}, nil
 	}
@@ -62,11 +67,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 		func(context.Context, meshapi.TargetsInput) (meshapi.TargetsResult, error) { return h.targetsFn() })
 	h.env.OnActivity(acts.Build, mock.Anything, mock.Anything).Return(
 		func(context.Context, meshapi.BuildInput) (mesh.Build, error) { return h.buildFn() })
-	h.env.OnActivity(acts.Compose, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
-			return h.composeFn(in)
-		})
-	// ComposeTargets composes as the real one does: Compose per target, a
+	// ComposeTargets composes as the real one does: composeFn per target, a
 	// permanent failure named in its result.
 	h.env.OnActivity(acts.ComposeTargets, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in meshapi.ComposeTargetsInput) (meshapi.ComposeTargetsResult, error) {
@@ -75,7 +76,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			h.mu.Unlock()
 			var out meshapi.ComposeTargetsResult
 			for _, t := range in.Targets {
-				res, err := h.composeFn(meshapi.ComposeInput{Plan: in.Plan, Target: t, Build: in.Build})
+				res, err := h.composeFn(composeCall{Plan: in.Plan, Target: t, Build: in.Build})
 				var appErr *temporal.ApplicationError
 				switch {
 				case err == nil:
@@ -88,7 +89,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			}
 			return out, nil
 		})
-	enqueue := func(_ context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
+	h.env.OnActivity(acts.HandPushes, mock.Anything, mock.Anything).Return(func(_ context.Context, in meshapi.HandPushesInput) (meshapi.HandPushesResult, error) {
 		var ms []string
 		for _, r := range in.Requests {
 			ms = append(ms, r.Machine)
@@ -104,16 +105,8 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 		h.mu.Lock()
 		h.enqueued = append(h.enqueued, ms)
 		h.mu.Unlock()
-		return meshapi.EnqueueResult{Enqueued: len(in.Requests)}, nil
-	}
-	h.env.OnActivity(acts.EnqueuePushes, mock.Anything, mock.Anything).Return(enqueue)
-	h.env.OnActivity(acts.HandPushes, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in meshapi.EnqueueInput) (meshapi.EnqueueResult, error) {
-			h.mu.Lock()
-			h.handed++
-			h.mu.Unlock()
-			return enqueue(ctx, in)
-		})
+		return meshapi.HandPushesResult{Enqueued: len(in.Requests)}, nil
+	})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {
 			h.mu.Lock()
@@ -373,7 +366,7 @@ func TestPlanBuildFailureHalts(t *testing.T) {
 
 func TestPlanComposeFailureNamesMachine(t *testing.T) {
 	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
-	h.composeFn = func(in meshapi.ComposeInput) (meshapi.ComposeResult, error) {
+	h.composeFn = func(in composeCall) (meshapi.ComposeResult, error) {
 		if in.Target.Machine == "control-node" {
 			return meshapi.ComposeResult{}, temporal.NewNonRetryableApplicationError("host refused report", "X", errors.New("boom"))
 		}

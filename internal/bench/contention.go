@@ -91,9 +91,7 @@ func (b *bench) contention(ctx context.Context, run int) error {
 // pushWindow is, in a machine workflow's history, the time from the first
 // push activity scheduled to the last one completed.
 func pushWindow(events []*historypb.HistoryEvent) time.Duration {
-	first, _, _ := hist.Span(events, func(e *historypb.HistoryEvent) bool {
-		return hist.ActivityScheduled("Push")(e) || hist.ActivityScheduled("PushAndAnswer")(e)
-	})
+	first, _, _ := hist.Span(events, hist.ActivityScheduled("PushAndAnswer"))
 	_, last, _ := hist.Span(events, hist.Is(enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED))
 	return last.Sub(first)
 }

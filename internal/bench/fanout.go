@@ -164,7 +164,7 @@ func countActivities(events []*historypb.HistoryEvent) int {
 }
 
 // tierTimes is, for each tier, the time from the plan handing the tier's
-// pushes to the machine workflows (the EnqueuePushes activity scheduled) to
+// pushes to the machine workflows (the HandPushes local activity run) to
 // the last machine's answer (the last signal before the next tier, or the
 // plan's end).
 func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
@@ -174,7 +174,7 @@ func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 		switch {
 		case e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			lastTaskStarted = i
-		case hist.ActivityScheduled("EnqueuePushes")(e) || isChildTier(e):
+		case isChildTier(e):
 			starts = append(starts, i)
 		case hist.LocalActivityType(e) == "HandPushes":
 			// A local activity ran during the workflow task its marker

@@ -126,9 +126,9 @@ func rejection(err error) (error, bool) {
 	return err, false
 }
 
-func withReason(state, reason string) string {
+func withReason(state meshapi.PlanStatus, reason string) string {
 	if reason == "" {
-		return state
+		return string(state)
 	}
-	return state + ": " + reason
+	return string(state) + ": " + reason
 }

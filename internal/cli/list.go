@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -27,7 +26,7 @@ Temporal's visibility store. Every filter given must match:
   --commit   the merge commit (full id)
   --machine  a machine the plan pushes
   --state    the plan's state, one of
-             ` + strings.Join(plans.PlanStates, ", ") + `
+             ` + plans.StateNames() + `
 
 The filters use meshroll's search attributes (MeshrollModule, MeshrollCommit,
 MeshrollMachines, MeshrollState), which the worker registers on the namespace
@@ -73,7 +72,7 @@ may not be listed yet, and a state may be a step behind "starter plan show".`,
 	fl.StringVar(&f.Module, "module", "", "only plans of this module")
 	fl.StringVar(&f.Commit, "commit", "", "only plans of this merge commit (full id)")
 	fl.StringVar(&f.Machine, "machine", "", "only plans that push this machine")
-	fl.StringVar(&f.State, "state", "", "only plans in this state ("+strings.Join(plans.PlanStates, ", ")+")")
+	fl.StringVar((*string)(&f.State), "state", "", "only plans in this state ("+plans.StateNames()+")")
 	fl.IntVar(&f.Limit, "limit", DefaultListLimit, "at most this many plans")
 	return cmd
 }

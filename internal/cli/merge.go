@@ -64,7 +64,7 @@ type mergeResult struct {
 	Plan     string               `json:"plan"`
 	RunID    string               `json:"run_id"`
 	Existing bool                 `json:"existing"`
-	State    string               `json:"state"`
+	State    meshapi.PlanStatus   `json:"state"`
 	Reason   *string              `json:"reason,omitempty"`
 	Tiers    *[]meshapi.TierState `json:"tiers,omitempty"`
 }

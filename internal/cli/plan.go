@@ -92,10 +92,10 @@ func (a *app) printState(st meshapi.PlanState) error {
 
 // controlResult is the JSON output of the control commands.
 type controlResult struct {
-	Plan   string `json:"plan"`
-	Action string `json:"action"`
-	Tier   *int   `json:"tier,omitempty"`
-	State  string `json:"state"`
+	Plan   string             `json:"plan"`
+	Action string             `json:"action"`
+	Tier   *int               `json:"tier,omitempty"`
+	State  meshapi.PlanStatus `json:"state"`
 }
 
 func (a *app) approveCommand() *cobra.Command {
@@ -226,7 +226,7 @@ func controlError(ctx context.Context, c client.Client, id string, err error) er
 	}
 	if errors.Is(err, plans.ErrNotFound) {
 		// An update to a closed workflow is "not found" too.
-		if st, serr := plans.State(ctx, c, id); serr == nil && meshapi.PlanTerminal(st.State) {
+		if st, serr := plans.State(ctx, c, id); serr == nil && st.State.Terminal() {
 			return &messageError{msg: fmt.Sprintf("plan %s already ended %s", id, withReason(st.State, st.Reason)), err: err}
 		}
 		return notFound(id, err)

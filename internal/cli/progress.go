@@ -134,7 +134,7 @@ func newProgressPrinter(w io.Writer, elapsed func() time.Duration) *progressPrin
 
 func (p *progressPrinter) show(st meshapi.PlanState) {
 	// The terminal state is the final line's.
-	if !meshapi.PlanTerminal(st.State) {
+	if !st.State.Terminal() {
 		line := st.Plan + " " + withReason(st.State, st.Reason)
 		if st.Paused && st.State != meshapi.PlanPaused {
 			line += " (paused)"

@@ -114,13 +114,13 @@ type Summary struct {
 
 // Plan is one plan of the demo.
 type Plan struct {
-	ID         string `json:"id"`
-	Module     string `json:"module"`
-	Commit     string `json:"commit"`
-	State      string `json:"state"`
-	Reason     string `json:"reason,omitempty"`
-	Digest     string `json:"digest,omitempty"`
-	Generation int64  `json:"generation,omitempty"`
+	ID         string             `json:"id"`
+	Module     string             `json:"module"`
+	Commit     string             `json:"commit"`
+	State      meshapi.PlanStatus `json:"state"`
+	Reason     string             `json:"reason,omitempty"`
+	Digest     string             `json:"digest,omitempty"`
+	Generation int64              `json:"generation,omitempty"`
 }
 
 // ControlPlane compares the controller the host plan recorded for the
@@ -458,9 +458,9 @@ func (r *run) start(ctx context.Context, module, commit string, gates ...int) (s
 func (r *run) converge(ctx context.Context, id string) (meshapi.PlanState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	last := ""
+	var last meshapi.PlanStatus
 	st, err := plans.Wait(ctx, r.o.Client, id, 250*time.Millisecond, func(st meshapi.PlanState) {
-		if st.State != last && !meshapi.PlanTerminal(st.State) {
+		if st.State != last && !st.State.Terminal() {
 			last = st.State
 			r.say("  %s %s", id, st.State)
 		}
@@ -484,7 +484,7 @@ func (r *run) converge(ctx context.Context, id string) (meshapi.PlanState, error
 func (r *run) waitGated(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	last := ""
+	var last meshapi.PlanStatus
 	for {
 		st, err := plans.State(ctx, r.o.Client, id)
 		if err == nil {
@@ -496,7 +496,7 @@ func (r *run) waitGated(ctx context.Context, id string) error {
 				r.record(st)
 				return nil
 			}
-			if meshapi.PlanTerminal(st.State) {
+			if st.State.Terminal() {
 				r.record(st)
 				return fmt.Errorf("plan %s ended %s before its gate", id, withReason(st.State, st.Reason))
 			}
@@ -528,7 +528,6 @@ func (r *run) record(st meshapi.PlanState) {
 // that it intends to send.
 func recorded(ctx context.Context, c client.Client, plan, machine, module string) (Version, error) {
 	dc := converter.GetDefaultDataConverter()
-	composes := map[int64]bool{}
 	batches := map[int64]int{} // ComposeTargets scheduled → the machine's index in it
 	it := c.GetWorkflowHistory(ctx, plan, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -536,14 +535,7 @@ func recorded(ctx context.Context, c client.Client, plan, machine, module string
 		if err != nil {
 			return Version{}, fmt.Errorf("history of %s: %w", plan, err)
 		}
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "Compose" {
-			var in meshapi.ComposeInput
-			if dc.FromPayloads(a.GetInput(), &in) == nil && in.Target.Machine == machine {
-				composes[ev.GetEventId()] = true
-			}
-		}
-		// Plans with the "batches" version compose many machines per
-		// ComposeTargets activity.
+		// A plan composes many machines per ComposeTargets activity.
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "ComposeTargets" {
 			var in meshapi.ComposeTargetsInput
 			if dc.FromPayloads(a.GetInput(), &in) == nil {
@@ -563,15 +555,6 @@ func recorded(ctx context.Context, c client.Client, plan, machine, module string
 				if ctr, ok := res.Results[i].Declaration.Container(module); ok {
 					return Version{Digest: ctr.Digest, Generation: ctr.Generation}, nil
 				}
-			}
-		}
-		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && composes[a.GetScheduledEventId()] {
-			var res meshapi.ComposeResult
-			if err := dc.FromPayloads(a.GetResult(), &res); err != nil {
-				return Version{}, fmt.Errorf("decode %s's composition of %s: %w", plan, machine, err)
-			}
-			if ctr, ok := res.Declaration.Container(module); ok {
-				return Version{Digest: ctr.Digest, Generation: ctr.Generation}, nil
 			}
 		}
 	}
@@ -678,9 +661,9 @@ func short(s string) string {
 	return s
 }
 
-func withReason(state, reason string) string {
+func withReason(state meshapi.PlanStatus, reason string) string {
 	if reason == "" {
-		return state
+		return string(state)
 	}
-	return state + ": " + reason
+	return string(state) + ": " + reason
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
 // Decision is what the guard concluded.
@@ -27,13 +28,6 @@ const (
 	// Refused: the declaration cannot be sent safely (see Result.Reason and
 	// Result.Code).
 	Refused Decision = "refused"
-)
-
-// Refusal codes, matching meshapi's error types.
-const (
-	CodeUnknownDigest = "UnknownDigest"
-	CodeDowngrade     = "DowngradeRefused"
-	CodeInvalid       = "InvalidInput"
 )
 
 // Lookup resolves a digest to the generation the catalogue knows for it.
@@ -63,7 +57,8 @@ type Result struct {
 	// Rebased lists modules whose composed container differed from what the
 	// machine runs now and was replaced by the running one, sorted.
 	Rebased []string
-	// Code is a stable refusal code when Decision is Refused.
+	// Code is the refusal's stable error type (meshapi.ErrUnknownDigest,
+	// ErrDowngradeRefused, ErrInvalidInput) when Decision is Refused.
 	Code string
 	// Reason says why, in words a person on call can act on.
 	Reason string
@@ -85,7 +80,7 @@ func Check(in Input) (Result, error) {
 	d := in.Declaration
 	pinned, ok := d.Container(in.Module)
 	if !ok {
-		return Result{Decision: Refused, Code: CodeInvalid,
+		return Result{Decision: Refused, Code: meshapi.ErrInvalidInput,
 			Reason: fmt.Sprintf("declaration for %s does not contain the plan's module %s", d.Machine, in.Module)}, nil
 	}
 
@@ -101,7 +96,7 @@ func Check(in Input) (Result, error) {
 			if in.Force {
 				continue
 			}
-			return Result{Decision: Refused, Code: CodeUnknownDigest,
+			return Result{Decision: Refused, Code: meshapi.ErrUnknownDigest,
 				Reason: fmt.Sprintf("machine %s runs %s at digest %s, which the catalogue does not know; "+
 					"an operator can replace it with a forced push (journalled by the host)", d.Machine, r.Module, r.Digest)}, nil
 		}
@@ -150,7 +145,7 @@ func Check(in Input) (Result, error) {
 			continue
 		}
 		if g, known := gens[c.Module]; known && c.Generation < g && !in.Force {
-			return Result{Decision: Refused, Code: CodeDowngrade, Rebased: rebased,
+			return Result{Decision: Refused, Code: meshapi.ErrDowngradeRefused, Rebased: rebased,
 				Reason: fmt.Sprintf("sending %s generation %d (%s) to %s would downgrade it from generation %d (%s)",
 					c.Module, c.Generation, c.Digest, d.Machine, g, r.Digest)}, nil
 		}

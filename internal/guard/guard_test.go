@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
 func dg(n int) string { return fmt.Sprintf("sha256:%064x", n) }
@@ -111,7 +112,7 @@ func TestCheck(t *testing.T) {
 			running: []mesh.RunningContainer{run("host", 6), run("ctl", 99)},
 			unknown: []int{99},
 			want:    Refused,
-			code:    CodeUnknownDigest,
+			code:    meshapi.ErrUnknownDigest,
 		},
 		{
 			name:     "unknown running digest passes when forced",
@@ -126,7 +127,7 @@ func TestCheck(t *testing.T) {
 			name: "declaration without the plan's module is refused",
 			decl: []mesh.Container{ctr("ctl", 7)},
 			want: Refused,
-			code: CodeInvalid,
+			code: meshapi.ErrInvalidInput,
 		},
 		{
 			name:     "first push to an empty machine",

@@ -25,14 +25,17 @@ const (
 
 // Message names.
 const (
-	// SignalPush carries a PushRequest from a plan (through the EnqueuePushes
-	// activity's signal-with-start) to a machine workflow.
+	// SignalPush carries a PushRequest from a plan (through the HandPushes
+	// local activity's signal-with-start) to a machine workflow.
 	SignalPush = "push"
 	// SignalCancelPush carries a CancelPush from a plan that no longer wants
 	// its queued request.
 	SignalCancelPush = "cancel-push"
-	// SignalPushResult carries a PushResult from a machine workflow back to
-	// the plan that asked.
+	// SignalPushResult carries a PushResult back to the plan that asked: the
+	// one route by which a plan learns how a push ended. The push activity
+	// sends it for a push it carried through; the machine workflow sends it
+	// for everything it decides itself (duplicates, supersessions, refusals,
+	// failures).
 	SignalPushResult = "push-result"
 
 	UpdateApprove = "approve"
@@ -44,19 +47,39 @@ const (
 	QueryState = "state"
 )
 
-// Stable error types of non-retryable application errors.
+// Stable error types of non-retryable application errors: what tests,
+// metrics and callers match on (errors.As and ApplicationError.Type), never
+// the message. The refusal types are also the guard's codes (package guard
+// returns them as they are) and the labels of the refusals metric; the host
+// API's own wire codes map onto them in one place, the push activity.
 const (
-	ErrInvalidInput     = "InvalidInput"
-	ErrUnknownModule    = "UnknownModule"
-	ErrUnknownMachine   = "UnknownMachine"
-	ErrUnknownDigest    = "UnknownDigest"
+	// ErrInvalidInput: a plan's input or a declaration is malformed; the
+	// same input can never succeed.
+	ErrInvalidInput = "InvalidInput"
+	// ErrUnknownModule: the module is not in the worker's mesh config.
+	ErrUnknownModule = "UnknownModule"
+	// ErrUnknownMachine: the machine is not in the worker's mesh config.
+	ErrUnknownMachine = "UnknownMachine"
+	// ErrUnknownDigest: the machine runs a digest the catalogue does not
+	// know, and the push was not forced.
+	ErrUnknownDigest = "UnknownDigest"
+	// ErrDowngradeRefused: sending would lower a container's generation
+	// below what the machine runs.
 	ErrDowngradeRefused = "DowngradeRefused"
-	ErrHostRefused      = "HostRefused"
-	ErrSequenceRefused  = "SequenceRefused"
-	ErrUnhealthy        = "ContainerUnhealthy"
-	ErrBuildFailed      = "BuildFailed"
-	ErrNotGated         = "NotGated"
-	ErrPlanFinished     = "PlanFinished"
+	// ErrHostRefused: the host agent refused the declaration (its floor, an
+	// unpinned image, a malformed declaration).
+	ErrHostRefused = "HostRefused"
+	// ErrSequenceRefused: the host applied a sequence this push did not
+	// expect; someone else wrote to it.
+	ErrSequenceRefused = "SequenceRefused"
+	// ErrUnhealthy: the declared containers did not run.
+	ErrUnhealthy = "ContainerUnhealthy"
+	// ErrBuildFailed: the build failed in a way a retry cannot fix.
+	ErrBuildFailed = "BuildFailed"
+	// ErrNotGated: approve named no gate the plan has or waits at.
+	ErrNotGated = "NotGated"
+	// ErrPlanFinished: a control update reached a plan that has ended.
+	ErrPlanFinished = "PlanFinished"
 )
 
 const (
@@ -77,49 +100,60 @@ func MachineFromID(id string) (string, bool) {
 	return strings.CutPrefix(id, machinePrefix)
 }
 
-// Plan phases and outcomes (PlanState.State). The last five are terminal.
+// PlanStatus is where a plan is (PlanState.State): a phase while it runs,
+// then the one word it ends in. It is a type of its own so that a tier's or
+// a machine's state can never be stored in its place.
+type PlanStatus string
+
+// Plan phases and outcomes. The last five are terminal.
 const (
-	PlanBuilding   = "building"
-	PlanComposing  = "composing"
-	PlanPushing    = "pushing"
-	PlanGated      = "gated"
-	PlanPaused     = "paused"
-	PlanConverged  = "converged"
-	PlanSuperseded = "superseded"
-	PlanHalted     = "halted"
-	PlanRefused    = "refused"
-	PlanAborted    = "aborted"
+	PlanBuilding   PlanStatus = "building"
+	PlanComposing  PlanStatus = "composing"
+	PlanPushing    PlanStatus = "pushing"
+	PlanGated      PlanStatus = "gated"
+	PlanPaused     PlanStatus = "paused"
+	PlanConverged  PlanStatus = "converged"
+	PlanSuperseded PlanStatus = "superseded"
+	PlanHalted     PlanStatus = "halted"
+	PlanRefused    PlanStatus = "refused"
+	PlanAborted    PlanStatus = "aborted"
 )
 
-// PlanTerminal reports whether state is one a plan ends in.
-func PlanTerminal(state string) bool {
-	switch state {
+// Terminal reports whether a plan ends in s: it then never changes again.
+func (s PlanStatus) Terminal() bool {
+	switch s {
 	case PlanConverged, PlanSuperseded, PlanHalted, PlanRefused, PlanAborted:
 		return true
 	}
 	return false
 }
 
-// Tier states (TierState.State).
+// TierStatus is where one push tier of a plan is (TierState.State).
+type TierStatus string
+
+// Tier states.
 const (
-	TierWaiting   = "waiting"
-	TierGated     = "gated"
-	TierPushing   = "pushing"
-	TierConverged = "converged"
-	TierHalted    = "halted"
-	TierSkipped   = "skipped"
+	TierWaiting   TierStatus = "waiting"
+	TierGated     TierStatus = "gated"
+	TierPushing   TierStatus = "pushing"
+	TierConverged TierStatus = "converged"
+	TierHalted    TierStatus = "halted"
+	TierSkipped   TierStatus = "skipped"
 )
 
-// Machine outcomes within a plan (MachineProgress.State) and of a push
-// (PushResult.Outcome).
+// MachineStatus is where one machine is within a plan
+// (MachineProgress.State), and how a push to it ended (PushResult.Outcome).
+type MachineStatus string
+
+// Machine states; the last five are how a push ends.
 const (
-	MachineWaiting    = "waiting"
-	MachinePushing    = "pushing"
-	MachineConverged  = "converged"
-	MachineSuperseded = "superseded"
-	MachineRefused    = "refused"
-	MachineFailed     = "failed"
-	MachineCancelled  = "cancelled"
+	MachineWaiting    MachineStatus = "waiting"
+	MachinePushing    MachineStatus = "pushing"
+	MachineConverged  MachineStatus = "converged"
+	MachineSuperseded MachineStatus = "superseded"
+	MachineRefused    MachineStatus = "refused"
+	MachineFailed     MachineStatus = "failed"
+	MachineCancelled  MachineStatus = "cancelled"
 )
 
 // PushPolicy bounds one push. It travels in workflow inputs so that a plan
@@ -160,13 +194,25 @@ type PlanInput struct {
 	Force bool `json:"force,omitempty"`
 }
 
+// Validate checks what a plan needs before anything connects: a module name
+// and a full commit id. The starter, plans.Start and the plan workflow all
+// call it, so a bad merge event is refused in the same words wherever it
+// first arrives. Whether the module is in the mesh config is the config's
+// to say.
+func (in PlanInput) Validate() error {
+	if err := mesh.ValidName("module", in.Module); err != nil {
+		return err
+	}
+	return mesh.ValidCommit(in.Commit)
+}
+
 // PlanState is the plan's account of itself: the query result while it runs
 // and the workflow result when it ends.
 type PlanState struct {
 	Plan   string      `json:"plan"`
 	Module string      `json:"module"`
 	Commit string      `json:"commit"`
-	State  string      `json:"state"`
+	State  PlanStatus  `json:"state"`
 	Reason string      `json:"reason,omitempty"`
 	Build  *mesh.Build `json:"build,omitempty"`
 	Gates  []int       `json:"gates,omitempty"`
@@ -190,16 +236,16 @@ func (s PlanState) Machine(name string) (MachineProgress, bool) {
 // TierState is one push tier of a plan.
 type TierState struct {
 	Tier     int               `json:"tier"`
-	State    string            `json:"state"`
+	State    TierStatus        `json:"state"`
 	Machines []MachineProgress `json:"machines"`
 }
 
 // MachineProgress is one machine within a plan's tier.
 type MachineProgress struct {
-	Machine string `json:"machine"`
-	State   string `json:"state"`
-	Reason  string `json:"reason,omitempty"`
-	Seq     uint64 `json:"seq,omitempty"`
+	Machine string        `json:"machine"`
+	State   MachineStatus `json:"state"`
+	Reason  string        `json:"reason,omitempty"`
+	Seq     uint64        `json:"seq,omitempty"`
 	// Rebased names the containers recomposed at send time from what the
 	// machine ran, because the plan's composed copy was older.
 	Rebased []string `json:"rebased,omitempty"`
@@ -233,7 +279,7 @@ type AbortInput struct {
 
 // ControlResult answers approve, pause, resume and abort.
 type ControlResult struct {
-	State string `json:"state"`
+	State PlanStatus `json:"state"`
 }
 
 // Target is one machine a plan pushes.
@@ -260,15 +306,7 @@ type BuildInput struct {
 	Commit string `json:"commit"`
 }
 
-// ComposeInput composes one machine's declaration with the plan's build
-// pinned.
-type ComposeInput struct {
-	Plan   string     `json:"plan"`
-	Target Target     `json:"target"`
-	Build  mesh.Build `json:"build"`
-}
-
-// ComposeResult is what the plan intends for that machine.
+// ComposeResult is what the plan intends for one machine.
 type ComposeResult struct {
 	Declaration mesh.Declaration `json:"declaration"`
 	// Unknown names running digests the catalogue does not know; their
@@ -294,11 +332,11 @@ func RequestID(plan, machine string) string { return plan + "@" + machine }
 
 // PushResult answers a PushRequest.
 type PushResult struct {
-	Request string `json:"request"`
-	Plan    string `json:"plan"`
-	Machine string `json:"machine"`
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
+	Request string        `json:"request"`
+	Plan    string        `json:"plan"`
+	Machine string        `json:"machine"`
+	Outcome MachineStatus `json:"outcome"`
+	Reason  string        `json:"reason,omitempty"`
 	// Seq is the declaration sequence sent (0 when nothing was sent).
 	Seq     uint64   `json:"seq,omitempty"`
 	Rebased []string `json:"rebased,omitempty"`
@@ -310,13 +348,13 @@ type CancelPush struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// EnqueueInput hands a tier's requests to their machine workflows.
-type EnqueueInput struct {
+// HandPushesInput hands a tier's requests to their machine workflows.
+type HandPushesInput struct {
 	Requests []PushRequest `json:"requests"`
 }
 
-// EnqueueResult says how many were handed over.
-type EnqueueResult struct {
+// HandPushesResult says how many were handed over.
+type HandPushesResult struct {
 	Enqueued int `json:"enqueued"`
 }
 
@@ -330,8 +368,8 @@ type PushInput struct {
 // PushOutcome is what the push activity did. Permanent failures arrive as
 // non-retryable application errors carrying a PushOutcome as details.
 type PushOutcome struct {
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
+	Outcome MachineStatus `json:"outcome"`
+	Reason  string        `json:"reason,omitempty"`
 	// Seq is the sequence sent; it may be above the proposed one when the
 	// host reported a higher last sequence.
 	Seq         uint64           `json:"seq,omitempty"`

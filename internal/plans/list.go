@@ -29,9 +29,18 @@ var ErrSearchAttributes = errors.New("meshroll search attributes not registered"
 // PlanStates are the values a plan's MeshrollState search attribute takes
 // (PlanState.State), in the order a plan goes through them. ListFilter.State
 // must be one of them: anything else could never match.
-var PlanStates = []string{
+var PlanStates = []meshapi.PlanStatus{
 	meshapi.PlanBuilding, meshapi.PlanComposing, meshapi.PlanPushing, meshapi.PlanGated, meshapi.PlanPaused,
 	meshapi.PlanConverged, meshapi.PlanSuperseded, meshapi.PlanHalted, meshapi.PlanRefused, meshapi.PlanAborted,
+}
+
+// StateNames lists PlanStates for a person: "building, composing, ...".
+func StateNames() string {
+	names := make([]string, len(PlanStates))
+	for i, s := range PlanStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // ListFilter selects plans. Empty fields do not filter.
@@ -43,7 +52,7 @@ type ListFilter struct {
 	Commit    string
 	// Machine matches plans that push it (MeshrollMachines).
 	Machine string
-	State   string
+	State   meshapi.PlanStatus
 	// Limit bounds how many plans List returns; 0 means no bound.
 	Limit int
 }
@@ -70,7 +79,7 @@ func (f ListFilter) Validate() error {
 		}
 	}
 	if f.State != "" && !slices.Contains(PlanStates, f.State) {
-		return fmt.Errorf("plan state %q is not one of %s", f.State, strings.Join(PlanStates, ", "))
+		return fmt.Errorf("plan state %q is not one of %s", f.State, StateNames())
 	}
 	if f.Limit < 0 {
 		return fmt.Errorf("limit %d is negative", f.Limit)
@@ -95,7 +104,7 @@ func Query(f ListFilter) (string, error) {
 	add(meshapi.SACommit.GetName(), f.Commit)
 	// On a KeywordList, = means "contains".
 	add(meshapi.SAMachines.GetName(), f.Machine)
-	add(meshapi.SAState.GetName(), f.State)
+	add(meshapi.SAState.GetName(), string(f.State))
 	return strings.Join(terms, " AND "), nil
 }
 

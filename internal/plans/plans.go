@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -36,10 +35,7 @@ type Started struct {
 // started: the ID is made from module and commit and the server refuses a
 // second workflow with it, running or closed.
 func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.PlanInput) (Started, error) {
-	if err := mesh.ValidName("module", in.Module); err != nil {
-		return Started{}, err
-	}
-	if err := mesh.ValidCommit(in.Commit); err != nil {
+	if err := in.Validate(); err != nil {
 		return Started{}, err
 	}
 	id := meshapi.PlanID(in.Module, in.Commit)
@@ -55,7 +51,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SACommit.ValueSet(in.Commit),
-			meshapi.SAState.ValueSet(meshapi.PlanBuilding),
+			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
 		),
 	}, meshapi.PlanWorkflowType, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted

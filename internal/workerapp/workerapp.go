@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/activity"
@@ -49,6 +50,10 @@ type Deps struct {
 	Catalogue catalogue.Catalogue
 	Builder   build.Builder
 	Hosts     activities.Hosts
+	// PollInterval is how often a push reads a host's report while it
+	// waits; zero is activities.DefaultPollInterval. Tests and the bench
+	// shorten it.
+	PollInterval time.Duration
 }
 
 // DefaultDeps opens what the config names: the catalogue (SQLite in the
@@ -124,14 +129,15 @@ func RegistryOptions(r config.Registry) registry.Options {
 func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) worker.Worker {
 	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(WorkerOptions(), cfg.Worker.Versioning))
 	Register(w, &activities.Activities{
-		Mesh:      cfg,
-		Catalogue: deps.Catalogue,
-		Builder:   deps.Builder,
-		Hosts:     deps.Hosts,
-		Temporal:  c,
-		Plans:     activities.TemporalPlans{Client: c},
-		ConfigDir: configDir,
-		Log:       log,
+		Mesh:         cfg,
+		Catalogue:    deps.Catalogue,
+		Builder:      deps.Builder,
+		Hosts:        deps.Hosts,
+		Temporal:     c,
+		Plans:        activities.TemporalPlans{Client: c, Log: log},
+		ConfigDir:    configDir,
+		PollInterval: deps.PollInterval,
+		Log:          log,
 	})
 	return w
 }

@@ -74,14 +74,18 @@ func (r *Roller) Roll(ctx context.Context, module, commit string) error {
 	return nil
 }
 
-// Push composes the target's declaration (the Compose activity's own code),
+// Push composes the target's declaration (the ComposeTargets activity's own code),
 // checks it against the host's report with the guard, sends it with the
 // next sequence and waits until the host reports it running.
 func (r *Roller) Push(ctx context.Context, t meshapi.Target, b mesh.Build) error {
 	acts := &activities.Activities{Mesh: r.Mesh, Catalogue: r.Catalogue, Hosts: r.Hosts}
-	res, err := acts.Compose(ctx, meshapi.ComposeInput{Plan: "direct", Target: t, Build: b})
+	composed, err := acts.ComposeTargets(ctx, meshapi.ComposeTargetsInput{Plan: "direct", Targets: []meshapi.Target{t}, Build: b})
 	if err != nil {
 		return fmt.Errorf("direct compose %s: %w", t.Machine, err)
+	}
+	res := composed.Results[0]
+	if res.Error != "" {
+		return fmt.Errorf("direct compose %s: %s", t.Machine, res.Error)
 	}
 	hc, err := r.Hosts.Host(t.Machine)
 	if err != nil {

@@ -81,7 +81,6 @@ func RunWorkerProcess() error {
 	if err != nil {
 		return err
 	}
-	activities.PollInterval = PollInterval
 	c, err := client.Dial(client.Options{
 		HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace,
 		Logger: logging.Temporal(log.With().Str("component", "sdk").Logger()),
@@ -90,7 +89,7 @@ func RunWorkerProcess() error {
 		return fmt.Errorf("bench worker: dial: %w", err)
 	}
 	defer c.Close()
-	deps := workerapp.Deps{Catalogue: catalogue.NewMemory(), Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}}
+	deps := workerapp.Deps{Catalogue: catalogue.NewMemory(), Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}, PollInterval: PollInterval}
 	w := workerapp.New(c, cfg, filepath.Dir(path), deps, log)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("bench worker: %w", err)

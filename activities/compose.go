@@ -1,0 +1,118 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// composeParallelism bounds how many machines one ComposeTargets reads at
+// once.
+const composeParallelism = 16
+
+// ComposeTargets composes every target's declaration (see compose), several
+// at a time, in one activity: a plan across a thousand machines then
+// records a handful of activities instead of a thousand. A target that
+// fails permanently is named in its result; a transient failure of any
+// target fails the batch, which is retried whole (composing is a read, so a
+// retry is harmless). Called outside an activity (the bench's direct
+// baseline), it composes the same without heartbeating.
+func (a *Activities) ComposeTargets(ctx context.Context, in meshapi.ComposeTargetsInput) (meshapi.ComposeTargetsResult, error) {
+	out := meshapi.ComposeTargetsResult{Results: make([]meshapi.ComposedTarget, len(in.Targets))}
+	errs := make([]error, len(in.Targets))
+	sem := make(chan struct{}, composeParallelism)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for i, t := range in.Targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			res, err := a.compose(ctx, in.Plan, t, in.Build)
+			var appErr *temporal.ApplicationError
+			switch {
+			case err == nil:
+				out.Results[i].ComposeResult = res
+			case errors.As(err, &appErr) && appErr.NonRetryable():
+				out.Results[i].Error = appErr.Message()
+			default:
+				errs[i] = err
+			}
+			if activity.IsActivity(ctx) {
+				mu.Lock()
+				done++
+				activity.RecordHeartbeat(ctx, done)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return meshapi.ComposeTargetsResult{}, fmt.Errorf("compose %d machines: %w", len(in.Targets), err)
+	}
+	return out, nil
+}
+
+// compose writes what the plan intends for one machine: its own module
+// pinned to the plan's build, every other module as the machine runs it now,
+// and a module the machine lacks at that module's newest build that has
+// converged somewhere.
+func (a *Activities) compose(ctx context.Context, plan string, t meshapi.Target, own mesh.Build) (meshapi.ComposeResult, error) {
+	hc, err := a.host(t.Machine)
+	if err != nil {
+		return meshapi.ComposeResult{}, err
+	}
+	rep, err := hc.Report(ctx)
+	if err != nil {
+		return meshapi.ComposeResult{}, fmt.Errorf("compose %s: read host report: %w", t.Machine, err)
+	}
+	d := mesh.Declaration{Machine: t.Machine, Plan: plan}
+	var unknown []string
+	for _, name := range t.Modules {
+		if name == own.Module {
+			d.Containers = append(d.Containers, a.container(own))
+			continue
+		}
+		if r, ok := rep.Running(name); ok {
+			c := r.Declared()
+			b, known, err := a.Catalogue.Lookup(ctx, r.Digest)
+			if err != nil {
+				return meshapi.ComposeResult{}, fmt.Errorf("compose %s: look up %s: %w", t.Machine, name, err)
+			}
+			if known {
+				c.Generation = b.Generation
+			} else {
+				// Never guessed: the host's own claim is not a generation. The
+				// push refuses it unless an operator forces it.
+				c.Generation = 0
+				unknown = append(unknown, fmt.Sprintf("%s runs %s at %s, which the catalogue does not know", t.Machine, name, r.Digest))
+			}
+			d.Containers = append(d.Containers, c)
+			continue
+		}
+		b, ok, err := a.Catalogue.NewestConverged(ctx, name)
+		if err != nil {
+			return meshapi.ComposeResult{}, fmt.Errorf("compose %s: newest converged %s: %w", t.Machine, name, err)
+		}
+		if ok {
+			d.Containers = append(d.Containers, a.container(b))
+		}
+	}
+	return meshapi.ComposeResult{Declaration: d, Unknown: unknown}, nil
+}
+
+// container is a build as declared with its module's settings.
+func (a *Activities) container(b mesh.Build) mesh.Container {
+	m := a.Mesh.Modules[b.Module]
+	return mesh.Container{
+		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
+		Image: b.Image, Args: m.Args, Env: m.Env,
+	}
+}

@@ -1,0 +1,78 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// handParallelism bounds how many machine workflows one HandPushes signals
+// at once.
+const handParallelism = 16
+
+// HandPushes gives each of a tier's push requests to its machine workflow
+// by signal-with-start, handParallelism at a time, starting a machine
+// workflow on first use. Requests are signals, not updates, so fifty plans
+// waiting on one machine are never refused by the server's in-flight update
+// limit. The plan runs it as a local activity: its input (every declaration
+// of the tier) then stays out of the plan's history, which already holds
+// the declarations from composing. A retry signals again, which machine
+// workflows drop as duplicates.
+func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput) (meshapi.HandPushesResult, error) {
+	queue := activity.GetInfo(ctx).TaskQueue
+	errs := make([]error, len(in.Requests))
+	sem := make(chan struct{}, handParallelism)
+	var wg sync.WaitGroup
+	for i, r := range in.Requests {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = a.handPush(ctx, queue, r)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return meshapi.HandPushesResult{}, err
+	}
+	return meshapi.HandPushesResult{Enqueued: len(in.Requests)}, nil
+}
+
+// handPush gives r to its machine workflow by signal-with-start on queue,
+// starting the workflow if it is not running. Signalled again, a request is
+// dropped by the machine workflow as a duplicate.
+func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
+	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
+		client.StartWorkflowOptions{
+			ID:        meshapi.MachineID(r.Machine),
+			TaskQueue: queue,
+			// A machine workflow that was terminated is started afresh; it
+			// takes its sequence from the host's report.
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			StaticSummary:         a.machineSummary(r.Machine),
+			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
+		},
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
+	if err != nil {
+		return fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
+	}
+	return nil
+}
+
+// machineSummary is what the Web UI shows for a machine workflow: the
+// machine, its tier and the modules it runs.
+func (a *Activities) machineSummary(machine string) string {
+	m, ok := a.Mesh.Machines[machine]
+	if !ok {
+		return "machine " + machine
+	}
+	return fmt.Sprintf("machine %s (tier %d: %s)", machine, m.Tier, strings.Join(m.Modules, ", "))
+}

@@ -1,0 +1,78 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// maxMachinesAttribute is the largest MeshrollMachines value a plan sets, in
+// bytes of its JSON encoding (how the server measures it), below the
+// server's default per-value limit of 2,048.
+const maxMachinesAttribute = 2000
+
+// keywordListSize is the size of a keyword list search attribute value as
+// the server measures it: its JSON encoding.
+func keywordListSize(vs []string) int {
+	n := 2 // []
+	for i, v := range vs {
+		if i > 0 {
+			n++ // ,
+		}
+		n += len(strconv.Quote(v))
+	}
+	return n
+}
+
+// publishMachines names the plan's machines in the MeshrollMachines search
+// attribute, so that the Web UI and `starter plan list --machine` find the
+// plans that touch a machine. A plan too wide for the server's size limit
+// (the server would terminate it, BadSearchAttributes) leaves it unset and
+// is found by module and commit instead.
+func (p *plan) publishMachines(ctx workflow.Context, targets []meshapi.Target) {
+	machines := make([]string, len(targets))
+	for i, t := range targets {
+		machines[i] = t.Machine
+	}
+	if size := keywordListSize(machines); size > maxMachinesAttribute {
+		workflow.GetLogger(ctx).Warn("too many machines for the machines search attribute; left unset",
+			"machines", len(machines), "bytes", size, "limit", maxMachinesAttribute)
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SAMachines.ValueSet(machines)); err != nil {
+		workflow.GetLogger(ctx).Warn("could not set the machines search attribute", "error", err)
+	}
+}
+
+// publish keeps the MeshrollState search attribute equal to the plan's
+// state, so that plans are findable by state in the Web UI and the CLI.
+func (p *plan) publish() {
+	if p.st.State == p.published {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(p.ctx, meshapi.SAState.ValueSet(string(p.st.State))); err != nil {
+		workflow.GetLogger(p.ctx).Warn("could not set the state search attribute", "error", err)
+		return
+	}
+	p.published = p.st.State
+}
+
+// details is what the Web UI shows as the plan's current details; the state
+// search attribute follows it.
+func (p *plan) details(ctx workflow.Context, now string) {
+	p.publish()
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** %s", p.in.Module, short(p.in.Commit))
+	if p.st.Build != nil {
+		fmt.Fprintf(&b, " (generation %d, %s)", p.st.Build.Generation, short(p.st.Build.Digest))
+	}
+	fmt.Fprintf(&b, ": %s\n", now)
+	for _, t := range p.st.Tiers {
+		fmt.Fprintf(&b, "- tier %d: %s\n", t.Tier, t.State)
+	}
+	workflow.SetCurrentDetails(ctx, b.String())
+}

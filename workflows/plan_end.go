@@ -1,0 +1,102 @@
+package workflows
+
+import (
+	"errors"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// ending is how a plan ends: the state and the reason a person on call
+// reads. Whichever step decides it returns it as an error, every step above
+// passes it up unchanged, and run turns it into the plan's result in one
+// place (end).
+type ending struct {
+	state  meshapi.PlanStatus
+	reason string
+	// cancelled is the workflow's own cancellation: the plan records that
+	// it ended aborted, and the workflow then fails with this error.
+	cancelled error
+}
+
+func (e *ending) Error() string { return string(e.state) + ": " + e.reason }
+
+// endAs ends the plan in state for reason.
+func endAs(state meshapi.PlanStatus, reason string) error {
+	return &ending{state: state, reason: reason}
+}
+
+// endingOf is the ending roll returned. Anything else is a bug in a step
+// (every step returns an ending or nothing); it halts the plan, naming the
+// error, rather than failing the workflow.
+func endingOf(err error) *ending {
+	var e *ending
+	if errors.As(err, &e) {
+		return e
+	}
+	return &ending{state: meshapi.PlanHalted, reason: "internal error: " + err.Error()}
+}
+
+// interrupted turns a step's error, an abort or a cancellation into the
+// plan's ending; nil means the plan goes on.
+func (p *plan) interrupted(ctx workflow.Context, err error, haltPrefix string) error {
+	switch {
+	case ctx.Err() != nil:
+		return p.cancelled(ctx, ctx.Err())
+	case p.aborted:
+		return p.endAborted(ctx)
+	case err != nil:
+		return endAs(meshapi.PlanHalted, haltPrefix+errorReason(err))
+	}
+	return nil
+}
+
+// cancelled ends a plan whose workflow was cancelled: queued pushes are
+// withdrawn, and the workflow reports the cancellation.
+func (p *plan) cancelled(ctx workflow.Context, err error) error {
+	p.aborted, p.abortReason = true, "plan workflow cancelled"
+	p.withdraw(ctx)
+	return &ending{state: meshapi.PlanAborted, reason: p.abortReason, cancelled: err}
+}
+
+// endAborted withdraws every push still waiting and ends the plan aborted.
+func (p *plan) endAborted(ctx workflow.Context) error {
+	p.withdraw(ctx)
+	return endAs(meshapi.PlanAborted, p.abortReason)
+}
+
+// withdraw asks the machine workflows to drop every push of this plan still
+// waiting, on a context a cancelled workflow still sends from. A push
+// already sending finishes: a declaration half-sent is worse than one sent.
+func (p *plan) withdraw(ctx workflow.Context) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	var fs []workflow.Future
+	p.eachMachine(func(m *meshapi.MachineProgress) {
+		if m.State != meshapi.MachinePushing {
+			return
+		}
+		req := meshapi.RequestID(p.st.Plan, m.Machine)
+		fs = append(fs, workflow.SignalExternalWorkflow(dctx, meshapi.MachineID(m.Machine), "", meshapi.SignalCancelPush,
+			meshapi.CancelPush{Request: req, Reason: p.abortReason}))
+		m.State, m.Reason = meshapi.MachineCancelled, p.abortReason+" (a push already sending finishes)"
+	})
+	for _, f := range fs {
+		if err := f.Get(dctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("could not withdraw a queued push", "error", err)
+		}
+	}
+}
+
+// end sets the terminal state, shows it, and marks the tiers not reached
+// skipped.
+func (p *plan) end(state meshapi.PlanStatus, reason string) {
+	p.st.State, p.st.Reason = state, reason
+	p.details(p.ctx, string(state)+": "+reason)
+	planEnded(p.ctx, p.in.Module, state)
+	for ti := range p.st.Tiers {
+		if s := p.st.Tiers[ti].State; s == meshapi.TierWaiting || s == meshapi.TierGated {
+			p.st.Tiers[ti].State = meshapi.TierSkipped
+		}
+	}
+}
