@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
-	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -142,7 +142,8 @@ func (a *app) printStarted(s plans.Started) error {
 // planInput checks what can be checked without Temporal, in the order an
 // operator fixes things: the config, the module, the commit, the gates.
 func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput, error) {
-	if _, ok := cfg.Modules[o.module]; !ok {
+	targets, err := cfg.Targets(o.module)
+	if errors.Is(err, config.ErrUnknownModule) {
 		known := "none"
 		if names := cfg.ModuleNames(); len(names) > 0 {
 			known = strings.Join(names, ", ")
@@ -150,12 +151,12 @@ func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput,
 		return meshapi.PlanInput{}, usagef(config.ErrUnknownModule,
 			"unknown module %q (known: %s); add it to modules: in %s", o.module, known, path)
 	}
-	if err := mesh.ValidCommit(o.commit); err != nil {
-		return meshapi.PlanInput{}, &UsageError{Err: err}
-	}
-	targets, err := cfg.Targets(o.module)
 	if err != nil {
 		return meshapi.PlanInput{}, err
+	}
+	in := meshapi.PlanInput{Module: o.module, Commit: o.commit, Policy: cfg.PushPolicy(), Force: o.force}
+	if err := in.Validate(); err != nil {
+		return meshapi.PlanInput{}, &UsageError{Err: err}
 	}
 	var tiers []int
 	for _, t := range targets {
@@ -163,10 +164,10 @@ func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput,
 			tiers = append(tiers, t.Tier)
 		}
 	}
-	gates := slices.Clone(o.gates)
-	slices.Sort(gates)
-	gates = slices.Compact(gates)
-	for _, g := range gates {
+	in.Gates = slices.Clone(o.gates)
+	slices.Sort(in.Gates)
+	in.Gates = slices.Compact(in.Gates)
+	for _, g := range in.Gates {
 		if slices.Contains(tiers, g) {
 			continue
 		}
@@ -176,13 +177,7 @@ func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput,
 		return meshapi.PlanInput{}, usagef(nil, "--gate %d: no machine running module %s is on tier %d (its tiers: %s)",
 			g, o.module, g, joinInts(tiers))
 	}
-	return meshapi.PlanInput{
-		Module: o.module,
-		Commit: o.commit,
-		Gates:  gates,
-		Policy: cfg.PushPolicy(),
-		Force:  o.force,
-	}, nil
+	return in, nil
 }
 
 // firstState reads a plan's state right after it started. The query can
