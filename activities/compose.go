@@ -13,10 +13,6 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// composeParallelism bounds how many machines one ComposeTargets reads at
-// once.
-const composeParallelism = 16
-
 // ComposeTargets composes every target's declaration (see compose), several
 // at a time, in one activity: a plan across a thousand machines then
 // records a handful of activities instead of a thousand. A target that
@@ -26,35 +22,28 @@ const composeParallelism = 16
 // baseline), it composes the same without heartbeating.
 func (a *Activities) ComposeTargets(ctx context.Context, in meshapi.ComposeTargetsInput) (meshapi.ComposeTargetsResult, error) {
 	out := meshapi.ComposeTargetsResult{Results: make([]meshapi.ComposedTarget, len(in.Targets))}
-	errs := make([]error, len(in.Targets))
-	sem := make(chan struct{}, composeParallelism)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := 0
-	for i, t := range in.Targets {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			res, err := a.compose(ctx, in.Plan, t, in.Build)
-			var appErr *temporal.ApplicationError
-			switch {
-			case err == nil:
-				out.Results[i].ComposeResult = res
-			case errors.As(err, &appErr) && appErr.NonRetryable():
-				out.Results[i].Error = appErr.Message()
-			default:
-				errs[i] = err
-			}
-			if activity.IsActivity(ctx) {
-				mu.Lock()
-				done++
-				activity.RecordHeartbeat(ctx, done)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := inParallel(len(in.Targets), fanOut, func(i int) error {
+		res, err := a.compose(ctx, in.Plan, in.Targets[i], in.Build)
+		var appErr *temporal.ApplicationError
+		switch {
+		case err == nil:
+			out.Results[i].ComposeResult = res
+		case errors.As(err, &appErr) && appErr.NonRetryable():
+			out.Results[i].Error = appErr.Message()
+		default:
+			return err
+		}
+		if activity.IsActivity(ctx) {
+			mu.Lock()
+			done++
+			activity.RecordHeartbeat(ctx, done)
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
 		return meshapi.ComposeTargetsResult{}, fmt.Errorf("compose %d machines: %w", len(in.Targets), err)
 	}
 	return out, nil

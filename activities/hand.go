@@ -15,12 +15,13 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// handParallelism bounds how many machine workflows one HandPushes signals
-// at once.
-const handParallelism = 16
+// fanOut bounds how many machines one activity works on at once (composing
+// reads their hosts, handing out signals their workflows): enough to hide
+// round trips, few enough not to swamp a host or the frontend.
+const fanOut = 16
 
 // HandPushes gives each of a tier's push requests to its machine workflow
-// by signal-with-start, handParallelism at a time, starting a machine
+// by signal-with-start, fanOut at a time, starting a machine
 // workflow on first use. Requests are signals, not updates, so fifty plans
 // waiting on one machine are never refused by the server's in-flight update
 // limit. The plan runs it as a local activity: its input (every declaration
@@ -29,18 +30,9 @@ const handParallelism = 16
 // workflows drop as duplicates.
 func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput) (meshapi.HandPushesResult, error) {
 	queue := activity.GetInfo(ctx).TaskQueue
-	errs := make([]error, len(in.Requests))
-	sem := make(chan struct{}, handParallelism)
-	var wg sync.WaitGroup
-	for i, r := range in.Requests {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = a.handPush(ctx, queue, r)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := inParallel(len(in.Requests), fanOut, func(i int) error {
+		return a.handPush(ctx, queue, in.Requests[i])
+	}); err != nil {
 		return meshapi.HandPushesResult{}, err
 	}
 	return meshapi.HandPushesResult{Enqueued: len(in.Requests)}, nil
@@ -75,4 +67,21 @@ func (a *Activities) machineSummary(machine string) string {
 		return "machine " + machine
 	}
 	return fmt.Sprintf("machine %s (tier %d: %s)", machine, m.Tier, strings.Join(m.Modules, ", "))
+}
+
+// inParallel calls fn for 0..n-1, at most limit at once, and joins their
+// errors: the fan-out composing and handing out share.
+func inParallel(n, limit int, fn func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fn(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
