@@ -117,12 +117,19 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 	return b, nil
 }
 
-func (a *Activities) host(machine string) (host.Client, error) {
+// report reads what machine's host reports running, and gives the client
+// to talk to it further. A machine the worker does not know fails
+// permanently (ErrUnknownMachine); an unreachable host is retried.
+func (a *Activities) report(ctx context.Context, machine string) (host.Client, mesh.Report, error) {
 	hc, err := a.Hosts.Host(machine)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownMachine, err)
+		return nil, mesh.Report{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownMachine, err)
 	}
-	return hc, nil
+	rep, err := hc.Report(ctx)
+	if err != nil {
+		return nil, mesh.Report{}, fmt.Errorf("read report of %s: %w", machine, err)
+	}
+	return hc, rep, nil
 }
 
 // ConfigHosts dials hosts from the mesh config, one client per machine.

@@ -54,13 +54,9 @@ func (a *Activities) ComposeTargets(ctx context.Context, in meshapi.ComposeTarge
 // and a module the machine lacks at that module's newest build that has
 // converged somewhere.
 func (a *Activities) compose(ctx context.Context, plan string, t meshapi.Target, own mesh.Build) (meshapi.ComposeResult, error) {
-	hc, err := a.host(t.Machine)
+	_, rep, err := a.report(ctx, t.Machine)
 	if err != nil {
-		return meshapi.ComposeResult{}, err
-	}
-	rep, err := hc.Report(ctx)
-	if err != nil {
-		return meshapi.ComposeResult{}, fmt.Errorf("compose %s: read host report: %w", t.Machine, err)
+		return meshapi.ComposeResult{}, fmt.Errorf("compose %s: %w", t.Machine, err)
 	}
 	d := mesh.Declaration{Machine: t.Machine, Plan: plan}
 	var unknown []string

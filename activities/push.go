@@ -66,13 +66,9 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		log.Warn().Str("reason", reason).Msg("push dropped")
 		return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
 	}
-	hc, err := a.host(req.Machine)
+	hc, rep, err := a.report(ctx, req.Machine)
 	if err != nil {
 		return meshapi.PushOutcome{}, err
-	}
-	rep, err := hc.Report(ctx)
-	if err != nil {
-		return meshapi.PushOutcome{}, fmt.Errorf("read report of %s: %w", req.Machine, err)
 	}
 
 	out := meshapi.PushOutcome{}
