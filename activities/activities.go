@@ -158,7 +158,7 @@ func (h *ConfigHosts) Host(machine string) (host.Client, error) {
 			return nil, fmt.Errorf("machine %s: %w", machine, err)
 		}
 	}
-	c, err := host.NewHTTPClient(m.Host, m.Token, hc)
+	c, err := host.NewHTTPClient(m.Host, m.Token.Reveal(), hc)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", machine, err)
 	}

@@ -56,6 +56,7 @@ import (
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/registry"
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // envPrefix prefixes every variable the agent reads.
@@ -305,7 +306,7 @@ func load(args []string, stderr io.Writer) (settings, error) {
 		registry: registry.Options{
 			Address:  strings.TrimSpace(v.GetString("registry")),
 			Username: strings.TrimSpace(v.GetString("registry_username")),
-			Password: v.GetString("registry_password"),
+			Password: secret.String(v.GetString("registry_password")),
 			Insecure: v.GetBool("registry_insecure"),
 			CAFile:   strings.TrimSpace(v.GetString("registry_ca_file")),
 		},

@@ -67,17 +67,10 @@ type Command struct {
 
 // Build implements Builder.
 func (c *Command) Build(ctx context.Context, r Request) (mesh.Build, error) {
-	b, err := c.build(ctx, r)
-	if err != nil {
-		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", r.Module, r.Commit, err)
-	}
-	return b, nil
+	return buildNamed(ctx, r, c.build)
 }
 
 func (c *Command) build(ctx context.Context, r Request) (mesh.Build, error) {
-	if err := validate(r); err != nil {
-		return mesh.Build{}, err
-	}
 	if len(r.Command) == 0 || r.Command[0] == "" {
 		return mesh.Build{}, &PermanentError{errors.New("the module's build command is empty")}
 	}
@@ -90,56 +83,43 @@ func (c *Command) build(ctx context.Context, r Request) (mesh.Build, error) {
 		target, host = repo.Name(), repo.RegistryStr()
 	}
 
-	run := startRun(ctx, r, c.ProgressInterval)
-	defer run.stop()
-
-	gen, err := Generation(ctx, r.Repo, r.Branch, r.Commit)
+	j, err := startJob(ctx, r, c.ProgressInterval)
 	if err != nil {
 		return mesh.Build{}, err
 	}
-	run.logf("checking out %s at %s", r.Repo, r.Commit)
-	dir, cleanup, err := Checkout(ctx, r.Repo, r.Commit)
-	if err != nil {
+	defer j.end()
+	if err := j.checkout(ctx); err != nil {
 		return mesh.Build{}, err
 	}
-	defer cleanup()
-	modDir, err := moduleDir(dir, r)
-	if err != nil {
-		return mesh.Build{}, err
-	}
-	digestFile, err := c.digestFile(dir, modDir, r)
+	digestFile, err := c.digestFile(j.dir, j.modDir, r)
 	if err != nil {
 		return mesh.Build{}, err
 	}
 
-	run.logf("running %s (in %s)", strings.Join(r.Command, " "), displayPath(r.Path))
-	cmd := exec.CommandContext(ctx, r.Command[0], r.Command[1:]...)
-	cmd.Dir = modDir
-	cmd.Env = append(append(inheritedEnv(), c.Env...),
+	j.logf("running %s (in %s)", strings.Join(r.Command, " "), displayPath(r.Path))
+	cmd := j.command(ctx, r.Command, c.Env,
 		"MESHROLL_MODULE="+r.Module,
 		"MESHROLL_COMMIT="+r.Commit,
-		"MESHROLL_GENERATION="+strconv.FormatInt(gen, 10),
+		"MESHROLL_GENERATION="+strconv.FormatInt(j.gen, 10),
 		"MESHROLL_IMAGE="+target,
 		"MESHROLL_REGISTRY="+host,
-		"MESHROLL_CHECKOUT="+dir,
+		"MESHROLL_CHECKOUT="+j.dir,
 		"MESHROLL_DIGEST_FILE="+digestFile,
 	)
-	cmd.Stdout, cmd.Stderr = run.out, run.out
-	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Exited() && ee.ExitCode() == ExitTempFail && ctx.Err() == nil {
-			return mesh.Build{}, failure("build command asked to be retried", err, run.tail)
+			return mesh.Build{}, failure("build command asked to be retried", err, j.tail)
 		}
 		if errors.As(err, &ee) && ee.Exited() && ctx.Err() == nil {
-			return mesh.Build{}, &PermanentError{failure("build command failed", err, run.tail)}
+			return mesh.Build{}, &PermanentError{failure("build command failed", err, j.tail)}
 		}
-		return mesh.Build{}, commandFailure(ctx, "build command", err, run.tail)
+		return mesh.Build{}, commandFailure(ctx, "build command", err, j.tail)
 	}
 
 	data, err := os.ReadFile(digestFile)
 	if err != nil {
-		return mesh.Build{}, &PermanentError{failure("build command succeeded but wrote no digest to $MESHROLL_DIGEST_FILE", err, run.tail)}
+		return mesh.Build{}, &PermanentError{failure("build command succeeded but wrote no digest to $MESHROLL_DIGEST_FILE", err, j.tail)}
 	}
 	image, digest, err := parseDigestFile(data)
 	if err != nil {
@@ -154,8 +134,7 @@ func (c *Command) build(ctx context.Context, r Request) (mesh.Build, error) {
 	if err := c.verify(ctx, image, digest, host); err != nil {
 		return mesh.Build{}, err
 	}
-	run.logf("built %s@%s (generation %d)", image, digest, gen)
-	return mesh.Build{Module: r.Module, Commit: r.Commit, Digest: digest, Generation: gen, Image: image}, nil
+	return j.built(image, digest), nil
 }
 
 // digestFile is where the command must write the digest. A stale file (one

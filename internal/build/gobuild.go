@@ -55,17 +55,10 @@ type Go struct {
 
 // Build implements Builder.
 func (g *Go) Build(ctx context.Context, r Request) (mesh.Build, error) {
-	b, err := g.build(ctx, r)
-	if err != nil {
-		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", r.Module, r.Commit, err)
-	}
-	return b, nil
+	return buildNamed(ctx, r, g.build)
 }
 
 func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
-	if err := validate(r); err != nil {
-		return mesh.Build{}, err
-	}
 	mainPkg, err := mainPackage(r.Main)
 	if err != nil {
 		return mesh.Build{}, err
@@ -79,13 +72,11 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 		return mesh.Build{}, &PermanentError{err}
 	}
 
-	run := startRun(ctx, r, g.ProgressInterval)
-	defer run.stop()
-
-	gen, err := Generation(ctx, r.Repo, r.Branch, r.Commit)
+	j, err := startJob(ctx, r, g.ProgressInterval)
 	if err != nil {
 		return mesh.Build{}, err
 	}
+	defer j.end()
 	created, err := commitTime(ctx, r.Repo, r.Commit)
 	if err != nil {
 		return mesh.Build{}, err
@@ -103,18 +94,11 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 		source = originURL(ctx, r.Repo)
 	}
 
-	run.logf("checking out %s at %s", r.Repo, r.Commit)
-	dir, cleanup, err := Checkout(ctx, r.Repo, r.Commit)
-	if err != nil {
-		return mesh.Build{}, err
-	}
-	defer cleanup()
-	modDir, err := moduleDir(dir, r)
-	if err != nil {
+	if err := j.checkout(ctx); err != nil {
 		return mesh.Build{}, err
 	}
 	// Scratch space beside the worktree, removed with it.
-	out := filepath.Join(filepath.Dir(dir), "out")
+	out := filepath.Join(filepath.Dir(j.dir), "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
 		return mesh.Build{}, fmt.Errorf("build output: %w", err)
 	}
@@ -125,14 +109,10 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 		goCmd = "go"
 	}
 	args := []string{"build", "-trimpath", "-ldflags=-buildid=", "-o", bin, mainPkg}
-	run.logf("%s %s (in %s, GOOS=linux GOARCH=%s CGO_ENABLED=0)", goCmd, strings.Join(args, " "), displayPath(r.Path), arch)
-	cmd := exec.CommandContext(ctx, goCmd, args...)
-	cmd.Dir = modDir
-	cmd.Env = append(append(inheritedEnv(), g.Env...), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-	cmd.Stdout, cmd.Stderr = run.out, run.out
-	cmd.WaitDelay = 10 * time.Second
+	j.logf("%s %s (in %s, GOOS=linux GOARCH=%s CGO_ENABLED=0)", goCmd, strings.Join(args, " "), displayPath(r.Path), arch)
+	cmd := j.command(ctx, append([]string{goCmd}, args...), g.Env, "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if err := cmd.Run(); err != nil {
-		return mesh.Build{}, commandFailure(ctx, "go build "+mainPkg, err, run.tail)
+		return mesh.Build{}, commandFailure(ctx, "go build "+mainPkg, err, j.tail)
 	}
 
 	img, err := goImage(bin, out, imageMeta{
@@ -146,30 +126,11 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 	if err != nil {
 		return mesh.Build{}, fmt.Errorf("image: %w", err)
 	}
-	digest, err := push(opts, repo, r.Commit, img, run)
+	digest, err := push(opts, repo, r.Commit, img, j.run)
 	if err != nil {
 		return mesh.Build{}, err
 	}
-	run.logf("built %s@%s (generation %d)", repo.Name(), digest, gen)
-	return mesh.Build{Module: r.Module, Commit: r.Commit, Digest: digest, Generation: gen, Image: repo.Name()}, nil
-}
-
-// validate checks what every builder needs of a request before any work,
-// so that a typo in the config is a permanent error, not a retried one.
-func validate(r Request) error {
-	if err := mesh.ValidName("module", r.Module); err != nil {
-		return &PermanentError{err}
-	}
-	if err := mesh.ValidCommit(r.Commit); err != nil {
-		return &PermanentError{err}
-	}
-	if r.Repo == "" {
-		return &PermanentError{errors.New("no repository given")}
-	}
-	if _, err := relPath("path", r.Path); err != nil {
-		return err
-	}
-	return nil
+	return j.built(repo.Name(), digest), nil
 }
 
 // relPath cleans a path that must stay inside the checkout.
@@ -195,18 +156,6 @@ func mainPackage(m string) (string, error) {
 		return ".", nil
 	}
 	return "./" + filepath.ToSlash(c), nil
-}
-
-func moduleDir(checkout string, r Request) (string, error) {
-	p, err := relPath("path", r.Path)
-	if err != nil {
-		return "", err
-	}
-	d := filepath.Join(checkout, p)
-	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-		return "", &PermanentError{fmt.Errorf("path %q is not a directory at commit %s", r.Path, r.Commit)}
-	}
-	return d, nil
 }
 
 func displayPath(p string) string {

@@ -563,7 +563,7 @@ func hostClient(m config.Machine) (*host.HTTPClient, error) {
 			return nil, fmt.Errorf("host %s: %w", m.Host, err)
 		}
 	}
-	c, err := host.NewHTTPClient(m.Host, m.Token, hc)
+	c, err := host.NewHTTPClient(m.Host, m.Token.Reveal(), hc)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", m.Host, err)
 	}

@@ -9,16 +9,15 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // Names and defaults of the configuration. They are constants so that the
@@ -110,22 +109,7 @@ type Temporal struct {
 	TLS TemporalTLS `mapstructure:"tls"`
 	// APIKey authenticates with a Temporal Cloud API key (implies TLS).
 	// Put it in MESHROLL_TEMPORAL_API_KEY, not the file; it is never logged.
-	APIKey string `mapstructure:"api_key"`
-}
-
-// String hides the API key; so does the JSON zerolog prints.
-func (t Temporal) String() string { return fmt.Sprintf("%+v", t.redact()) }
-
-// MarshalJSON is the Temporal section with the API key blanked.
-func (t Temporal) MarshalJSON() ([]byte, error) { return json.Marshal(t.redact()) }
-
-type redactedTemporal Temporal
-
-func (t Temporal) redact() redactedTemporal {
-	if t.APIKey != "" {
-		t.APIKey = redacted
-	}
-	return redactedTemporal(t)
+	APIKey secret.String `mapstructure:"api_key"`
 }
 
 // TemporalTLS is how to reach a Temporal frontend over TLS. Any field set
@@ -234,9 +218,9 @@ type Registry struct {
 	// Username and Password (basic auth, or exchanged for a token), or
 	// Token (a bearer token as is). Put secrets in MESHROLL_REGISTRY_*
 	// variables; they are never logged.
-	Username string `mapstructure:"username"`
-	Password string `mapstructure:"password"`
-	Token    string `mapstructure:"token"`
+	Username string        `mapstructure:"username"`
+	Password secret.String `mapstructure:"password"`
+	Token    secret.String `mapstructure:"token"`
 	// Insecure allows plain HTTP to a registry that is not on loopback.
 	Insecure bool `mapstructure:"insecure"`
 	// CAFile is a PEM bundle trusted for the registry's certificate.
@@ -246,25 +230,6 @@ type Registry struct {
 	Repository string `mapstructure:"repository"`
 	// Listen is where the embedded registry serves (default 127.0.0.1:5000).
 	Listen string `mapstructure:"listen"`
-}
-
-// String hides the registry's secrets; so does its JSON, which is what
-// zerolog prints.
-func (r Registry) String() string { return fmt.Sprintf("%+v", r.redact()) }
-
-// MarshalJSON is the registry with its secrets blanked.
-func (r Registry) MarshalJSON() ([]byte, error) { return json.Marshal(r.redact()) }
-
-type redactedRegistry Registry
-
-func (r Registry) redact() redactedRegistry {
-	if r.Password != "" {
-		r.Password = redacted
-	}
-	if r.Token != "" {
-		r.Token = redacted
-	}
-	return redactedRegistry(r)
 }
 
 // Module is one buildable unit: where its source is and how it runs. A merge
@@ -312,54 +277,15 @@ type Machine struct {
 	// Modules are the modules the machine runs, in the order its
 	// declarations list them.
 	Modules []string `mapstructure:"modules"`
-	// Token is the bearer token for the host API. It is never logged:
-	// String, GoString, LogValue and MarshalJSON all redact it. Set it
-	// with MESHROLL_MACHINES_<NAME>_TOKEN rather than in the file.
-	Token string `mapstructure:"token"`
+	// Token is the bearer token for the host API. It is never logged (see
+	// package secret). Set it with MESHROLL_MACHINES_<NAME>_TOKEN rather
+	// than in the file.
+	Token secret.String `mapstructure:"token"`
 	// CAFile is a PEM bundle of the CAs that sign the host's TLS
 	// certificate, for https hosts whose certificate a private CA issued.
 	// Empty means the system's roots.
 	CAFile string `mapstructure:"ca_file"`
 }
-
-const redacted = "<redacted>"
-
-// redactedMachine is Machine with the token blanked, for every printed form.
-type redactedMachine Machine
-
-func (m Machine) redact() redactedMachine {
-	r := redactedMachine(m)
-	if r.Token != "" {
-		r.Token = redacted
-	}
-	return r
-}
-
-// String prints the machine with its token redacted, so that logging a
-// machine, or a whole Config with %v, cannot leak a credential.
-func (m Machine) String() string { return fmt.Sprintf("%+v", m.redact()) }
-
-// GoString is String for %#v, which would otherwise bypass String.
-func (m Machine) GoString() string {
-	r := m.redact()
-	return fmt.Sprintf("config.Machine{Host:%q, Tier:%d, Modules:%#v, Token:%q}", r.Host, r.Tier, r.Modules, r.Token)
-}
-
-// LogValue redacts the token when a machine is logged with log/slog.
-func (m Machine) LogValue() slog.Value {
-	r := m.redact()
-	return slog.GroupValue(
-		slog.String("host", r.Host),
-		slog.Int("tier", r.Tier),
-		slog.Any("modules", r.Modules),
-		slog.String("token", r.Token),
-	)
-}
-
-// MarshalJSON redacts the token, because JSON is how structured loggers
-// (zerolog's Interface, for one) print values. Nothing sends a Machine over
-// the wire: workflows carry meshapi types.
-func (m Machine) MarshalJSON() ([]byte, error) { return json.Marshal(m.redact()) }
 
 // Default returns the defaults with no modules and no machines: the base
 // that Load fills from the file, and a start for tests that build a config

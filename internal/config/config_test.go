@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // valid is a small config that passes, for cases that change one thing.
@@ -281,7 +282,7 @@ machines:
 				"MESHROLL_TEMPORAL_TASK_QUEUE":   "other",
 			},
 			check: func(t *testing.T, c *Config) {
-				assert.Equal(t, "s3cret", c.Machines["edge-1"].Token)
+				assert.Equal(t, "s3cret", c.Machines["edge-1"].Token.Reveal())
 				assert.Equal(t, "/var/lib/meshroll", c.StateDir)
 				assert.Equal(t, "other", c.Temporal.TaskQueue)
 				assert.Equal(t, "default", c.Temporal.Namespace)
@@ -796,7 +797,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 	t.Setenv("MESHROLL_MACHINES_EDGE_1_TOKEN", token)
 	c, err := Load("testdata/mesh.yaml")
 	require.NoError(t, err)
-	require.Equal(t, token, c.Machines["edge-1"].Token, "the token is there to be used")
+	require.Equal(t, token, c.Machines["edge-1"].Token.Reveal(), "the token is there to be used")
 
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("machine", "machine", c.Machines["edge-1"])
@@ -809,8 +810,8 @@ func TestTokenNeverPrinted(t *testing.T) {
 	} {
 		assert.NotContains(t, s, token)
 	}
-	assert.Contains(t, c.Machines["edge-1"].String(), redacted)
-	assert.True(t, strings.Contains(buf.String(), redacted), "slog output: %s", buf.String())
+	assert.Contains(t, fmt.Sprint(c.Machines["edge-1"]), secret.Redacted)
+	assert.True(t, strings.Contains(buf.String(), secret.Redacted), "slog output: %s", buf.String())
 }
 
 func TestBuilderAndRegistry(t *testing.T) {
@@ -871,7 +872,7 @@ func TestWarnings(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.host+"/"+c.token, func(t *testing.T) {
-			cfg := &Config{Machines: map[string]Machine{c.name: {Host: c.host, Token: c.token}}}
+			cfg := &Config{Machines: map[string]Machine{c.name: {Host: c.host, Token: secret.String(c.token)}}}
 			got := cfg.Warnings()
 			switch {
 			case c.want == "" && len(got) != 0:

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/viper"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // How the file is read. Two tools, because neither does the job alone:
@@ -345,7 +347,7 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	c.Temporal.Address = l.str("temporal", "address")
 	c.Temporal.Namespace = l.str("temporal", "namespace")
 	c.Temporal.TaskQueue = l.str("temporal", "task_queue")
-	c.Temporal.APIKey = l.str("temporal", "api_key")
+	c.Temporal.APIKey = secret.String(l.str("temporal", "api_key"))
 	var tlsNode *yaml.Node
 	for _, e := range tsec {
 		if e.key.Value == "tls" {
@@ -370,8 +372,8 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	c.Registry = Registry{
 		Address:    l.str("registry", "address"),
 		Username:   l.str("registry", "username"),
-		Password:   l.str("registry", "password"),
-		Token:      l.str("registry", "token"),
+		Password:   secret.String(l.str("registry", "password")),
+		Token:      secret.String(l.str("registry", "token")),
 		Insecure:   l.boolean("registry", "insecure"),
 		CAFile:     l.str("registry", "ca_file"),
 		Repository: l.str("registry", "repository"),
@@ -482,7 +484,7 @@ func (l *loader) machine(name string, n *yaml.Node) Machine {
 		Host:    l.str(at("host")...),
 		Tier:    l.tier(at("tier")...),
 		Modules: l.list(at("modules")...),
-		Token:   l.str(at("token")...),
+		Token:   secret.String(l.str(at("token")...)),
 		CAFile:  l.str(at("ca_file")...),
 	}
 	if l.skip.leaf[key+".modules"] {

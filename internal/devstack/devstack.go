@@ -399,7 +399,7 @@ func (s *stack) startAgent(ctx context.Context, name string, serveErr chan<- err
 		_ = a.Close(context.Background())
 		return fmt.Errorf("host agent of %s on %s (machines.%s.host): %w", name, addr, name, err)
 	}
-	srv := agent.NewServer(a, m.Token)
+	srv := agent.NewServer(a, m.Token.Reveal())
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			serveErr <- fmt.Errorf("host agent of %s on %s stopped serving: %w", name, addr, err)

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/grpc/codes"
 
+	"github.com/meshroll/meshroll/internal/backoff"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -23,18 +24,15 @@ const queryAttempts = 5
 // ctx ends. Anything else (no such workflow, a query the workflow
 // refused) is returned at once.
 func queryState(ctx context.Context, c client.Client, id string) (converter.EncodedValue, error) {
-	wait := 100 * time.Millisecond
+	b := backoff.New(100*time.Millisecond, 0)
 	for attempt := 1; ; attempt++ {
 		v, err := c.QueryWorkflow(ctx, id, "", meshapi.QueryState)
 		if err == nil || attempt == queryAttempts || ctx.Err() != nil || !transient(err) {
 			return v, err
 		}
-		select {
-		case <-ctx.Done():
+		if b.Wait(ctx) != nil {
 			return nil, err
-		case <-time.After(wait):
 		}
-		wait *= 2
 	}
 }
 

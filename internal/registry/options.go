@@ -17,10 +17,8 @@ package registry
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -29,12 +27,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // Options says which registry to use and how to authenticate to it. It is
 // plain data so that the mesh config can carry it; the secrets (Password,
-// Token) are redacted from every printed form, and no error of this package
-// contains them.
+// Token) are secret.Strings, redacted from every printed form, and no error
+// of this package contains them.
 type Options struct {
 	// Address is the registry's host[:port], or a URL http://host[:port] or
 	// https://host[:port]. An http URL implies Insecure. It must not carry a
@@ -43,11 +43,11 @@ type Options struct {
 	// Username and Password authenticate with HTTP basic auth, or, for a
 	// registry that answers with a bearer challenge, are exchanged for a
 	// token at the registry's token service (the usual docker token flow).
-	Username string `mapstructure:"username" json:"username,omitempty"`
-	Password string `mapstructure:"password" json:"password,omitempty"`
+	Username string        `mapstructure:"username" json:"username,omitempty"`
+	Password secret.String `mapstructure:"password" json:"password,omitempty"`
 	// Token is a registry bearer token used as is (for registries that hand
 	// out long-lived tokens). It excludes Username/Password.
-	Token string `mapstructure:"token" json:"token,omitempty"`
+	Token secret.String `mapstructure:"token" json:"token,omitempty"`
 	// Insecure allows plain HTTP. Without it, plain HTTP is only tried for
 	// loopback and private addresses (go-containerregistry's heuristic).
 	Insecure bool `mapstructure:"insecure" json:"insecure,omitempty"`
@@ -55,49 +55,6 @@ type Options struct {
 	// registry with a private CA or a self-signed certificate.
 	CAFile string `mapstructure:"ca_file" json:"ca_file,omitempty"`
 }
-
-const redacted = "<redacted>"
-
-type redactedOptions Options
-
-func (o Options) redact() redactedOptions {
-	r := redactedOptions(o)
-	if r.Password != "" {
-		r.Password = redacted
-	}
-	if r.Token != "" {
-		r.Token = redacted
-	}
-	return r
-}
-
-// String prints the options with the secrets redacted, so that logging a
-// config holding Options cannot leak a credential.
-func (o Options) String() string { return fmt.Sprintf("%+v", o.redact()) }
-
-// GoString is String for %#v, which would otherwise bypass String.
-func (o Options) GoString() string {
-	r := o.redact()
-	return fmt.Sprintf("registry.Options{Address:%q, Username:%q, Password:%q, Token:%q, Insecure:%v, CAFile:%q}",
-		r.Address, r.Username, r.Password, r.Token, r.Insecure, r.CAFile)
-}
-
-// LogValue redacts the secrets when logged with log/slog.
-func (o Options) LogValue() slog.Value {
-	r := o.redact()
-	return slog.GroupValue(
-		slog.String("address", r.Address),
-		slog.String("username", r.Username),
-		slog.String("password", r.Password),
-		slog.String("token", r.Token),
-		slog.Bool("insecure", r.Insecure),
-		slog.String("ca_file", r.CAFile),
-	)
-}
-
-// MarshalJSON redacts the secrets, because JSON is how structured loggers
-// print values. Options are never sent anywhere as JSON.
-func (o Options) MarshalJSON() ([]byte, error) { return json.Marshal(o.redact()) }
 
 // Host is the registry's host[:port] as it appears in image names, or an
 // error saying what is wrong with Address.
@@ -147,7 +104,7 @@ func (o Options) parse() (host string, insecure bool, err error) {
 // credentials.
 func redactAt(s string) string {
 	if i := strings.LastIndex(s, "@"); i >= 0 {
-		return redacted + s[i:]
+		return secret.Redacted + s[i:]
 	}
 	return s
 }
@@ -191,12 +148,12 @@ func (o Options) Authenticator() (authn.Authenticator, error) {
 	case o.Token != "" && (o.Username != "" || o.Password != ""):
 		return nil, errors.New("registry: set either a token or a username and password, not both")
 	case o.Token != "":
-		return &authn.Bearer{Token: o.Token}, nil
+		return &authn.Bearer{Token: o.Token.Reveal()}, nil
 	case o.Username != "" || o.Password != "":
 		if o.Username == "" || o.Password == "" {
 			return nil, errors.New("registry: basic auth needs both a username and a password")
 		}
-		return &authn.Basic{Username: o.Username, Password: o.Password}, nil
+		return &authn.Basic{Username: o.Username, Password: o.Password.Reveal()}, nil
 	default:
 		return authn.Anonymous, nil
 	}

@@ -73,7 +73,7 @@ func TestOptionsNeverPrintSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{o.String(), fmt.Sprintf("%v", o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), string(js), logs.String()} {
+	for _, s := range []string{fmt.Sprint(o), fmt.Sprintf("%v", o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), string(js), logs.String()} {
 		if strings.Contains(s, "pa55word") || strings.Contains(s, "t0ken") {
 			t.Errorf("secret printed: %s", s)
 		}
@@ -170,7 +170,7 @@ func TestOptionsAuthAndTLS(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
 				}
-				for _, secret := range []string{c.opts.Password, "YWxpY2U6"} {
+				for _, secret := range []string{c.opts.Password.Reveal(), "YWxpY2U6"} {
 					if secret != "" && strings.Contains(err.Error(), secret) {
 						t.Errorf("error %q shows a secret", err)
 					}

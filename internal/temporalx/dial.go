@@ -51,7 +51,7 @@ func Options(t config.Temporal, log zerolog.Logger) (client.Options, error) {
 		o.ConnectionOptions.TLS = tc
 	}
 	if t.APIKey != "" {
-		o.Credentials = client.NewAPIKeyStaticCredentials(t.APIKey)
+		o.Credentials = client.NewAPIKeyStaticCredentials(t.APIKey.Reveal())
 	}
 	return o, nil
 }

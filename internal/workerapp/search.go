@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/meshroll/meshroll/internal/backoff"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -26,20 +27,19 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	var have *operatorservice.ListSearchAttributesResponse
 	// A server that is just starting answers Unavailable for a moment;
 	// wait for it rather than refuse to start.
-	for wait := 100 * time.Millisecond; ; wait *= 2 {
+	b := backoff.New(100*time.Millisecond, 0)
+	for {
 		var err error
 		have, err = c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 		var unavailable *serviceerror.Unavailable
 		if err == nil {
 			break
 		}
-		if !errors.As(err, &unavailable) || wait > 10*time.Second {
+		if !errors.As(err, &unavailable) || b.Next() > 10*time.Second {
 			return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if err := b.Wait(ctx); err != nil {
+			return err
 		}
 	}
 	missing := map[string]enumspb.IndexedValueType{}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/meshroll/meshroll/internal/backoff"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/telemetry"
 	"github.com/meshroll/meshroll/internal/temporalx"
@@ -124,7 +125,8 @@ func Dial(ctx context.Context, cfg *config.Config, tel *telemetry.Telemetry, log
 func MakeCurrent(ctx context.Context, c client.Client, v config.Versioning, log zerolog.Logger) error {
 	ver := Version(v)
 	h := c.WorkerDeploymentClient().GetHandle(ver.DeploymentName)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+	b := backoff.New(100*time.Millisecond, 2*time.Second)
+	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := h.SetCurrentVersion(cctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: ver.BuildID})
 		cancel()
@@ -133,10 +135,8 @@ func MakeCurrent(ctx context.Context, c client.Client, v config.Versioning, log 
 				Msg("made this build the deployment's current version")
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("make build %s current in deployment %s: %w (last error: %w)", ver.BuildID, ver.DeploymentName, ctx.Err(), err)
-		case <-time.After(wait):
+		if werr := b.Wait(ctx); werr != nil {
+			return fmt.Errorf("make build %s current in deployment %s: %w (last error: %w)", ver.BuildID, ver.DeploymentName, werr, err)
 		}
 	}
 }
