@@ -124,8 +124,8 @@ func RegistryOptions(r config.Registry) registry.Options {
 // New builds a worker on the configured task queue. Its options are
 // WorkerOptions (tuning.go) with the deployment of worker.versioning added
 // (WithDeployment); with versioning enabled, cfg must name a build ID or
-// the binary must carry one (see BuildID), which the worker's main checks
-// before calling New.
+// the binary must carry one (see BuildID), which the worker's command
+// (package workercmd) checks before calling New.
 func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) worker.Worker {
 	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(WorkerOptions(), cfg.Worker.Versioning))
 	Register(w, &activities.Activities{

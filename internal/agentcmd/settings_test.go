@@ -1,14 +1,27 @@
-package main
+package agentcmd
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/cmdrun"
 )
+
+// parseAndLoad parses args with the agent's flags and loads the settings,
+// as the command does before serving.
+func parseAndLoad(args []string) (settings, error) {
+	fs := pflag.NewFlagSet("host", pflag.ContinueOnError)
+	defineFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return settings{}, cmdrun.Usage(err)
+	}
+	return load(fs)
+}
 
 func TestMetricsSetting(t *testing.T) {
 	for _, tc := range []struct {
@@ -37,11 +50,11 @@ func TestMetricsSetting(t *testing.T) {
 				require.NoError(t, os.WriteFile(p, []byte(tc.file), 0o600))
 				args = append(args, "--config", p)
 			}
-			s, err := load(args, io.Discard)
+			s, err := parseAndLoad(args)
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
-				var u usageError
+				var u *cmdrun.UsageError
 				assert.ErrorAs(t, err, &u, "a bad setting is a usage error (exit 2)")
 				return
 			}

@@ -1,0 +1,193 @@
+package agentcmd
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/meshroll/meshroll/internal/cmdrun"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
+	"github.com/meshroll/meshroll/internal/secret"
+)
+
+// envPrefix prefixes every variable the agent reads.
+const envPrefix = "MESHROLL_HOST"
+
+type settings struct {
+	listen, machine, state, token, runtime string
+	tlsCert, tlsKey, dockerSocket          string
+	startDelay                             time.Duration
+	logLevel, logFormat                    string
+	metrics                                bool
+	// registry is for the exec runtime's pulls; its password is secret.
+	registry                registry.Options
+	stopGrace, healthyAfter time.Duration
+}
+
+// keys maps each configuration key to its flag.
+var keys = map[string]string{
+	"listen":             "listen",
+	"machine":            "machine",
+	"state":              "state",
+	"token":              "token",
+	"token_file":         "token-file",
+	"tls_cert":           "tls-cert",
+	"tls_key":            "tls-key",
+	"runtime":            "runtime",
+	"docker_socket":      "docker-socket",
+	"noop_start_delay":   "noop-start-delay",
+	"registry":           "registry",
+	"registry_username":  "registry-username",
+	"registry_password":  "registry-password",
+	"registry_insecure":  "registry-insecure",
+	"registry_ca_file":   "registry-ca-file",
+	"exec_stop_grace":    "exec-stop-grace",
+	"exec_healthy_after": "exec-healthy-after",
+	"metrics":            "metrics",
+	"log_level":          "log-level",
+	"log_format":         "log-format",
+}
+
+// load reads the settings from fs (defineFlags' flags, parsed), the
+// environment and the config file, flags first.
+func load(fs *pflag.FlagSet) (settings, error) {
+	v := viper.New()
+	v.SetEnvPrefix(envPrefix)
+	v.AutomaticEnv()
+	for key, flag := range keys {
+		if err := v.BindPFlag(key, fs.Lookup(flag)); err != nil {
+			return settings{}, fmt.Errorf("bind flag --%s: %w", flag, err)
+		}
+	}
+	path, err := fs.GetString("config")
+	if err != nil {
+		return settings{}, fmt.Errorf("flag --config: %w", err)
+	}
+	if path == "" {
+		path = os.Getenv(envPrefix + "_CONFIG")
+	}
+	if path != "" {
+		v.SetConfigFile(path)
+		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".toml" {
+			v.SetConfigType("yaml")
+		}
+		if err := v.ReadInConfig(); err != nil {
+			return settings{}, fmt.Errorf("read config %s: %w", path, err)
+		}
+		var unknown []string
+		for _, k := range v.AllKeys() {
+			if _, ok := keys[k]; !ok {
+				unknown = append(unknown, k)
+			}
+		}
+		if unknown != nil {
+			slices.Sort(unknown)
+			known := slices.Sorted(func(yield func(string) bool) {
+				for k := range keys {
+					if !yield(k) {
+						return
+					}
+				}
+			})
+			return settings{}, cmdrun.Usagef("config %s: unknown keys %s (known: %s)", path, strings.Join(unknown, ", "), strings.Join(known, ", "))
+		}
+	}
+
+	s := settings{
+		listen:    strings.TrimSpace(v.GetString("listen")),
+		machine:   strings.TrimSpace(v.GetString("machine")),
+		state:     strings.TrimSpace(v.GetString("state")),
+		token:     v.GetString("token"),
+		runtime:   strings.TrimSpace(v.GetString("runtime")),
+		logLevel:  v.GetString("log_level"),
+		logFormat: v.GetString("log_format"),
+		tlsCert:   strings.TrimSpace(v.GetString("tls_cert")),
+		tlsKey:    strings.TrimSpace(v.GetString("tls_key")),
+
+		dockerSocket: strings.TrimSpace(v.GetString("docker_socket")),
+
+		registry: registry.Options{
+			Address:  strings.TrimSpace(v.GetString("registry")),
+			Username: strings.TrimSpace(v.GetString("registry_username")),
+			Password: secret.String(v.GetString("registry_password")),
+			Insecure: v.GetBool("registry_insecure"),
+			CAFile:   strings.TrimSpace(v.GetString("registry_ca_file")),
+		},
+	}
+	if f := strings.TrimSpace(v.GetString("token_file")); f != "" {
+		if s.token != "" {
+			return settings{}, cmdrun.Usagef("give the token either directly or as a file, not both")
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return settings{}, fmt.Errorf("token file: %w", err)
+		}
+		if s.token = strings.TrimSpace(string(b)); s.token == "" {
+			return settings{}, fmt.Errorf("token file %s is empty", f)
+		}
+	}
+	// Strictly: viper reads "maybe" as false, which would turn metrics off
+	// without a word.
+	if m := strings.TrimSpace(v.GetString("metrics")); m != "" {
+		b, err := strconv.ParseBool(m)
+		if err != nil {
+			return settings{}, cmdrun.Usagef("--metrics %q: want true or false", m)
+		}
+		s.metrics = b
+	}
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return settings{}, cmdrun.Usagef("--tls-cert and --tls-key go together")
+	}
+	if d := strings.TrimSpace(v.GetString("noop_start_delay")); d != "" {
+		var err error
+		if s.startDelay, err = time.ParseDuration(d); err != nil || s.startDelay < 0 {
+			return settings{}, cmdrun.Usagef("noop start delay %q: want a duration of 0 or more, like 2s", d)
+		}
+	}
+	for key, d := range map[string]*time.Duration{"exec_stop_grace": &s.stopGrace, "exec_healthy_after": &s.healthyAfter} {
+		if str := strings.TrimSpace(v.GetString(key)); str != "" {
+			var err error
+			if *d, err = time.ParseDuration(str); err != nil || *d < 0 {
+				return settings{}, cmdrun.Usagef("--%s %q: want a duration of 0 (the default) or more, like 10s", keys[key], str)
+			}
+		}
+	}
+	if s.registry.Address != "" {
+		// Errors of package registry never carry the password.
+		if _, err := s.registry.Host(); err != nil {
+			return settings{}, cmdrun.Usage(fmt.Errorf("--registry: %w", err))
+		}
+	} else if s.registry.Username != "" || s.registry.Password != "" {
+		return settings{}, cmdrun.Usagef("--registry-username and --registry-password need --registry")
+	}
+	if _, err := s.registry.Authenticator(); err != nil {
+		return settings{}, cmdrun.Usage(err)
+	}
+	if s.machine == "" {
+		return settings{}, cmdrun.Usagef("--machine is required (or %s_MACHINE, or machine: in the config file)", envPrefix)
+	}
+	if err := mesh.ValidName("machine", s.machine); err != nil {
+		return settings{}, cmdrun.Usage(err)
+	}
+	if s.state == "" {
+		s.state = filepath.Join(".meshroll", "hosts", s.machine)
+	}
+	if s.listen == "" {
+		return settings{}, cmdrun.Usagef("--listen is empty")
+	}
+	for _, r := range s.token {
+		if r < 0x21 || r == 0x7f {
+			// Never echo the token.
+			return settings{}, cmdrun.Usagef("token contains spaces or control characters, which no client can send")
+		}
+	}
+	return s, nil
+}
