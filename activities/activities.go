@@ -12,10 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/rs/zerolog"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -244,41 +242,4 @@ func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, 
 		return "", false, fmt.Errorf("describe plan %s: %w", plan, err)
 	}
 	return d.Status.String(), d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
-}
-
-// ConfigHosts dials hosts from the mesh config, one client per machine.
-type ConfigHosts struct {
-	Mesh *config.Config
-
-	mu      sync.Mutex
-	clients map[string]host.Client
-}
-
-// Host implements Hosts.
-func (h *ConfigHosts) Host(machine string) (host.Client, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c, ok := h.clients[machine]; ok {
-		return c, nil
-	}
-	m, ok := h.Mesh.Machines[machine]
-	if !ok {
-		return nil, fmt.Errorf("machine %q is not in the worker's mesh config", machine)
-	}
-	var hc *http.Client
-	if m.CAFile != "" {
-		var err error
-		if hc, err = host.HTTPClientWithCA(m.CAFile); err != nil {
-			return nil, fmt.Errorf("machine %s: %w", machine, err)
-		}
-	}
-	c, err := host.NewHTTPClient(m.Host, m.Token, hc)
-	if err != nil {
-		return nil, fmt.Errorf("machine %s: %w", machine, err)
-	}
-	if h.clients == nil {
-		h.clients = map[string]host.Client{}
-	}
-	h.clients[machine] = c
-	return c, nil
 }

@@ -173,7 +173,7 @@ func (s *stack) runtime(o stackOptions) func(dir string) agent.Runtime {
 // startWorker runs the real worker in-process; it stops with the test, or
 // earlier with the returned worker's Stop.
 func (s *stack) startWorker() worker.Worker {
-	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}
+	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: s.cfg}}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	require.NoError(s.t, workerapp.EnsureSearchAttributes(context.Background(), s.c, s.cfg.Temporal.Namespace, log))
 	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -556,14 +555,7 @@ func writeMachineView(w io.Writer, v machineView) error {
 // hostClient is the host API client for a machine as the worker makes it:
 // its token and, for a private CA, its ca_file.
 func hostClient(m config.Machine) (*host.HTTPClient, error) {
-	var hc *http.Client
-	if m.CAFile != "" {
-		var err error
-		if hc, err = host.HTTPClientWithCA(m.CAFile); err != nil {
-			return nil, fmt.Errorf("host %s: %w", m.Host, err)
-		}
-	}
-	c, err := host.NewHTTPClient(m.Host, m.Token, hc)
+	c, err := m.HostClient()
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", m.Host, err)
 	}

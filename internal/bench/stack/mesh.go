@@ -201,7 +201,7 @@ func (m *Mesh) gitOut(ctx context.Context, args ...string) (string, error) {
 // Deps are the worker's dependencies over this mesh, as the in-process
 // worker gets them; the direct baseline uses the same ones.
 func (m *Mesh) Deps() workerapp.Deps {
-	return workerapp.Deps{Catalogue: m.Catalogue, Builder: m.Builder, Hosts: &activities.ConfigHosts{Mesh: m.Config}}
+	return workerapp.Deps{Catalogue: m.Catalogue, Builder: m.Builder, Hosts: &config.Hosts{Mesh: m.Config}}
 }
 
 // StartWorker runs the real worker (workerapp.New) in this process.

@@ -90,7 +90,7 @@ func RunWorkerProcess() error {
 		return fmt.Errorf("bench worker: dial: %w", err)
 	}
 	defer c.Close()
-	deps := workerapp.Deps{Catalogue: catalogue.NewMemory(), Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}}
+	deps := workerapp.Deps{Catalogue: catalogue.NewMemory(), Builder: build.GitDigest{}, Hosts: &config.Hosts{Mesh: cfg}}
 	w := workerapp.New(c, cfg, filepath.Dir(path), deps, log)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("bench worker: %w", err)
