@@ -474,7 +474,7 @@ func writeMachineView(w io.Writer, v machineView) error {
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODULE\tDIGEST\tGEN\tPLAN\tSEQ\tSTATE\tSINCE")
 			for _, c := range v.Containers {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, shortDigest(c.Digest), c.Generation, dash(c.Plan), c.Seq, c.State, dash(c.Since))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, dash(mesh.ShortDigest(c.Digest)), c.Generation, dash(c.Plan), c.Seq, c.State, dash(c.Since))
 			}
 			_ = tw.Flush()
 		}
@@ -498,7 +498,7 @@ func writeMachineView(w io.Writer, v machineView) error {
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "#\tPLAN\tMODULE\tDIGEST\tGEN")
 			row := func(pos string, r meshapi.QueuedRequest) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", pos, r.Plan, r.Module, shortDigest(r.Digest), r.Generation)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", pos, r.Plan, r.Module, dash(mesh.ShortDigest(r.Digest)), r.Generation)
 			}
 			if wf.Current != nil {
 				row("now", *wf.Current)
@@ -525,7 +525,7 @@ func writeMachineView(w io.Writer, v machineView) error {
 		for _, e := range v.Journal {
 			cs := make([]string, len(e.Containers))
 			for i, c := range e.Containers {
-				cs[i] = c.Module + "=" + shortDigest(c.Digest)
+				cs[i] = c.Module + "=" + dash(mesh.ShortDigest(c.Digest))
 			}
 			force := "-"
 			if e.Force {
@@ -575,15 +575,6 @@ func machineState(ctx context.Context, c client.Client, machine string) (meshapi
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	return plans.MachineState(ctx, c, machine)
-}
-
-// shortDigest keeps a digest's algorithm and first 12 hex digits, which
-// tell builds apart in a table; JSON has them whole.
-func shortDigest(d string) string {
-	if d == "" {
-		return "-"
-	}
-	return short(d, len("sha256:")+12)
 }
 
 func deref(p *uint64) uint64 {
