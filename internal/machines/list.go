@@ -17,15 +17,6 @@ import (
 // overview, and one dead host must not hold up the rest of it.
 const HostCheckTimeout = 2 * time.Second
 
-// Host statuses of a Row.
-const (
-	HostOK          = "ok"
-	HostUnreachable = "unreachable"
-	// HostError is a host that answered but not with a report (a refused
-	// token, a malformed answer, a bad ca_file).
-	HostError = "error"
-)
-
 // Row is one machine of List.
 type Row struct {
 	Machine string   `json:"machine"`
@@ -44,6 +35,15 @@ type Row struct {
 	HostSeq   *uint64 `json:"host_seq"`
 	HostError string  `json:"host_error,omitempty"`
 }
+
+// Host statuses of a Row.
+const (
+	HostOK          = "ok"
+	HostUnreachable = "unreachable"
+	// HostError is a host that answered but not with a report (a refused
+	// token, a malformed answer, a bad ca_file).
+	HostError = "error"
+)
 
 // List asks every host and machine workflow of cfg at once, one row a
 // machine in cfg's order. Only Temporal being unreachable is an error, and

@@ -69,34 +69,34 @@ func (v value) Get(ptr any) error {
 func fakeHost(t *testing.T, rep mesh.Report, entries int) (string, *[]string) {
 	t.Helper()
 	var asked []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case host.PathReport:
-			_ = json.NewEncoder(w).Encode(rep)
-		case host.PathJournal:
-			asked = append(asked, r.URL.RawQuery)
-			top := uint64(entries)
-			if b := r.URL.Query().Get("before"); b != "" {
-				n, _ := strconv.ParseUint(b, 10, 64)
-				top = n - 1
-			}
-			limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-			page := host.JournalPage{Machine: rep.Machine, Entries: []host.JournalEntry{}}
-			for i := top; i > 0 && len(page.Entries) < limit; i-- {
-				page.Entries = append(page.Entries, host.JournalEntry{Index: i, Outcome: "applied", Seq: i,
-					Containers: []mesh.Container{{Module: "host", Digest: "sha256:x", Generation: int64(i), Env: map[string]string{"K": "v"}}}})
-			}
-			if n := len(page.Entries); n > 0 && page.Entries[n-1].Index > 1 {
-				page.NextBefore = page.Entries[n-1].Index
-			}
-			_ = json.NewEncoder(w).Encode(page)
-		default:
-			http.NotFound(w, r)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+host.PathReport, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, rep) })
+	mux.HandleFunc("GET "+host.PathJournal, func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.RawQuery)
+		top := uint64(entries)
+		if b := r.URL.Query().Get("before"); b != "" {
+			n, _ := strconv.ParseUint(b, 10, 64)
+			top = n - 1
 		}
-	}))
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		page := host.JournalPage{Machine: rep.Machine, Entries: []host.JournalEntry{}}
+		for i := top; i > 0 && len(page.Entries) < limit; i-- {
+			page.Entries = append(page.Entries, host.JournalEntry{Index: i, Outcome: "applied", Seq: i,
+				Containers: []mesh.Container{{Module: "host", Digest: "sha256:x", Generation: int64(i), Env: map[string]string{"K": "v"}}}})
+		}
+		if n := len(page.Entries); n > 0 && page.Entries[n-1].Index > 1 {
+			page.NextBefore = page.Entries[n-1].Index
+		}
+		writeJSON(w, page)
+	})
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL, &asked
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func TestListWithoutTemporal(t *testing.T) {
