@@ -13,10 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -130,41 +128,4 @@ func (a *Activities) report(ctx context.Context, machine string) (host.Client, m
 		return nil, mesh.Report{}, fmt.Errorf("read report of %s: %w", machine, err)
 	}
 	return hc, rep, nil
-}
-
-// ConfigHosts dials hosts from the mesh config, one client per machine.
-type ConfigHosts struct {
-	Mesh *config.Config
-
-	mu      sync.Mutex
-	clients map[string]host.Client
-}
-
-// Host implements Hosts.
-func (h *ConfigHosts) Host(machine string) (host.Client, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c, ok := h.clients[machine]; ok {
-		return c, nil
-	}
-	m, ok := h.Mesh.Machines[machine]
-	if !ok {
-		return nil, fmt.Errorf("machine %q is not in the worker's mesh config", machine)
-	}
-	var hc *http.Client
-	if m.CAFile != "" {
-		var err error
-		if hc, err = host.HTTPClientWithCA(m.CAFile); err != nil {
-			return nil, fmt.Errorf("machine %s: %w", machine, err)
-		}
-	}
-	c, err := host.NewHTTPClient(m.Host, m.Token.Reveal(), hc)
-	if err != nil {
-		return nil, fmt.Errorf("machine %s: %w", machine, err)
-	}
-	if h.clients == nil {
-		h.clients = map[string]host.Client{}
-	}
-	h.clients[machine] = c
-	return c, nil
 }

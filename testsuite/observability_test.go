@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/client"
 
-	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -48,7 +48,7 @@ func observedWorker(t *testing.T, s *stack, exp *tracetest.InMemoryExporter) (ba
 	assert.Equal(t, http.StatusServiceUnavailable, code, "not ready before the worker starts: %s", body)
 	assert.Contains(t, body, "worker not started")
 
-	w := workerapp.New(c, s.cfg, s.repo, workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}}, log)
+	w := workerapp.New(c, s.cfg, s.repo, workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: s.cfg}}, log)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	ready.Started()

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
@@ -172,7 +171,7 @@ func (s *stack) runtime(o stackOptions) func(dir string) agent.Runtime {
 // startWorker runs the real worker in-process; it stops with the test, or
 // earlier with the returned worker's Stop.
 func (s *stack) startWorker() worker.Worker {
-	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: s.cfg}, PollInterval: 20 * time.Millisecond}
+	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: s.cfg}, PollInterval: 20 * time.Millisecond}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	require.NoError(s.t, workerapp.EnsureSearchAttributes(context.Background(), s.c, s.cfg.Temporal.Namespace, log))
 	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)

@@ -12,7 +12,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/workerapp"
@@ -26,7 +25,7 @@ func versionedWorker(t *testing.T, s *stack, deployment, buildID string) {
 	cfg.Worker.Versioning = config.Versioning{Enabled: true, DeploymentName: deployment, BuildID: buildID}
 	require.NoError(t, workerapp.CheckVersioning(cfg.Worker.Versioning))
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	w := workerapp.New(s.c, &cfg, s.repo, workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &activities.ConfigHosts{Mesh: &cfg}}, log)
+	w := workerapp.New(s.c, &cfg, s.repo, workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: &cfg}}, log)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -108,7 +109,7 @@ func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	m.queue = m.queue[1:]
 	m.current = &req
 	actx := pushOptions(ctx, req.Policy.WithDefaults(),
-		fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, short(req.Build.Digest), req.Build.Generation, req.Plan))
+		fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan))
 	return workflow.ExecuteActivity(actx, acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: m.lastSeq + 1})
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/activities"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -39,7 +40,7 @@ func buildOptions(ctx workflow.Context, module, commit string) workflow.Context 
 		// registry) halts the plan after about a quarter of a minute of
 		// retries, naming what it tried; a compile error halts at once.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 4},
-		Summary:     fmt.Sprintf("build %s at %s", module, short(commit)),
+		Summary:     fmt.Sprintf("build %s at %s", module, mesh.ShortCommit(commit)),
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -66,9 +67,9 @@ func (p *plan) publish() {
 func (p *plan) details(ctx workflow.Context, now string) {
 	p.publish()
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s** %s", p.in.Module, short(p.in.Commit))
+	fmt.Fprintf(&b, "**%s** %s", p.in.Module, mesh.ShortCommit(p.in.Commit))
 	if p.st.Build != nil {
-		fmt.Fprintf(&b, " (generation %d, %s)", p.st.Build.Generation, short(p.st.Build.Digest))
+		fmt.Fprintf(&b, " (generation %d, %s)", p.st.Build.Generation, mesh.ShortDigest(p.st.Build.Digest))
 	}
 	fmt.Fprintf(&b, ": %s\n", now)
 	for _, t := range p.st.Tiers {

@@ -22,10 +22,3 @@ func errorReason(err error) string {
 	}
 	return err.Error()
 }
-
-func short(digest string) string {
-	if len(digest) > 19 {
-		return digest[:19]
-	}
-	return digest
-}

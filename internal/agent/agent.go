@@ -219,18 +219,11 @@ func (a *Agent) Report(ctx context.Context) (mesh.Report, error) {
 	if err := a.readableLocked(); err != nil {
 		return mesh.Report{}, err
 	}
-	rep := mesh.Report{
-		Machine:    a.machine,
-		LastSeq:    a.ledger.LastSeq,
-		Containers: make([]mesh.RunningContainer, 0, len(a.containers)),
-	}
-	if a.ledger.Last != nil {
-		rep.LastRequest = a.ledger.Last.Request
-	}
+	running := make([]mesh.RunningContainer, 0, len(a.containers))
 	for _, rc := range a.containers {
-		rep.Containers = append(rep.Containers, cloneRunning(rc))
+		running = append(running, cloneRunning(rc))
 	}
-	return rep, nil
+	return a.ledger.Report(running), nil
 }
 
 // Apply judges d by the ledger's rules and journals the verdict before it

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
@@ -96,7 +97,7 @@ func writePlanList(w io.Writer, list []plans.Summary) error {
 		if p.Closed != nil {
 			closed = p.Closed.Local().Format(timeLayout)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Plan, dash(p.Module), dash(short(p.Commit, 12)), dash(p.State), started, closed)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Plan, dash(p.Module), dash(mesh.ShortCommit(p.Commit)), dash(p.State), started, closed)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
@@ -105,13 +106,6 @@ func writePlanList(w io.Writer, list []plans.Summary) error {
 }
 
 // short cuts s to n bytes; commits and digests are ASCII.
-func short(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
 func dash(s string) string {
 	if s == "" {
 		return "-"

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
@@ -204,11 +205,11 @@ func TestMachineShowHostUnreachable(t *testing.T) {
 	assert.Equal(t, ExitError, ExitCode(r.err))
 	assert.Contains(t, r.err.Error(), "machine control-node: host http://127.0.0.1:1 unreachable: ")
 	assert.NotContains(t, r.err.Error(), "journal", "the journal failing the same way is not said twice")
-	var v machineView
+	var v machines.Detail
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
 	assert.Nil(t, v.Seq)
-	assert.Equal(t, []viewContainer{}, v.Containers)
-	assert.Equal(t, []journalEntry{}, v.Journal)
+	assert.Equal(t, []machines.Container{}, v.Containers)
+	assert.Equal(t, []machines.JournalEntry{}, v.Journal)
 	assert.Contains(t, v.HostError, "host http://127.0.0.1:1 unreachable")
 }
 
@@ -218,15 +219,15 @@ func TestMachineList(t *testing.T) {
 	r := run(t, "--config", cfg, "machine", "list", "--output", "json")
 	require.Error(t, r.err, "Temporal is unreachable")
 	assert.Contains(t, r.err.Error(), "temporal unreachable")
-	var rows []machineRow
+	var rows []machines.Row
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows), r.stdout)
 	require.Len(t, rows, 2)
 	assert.Equal(t, "control-node", rows[0].Machine)
 	assert.Equal(t, []string{"mesh-controller", "host"}, rows[0].Modules)
-	assert.Equal(t, HostUnreachable, rows[0].HostStatus)
+	assert.Equal(t, machines.HostUnreachable, rows[0].HostStatus)
 	assert.Nil(t, rows[0].HostSeq)
 	assert.Equal(t, "edge-1", rows[1].Machine)
-	assert.Equal(t, HostOK, rows[1].HostStatus)
+	assert.Equal(t, machines.HostOK, rows[1].HostStatus)
 	require.NotNil(t, rows[1].HostSeq)
 	assert.EqualValues(t, 7, *rows[1].HostSeq)
 	assert.Nil(t, rows[1].LastSeq)
@@ -243,11 +244,11 @@ func TestMachineList(t *testing.T) {
 func TestWriteMachineList(t *testing.T) {
 	seq, q, zero := uint64(5), 2, 0
 	var b bytes.Buffer
-	require.NoError(t, writeMachineList(&b, []machineRow{
+	require.NoError(t, writeMachineList(&b, []machines.Row{
 		{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}, Host: "http://h1", LastSeq: &seq, Queue: &q,
-			Current: &meshapi.QueuedRequest{Plan: "p"}, HostStatus: HostOK},
-		{Machine: "edge-1", Tier: 1, Modules: []string{"host"}, Host: "http://h2", LastSeq: &seq, Queue: &zero, HostStatus: HostError},
-		{Machine: "edge-2", Tier: 1, Modules: []string{}, Host: "http://h3", HostStatus: HostUnreachable},
+			Current: &meshapi.QueuedRequest{Plan: "p"}, HostStatus: machines.HostOK},
+		{Machine: "edge-1", Tier: 1, Modules: []string{"host"}, Host: "http://h2", LastSeq: &seq, Queue: &zero, HostStatus: machines.HostError},
+		{Machine: "edge-2", Tier: 1, Modules: []string{}, Host: "http://h3", HostStatus: machines.HostUnreachable},
 	}))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 4)
@@ -259,16 +260,16 @@ func TestWriteMachineList(t *testing.T) {
 func TestWriteMachineView(t *testing.T) {
 	seq := uint64(3)
 	plan := meshapi.PlanID("host", commit)
-	v := machineView{
+	v := machines.Detail{
 		Machine: "control-node", Host: "http://h", Tier: 2, Modules: []string{"mesh-controller", "host"}, Seq: &seq,
 		ReportedMachine: "edge-1",
-		Containers:      []viewContainer{{Module: "host", Digest: digestA, Generation: 2, Plan: plan, Seq: 3, State: "running", Since: "s"}},
-		Workflow: &viewWorkflow{ID: "machine/control-node", LastSeq: 3,
+		Containers:      []machines.Container{{Module: "host", Digest: digestA, Generation: 2, Plan: plan, Seq: 3, State: "running", Since: "s"}},
+		Workflow: &machines.Workflow{ID: "machine/control-node", LastSeq: 3,
 			Current: &meshapi.QueuedRequest{Request: plan + "@control-node", Plan: plan, Module: "host", Digest: digestB, Generation: 3},
 			Queue:   []meshapi.QueuedRequest{{Plan: "plan/mesh-controller/x", Module: "mesh-controller", Digest: digestA, Generation: 1}}},
-		Journal: []journalEntry{{Index: 2, Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.Local), Outcome: "refused", Code: "downgrade", Seq: 3, Plan: plan,
+		Journal: []machines.JournalEntry{{Index: 2, Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.Local), Outcome: "refused", Code: "downgrade", Seq: 3, Plan: plan,
 			Force: true, ForcedPast: "host generation 3 below floor 4",
-			Containers: []journalContainer{{Module: "mesh-controller", Digest: digestA}, {Module: "host", Digest: digestB}}}},
+			Containers: []machines.JournalContainer{{Module: "mesh-controller", Digest: digestA}, {Module: "host", Digest: digestB}}}},
 	}
 	var b bytes.Buffer
 	require.NoError(t, writeMachineView(&b, v))
@@ -286,7 +287,7 @@ func TestWriteMachineView(t *testing.T) {
 
 	// Nothing from the host, no workflow yet.
 	b.Reset()
-	require.NoError(t, writeMachineView(&b, machineView{Machine: "edge-1", Host: "http://h", Tier: 1, Modules: []string{"host"},
+	require.NoError(t, writeMachineView(&b, machines.Detail{Machine: "edge-1", Host: "http://h", Tier: 1, Modules: []string{"host"},
 		HostError: "host http://h unreachable: connection refused", JournalError: "journal: host http://h unreachable: connection refused"}))
 	assert.Equal(t, "machine edge-1  tier 1  modules host  host http://h\n\n"+
 		"host http://h unreachable: connection refused\n\n"+

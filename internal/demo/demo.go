@@ -32,7 +32,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
@@ -242,7 +241,7 @@ func Run(ctx context.Context, o Options) (_ Summary, err error) {
 	w := workerapp.New(o.Client, cfg, dir, workerapp.Deps{
 		Catalogue: cat,
 		Builder:   &build.Go{Registry: o.Registry, Repository: o.Repository},
-		Hosts:     &activities.ConfigHosts{Mesh: cfg},
+		Hosts:     &config.Hosts{Mesh: cfg},
 	}, o.Log)
 	if err := w.Start(); err != nil {
 		return r.sum, fmt.Errorf("demo worker: %w", err)

@@ -83,6 +83,22 @@ func (l *Ledger) Ran(c mesh.RunningContainer) {
 	l.Floor[c.Module] = Mark{Digest: c.Digest, Generation: c.Generation}
 }
 
+// Report is the host's report with running as its containers; the ledger
+// gives the machine, the last sequence and its request. The agent and the
+// test host both answer with it, so that they answer in one shape and a
+// field added to the report is filled in here, once. running becomes the
+// report's; the report's containers are never null on the wire.
+func (l *Ledger) Report(running []mesh.RunningContainer) mesh.Report {
+	if running == nil {
+		running = []mesh.RunningContainer{}
+	}
+	rep := mesh.Report{Machine: l.Machine, LastSeq: l.LastSeq, Containers: running}
+	if l.Last != nil {
+		rep.LastRequest = l.Last.Request
+	}
+	return rep
+}
+
 func (l *Ledger) refuse(code, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...), LastSeq: l.LastSeq}
 }

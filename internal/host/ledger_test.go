@@ -53,3 +53,13 @@ func TestLedgerRunningContainerHoldsFloorWithoutRan(t *testing.T) {
 	_, err = l.Admit(running, d)
 	assert.NoError(t, err, "a container that does not run holds no floor")
 }
+
+func TestLedgerReport(t *testing.T) {
+	l := host.Ledger{Machine: "m1"}
+	assert.Equal(t, mesh.Report{Machine: "m1", Containers: []mesh.RunningContainer{}}, l.Report(nil),
+		"before any declaration: no request, and containers [] rather than null")
+
+	l.Record(mesh.Declaration{Machine: "m1", Seq: 3, Request: "plan/host/x@m1"})
+	running := []mesh.RunningContainer{{Module: "api", Digest: digestA, Generation: 4, Seq: 3, State: mesh.StateRunning}}
+	assert.Equal(t, mesh.Report{Machine: "m1", LastSeq: 3, LastRequest: "plan/host/x@m1", Containers: running}, l.Report(running))
+}

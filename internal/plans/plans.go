@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -45,7 +46,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            fmt.Sprintf("merge of %s at %s", in.Module, in.Commit[:12]),
+		StaticSummary:                            fmt.Sprintf("merge of %s at %s", in.Module, mesh.ShortCommit(in.Commit)),
 		StaticDetails: fmt.Sprintf("module: %s\ncommit: %s\ngates: %v\nforce: %v",
 			in.Module, in.Commit, in.Gates, in.Force),
 		TypedSearchAttributes: temporal.NewSearchAttributes(

@@ -103,7 +103,7 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 		build.KindGo:      &build.Go{Registry: reg, Repository: cfg.Registry.Repository},
 		build.KindCommand: &build.Command{Registry: reg, Repository: cfg.Registry.Repository},
 	}
-	return Deps{Catalogue: cat, Builder: builders, Hosts: &activities.ConfigHosts{Mesh: cfg}}, closeAll, nil
+	return Deps{Catalogue: cat, Builder: builders, Hosts: &config.Hosts{Mesh: cfg}}, closeAll, nil
 }
 
 // RegistryOptions is the registry section of the config as the registry

@@ -15,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
@@ -201,7 +200,7 @@ func (m *Mesh) gitOut(ctx context.Context, args ...string) (string, error) {
 // Deps are the worker's dependencies over this mesh, as the in-process
 // worker gets them; the direct baseline uses the same ones.
 func (m *Mesh) Deps() workerapp.Deps {
-	return workerapp.Deps{Catalogue: m.Catalogue, Builder: m.Builder, Hosts: &activities.ConfigHosts{Mesh: m.Config}, PollInterval: PollInterval}
+	return workerapp.Deps{Catalogue: m.Catalogue, Builder: m.Builder, Hosts: &config.Hosts{Mesh: m.Config}, PollInterval: PollInterval}
 }
 
 // StartWorker runs the real worker (workerapp.New) in this process.

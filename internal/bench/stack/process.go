@@ -20,7 +20,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/meshroll/meshroll/activities"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
@@ -89,7 +88,7 @@ func RunWorkerProcess() error {
 		return fmt.Errorf("bench worker: dial: %w", err)
 	}
 	defer c.Close()
-	deps := workerapp.Deps{Catalogue: catalogue.NewMemory(), Builder: build.GitDigest{}, Hosts: &activities.ConfigHosts{Mesh: cfg}, PollInterval: PollInterval}
+	deps := workerapp.Deps{Catalogue: catalogue.NewMemory(), Builder: build.GitDigest{}, Hosts: &config.Hosts{Mesh: cfg}, PollInterval: PollInterval}
 	w := workerapp.New(c, cfg, filepath.Dir(path), deps, log)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("bench worker: %w", err)

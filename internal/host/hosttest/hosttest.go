@@ -345,18 +345,11 @@ func (h *Host) findLocked(module string) *container {
 }
 
 func (h *Host) reportLocked() mesh.Report {
-	rep := mesh.Report{
-		Machine:    h.machine,
-		LastSeq:    h.ledger.LastSeq,
-		Containers: make([]mesh.RunningContainer, 0, len(h.containers)),
-	}
-	if h.ledger.Last != nil {
-		rep.LastRequest = h.ledger.Last.Request
-	}
+	running := make([]mesh.RunningContainer, 0, len(h.containers))
 	for _, c := range h.containers {
-		rep.Containers = append(rep.Containers, c.rc)
+		running = append(running, c.rc)
 	}
-	return rep
+	return h.ledger.Report(running)
 }
 
 func sameSpec(a, b mesh.Container) bool {

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/meshroll/meshroll/internal/host"
+)
+
+// HostClient is the host API client for the machine: its host and token
+// and, for a host whose certificate a private CA issued, its ca_file. The
+// worker that pushes to a machine and the starter that asks about it both
+// make their client here, so that they reach a host the same way. Errors
+// are the host package's, without the machine's name: the caller adds the
+// context its reader needs.
+func (m Machine) HostClient() (*host.HTTPClient, error) {
+	var hc *http.Client
+	if m.CAFile != "" {
+		var err error
+		if hc, err = host.HTTPClientWithCA(m.CAFile); err != nil {
+			return nil, err
+		}
+	}
+	return host.NewHTTPClient(m.Host, m.Token.Reveal(), hc)
+}
+
+// Hosts hands out the host API clients of a mesh config's machines, each
+// made on first use and kept, since the worker pushes to the same hosts for
+// as long as it runs and a kept client reuses its connections. It is safe
+// for concurrent use.
+type Hosts struct {
+	Mesh *Config
+
+	mu      sync.Mutex
+	clients map[string]host.Client
+}
+
+// Host returns machine's client. It returns a host.Client, not the
+// concrete type, so that *Hosts is what the worker's activities ask for a
+// host.
+func (h *Hosts) Host(machine string) (host.Client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.clients[machine]; ok {
+		return c, nil
+	}
+	m, ok := h.Mesh.Machines[machine]
+	if !ok {
+		return nil, fmt.Errorf("machine %q is not in the worker's mesh config", machine)
+	}
+	c, err := m.HostClient()
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", machine, err)
+	}
+	if h.clients == nil {
+		h.clients = map[string]host.Client{}
+	}
+	h.clients[machine] = c
+	return c, nil
+}

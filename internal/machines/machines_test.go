@@ -1,0 +1,207 @@
+package machines
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// dead is a host URL nothing listens on.
+const dead = "http://127.0.0.1:1"
+
+var errTemporal = errors.New("temporal unreachable at test")
+
+func noTemporal(context.Context) (client.Client, error) { return nil, errTemporal }
+
+// temporal answers machine workflow queries from states; a machine not in
+// it has no workflow.
+type temporal struct {
+	client.Client
+	states map[string]meshapi.MachineState
+}
+
+func (t temporal) dial(context.Context) (client.Client, error) { return t, nil }
+
+func (temporal) Close() {}
+
+func (t temporal) QueryWorkflow(_ context.Context, id, _, _ string, _ ...any) (converter.EncodedValue, error) {
+	for name, st := range t.states {
+		if meshapi.MachineID(name) == id {
+			return value{st}, nil
+		}
+	}
+	return nil, serviceerror.NewNotFound("workflow not found for ID: " + id)
+}
+
+type value struct{ v any }
+
+func (v value) HasValue() bool { return true }
+
+func (v value) Get(ptr any) error {
+	b, err := json.Marshal(v.v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, ptr)
+}
+
+// fakeHost serves rep, and a journal of entries newest first (indexes
+// entries down to 1) paged as an agent pages it; journal requests are
+// recorded as their query strings.
+func fakeHost(t *testing.T, rep mesh.Report, entries int) (string, *[]string) {
+	t.Helper()
+	var asked []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+host.PathReport, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, rep) })
+	mux.HandleFunc("GET "+host.PathJournal, func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.RawQuery)
+		top := uint64(entries)
+		if b := r.URL.Query().Get("before"); b != "" {
+			n, _ := strconv.ParseUint(b, 10, 64)
+			top = n - 1
+		}
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		page := host.JournalPage{Machine: rep.Machine, Entries: []host.JournalEntry{}}
+		for i := top; i > 0 && len(page.Entries) < limit; i-- {
+			page.Entries = append(page.Entries, host.JournalEntry{Index: i, Outcome: "applied", Seq: i,
+				Containers: []mesh.Container{{Module: "host", Digest: "sha256:x", Generation: int64(i), Env: map[string]string{"K": "v"}}}})
+		}
+		if n := len(page.Entries); n > 0 && page.Entries[n-1].Index > 1 {
+			page.NextBefore = page.Entries[n-1].Index
+		}
+		writeJSON(w, page)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL, &asked
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func TestListWithoutTemporal(t *testing.T) {
+	ok, _ := fakeHost(t, mesh.Report{Machine: "edge-1", LastSeq: 7}, 0)
+	cfg := &config.Config{Machines: map[string]config.Machine{
+		"control-node": {Host: dead, Tier: 2, Modules: []string{"host"}},
+		"edge-1":       {Host: ok, Tier: 1},
+		"edge-2":       {Host: ok, Tier: 1, CAFile: filepath.Join(t.TempDir(), "missing.pem")},
+	}}
+	rows, err := List(context.Background(), cfg, noTemporal)
+	require.ErrorIs(t, err, errTemporal)
+	require.Len(t, rows, 3)
+	for _, r := range rows {
+		assert.Equal(t, errTemporal.Error(), r.WorkflowError, r.Machine)
+		assert.Nil(t, r.LastSeq, r.Machine)
+	}
+	assert.Equal(t, "control-node", rows[0].Machine)
+	assert.Equal(t, HostUnreachable, rows[0].HostStatus)
+	assert.Nil(t, rows[0].HostSeq)
+	assert.Equal(t, HostOK, rows[1].HostStatus)
+	assert.Equal(t, []string{}, rows[1].Modules, "[] rather than null")
+	require.NotNil(t, rows[1].HostSeq)
+	assert.EqualValues(t, 7, *rows[1].HostSeq)
+	assert.Equal(t, HostError, rows[2].HostStatus, "a bad ca_file is not an unreachable host")
+	assert.Contains(t, rows[2].HostError, "host "+ok+": host CA file: ")
+}
+
+func TestListAsksMachineWorkflows(t *testing.T) {
+	ok, _ := fakeHost(t, mesh.Report{LastSeq: 3}, 0)
+	cfg := &config.Config{Machines: map[string]config.Machine{"edge-1": {Host: ok}, "edge-2": {Host: ok}}}
+	cur := &meshapi.QueuedRequest{Request: "r", Plan: "p"}
+	tc := temporal{states: map[string]meshapi.MachineState{
+		"edge-1": {LastSeq: 3, Current: cur, Queue: []meshapi.QueuedRequest{{Plan: "q"}}},
+	}}
+	rows, err := List(context.Background(), cfg, tc.dial)
+	require.NoError(t, err)
+	require.NotNil(t, rows[0].LastSeq)
+	assert.EqualValues(t, 3, *rows[0].LastSeq)
+	assert.Equal(t, 1, *rows[0].Queue)
+	assert.Equal(t, cur, rows[0].Current)
+	assert.Nil(t, rows[1].LastSeq, "no workflow yet")
+	assert.Empty(t, rows[1].WorkflowError, "no workflow yet is not an error")
+}
+
+func TestShowPagesTheJournal(t *testing.T) {
+	url, asked := fakeHost(t, mesh.Report{Machine: "edge-1", LastSeq: 250}, 250)
+	m := config.Machine{Host: url}
+	d, err := Show(context.Background(), temporal{}.dial, "edge-1", m, 150)
+	require.NoError(t, err)
+	require.Len(t, d.Journal, 150)
+	assert.EqualValues(t, 250, d.Journal[0].Index, "newest first")
+	assert.EqualValues(t, 101, d.Journal[149].Index)
+	assert.Equal(t, []JournalContainer{{Module: "host", Digest: "sha256:x", Generation: 101}}, d.Journal[149].Containers)
+	assert.Equal(t, []string{"limit=100", "before=151&limit=50"}, *asked)
+	assert.Nil(t, d.Workflow, "no workflow yet")
+
+	// Asking for more than there is stops at the oldest entry.
+	*asked = nil
+	d, err = Show(context.Background(), temporal{}.dial, "edge-1", m, 300)
+	require.NoError(t, err)
+	assert.Len(t, d.Journal, 250)
+	assert.Len(t, *asked, 3)
+
+	// --journal 0 does not ask.
+	*asked = nil
+	d, err = Show(context.Background(), temporal{}.dial, "edge-1", m, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []JournalEntry{}, d.Journal)
+	assert.Empty(t, *asked)
+}
+
+func TestShowSaysEachPartOnce(t *testing.T) {
+	d, err := Show(context.Background(), noTemporal, "edge-1", config.Machine{Host: dead, Modules: []string{"host"}}, 5)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, errTemporal)
+	assert.True(t, host.IsUnreachable(err))
+	assert.Regexp(t, `^machine edge-1: host `+dead+` unreachable: .+; `+errTemporal.Error()+`$`, err.Error(),
+		"the journal failing the way the report did is not said twice")
+	assert.Contains(t, d.HostError, "host "+dead+" unreachable: ")
+	assert.Contains(t, d.JournalError, "journal: host "+dead+" unreachable: ")
+	assert.Equal(t, errTemporal.Error(), d.WorkflowError)
+	assert.Nil(t, d.Seq)
+	assert.Equal(t, []Container{}, d.Containers)
+	assert.Equal(t, []JournalEntry{}, d.Journal)
+}
+
+func TestShowReadsTheWorkflow(t *testing.T) {
+	url, _ := fakeHost(t, mesh.Report{Machine: "edge-2", LastSeq: 4, Containers: []mesh.RunningContainer{
+		{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning, Env: map[string]string{"SECRET": "x"}},
+	}}, 0)
+	tc := temporal{states: map[string]meshapi.MachineState{"edge-1": {LastSeq: 4, Queue: []meshapi.QueuedRequest{}}}}
+	d, err := Show(context.Background(), tc.dial, "edge-1", config.Machine{Host: url}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "edge-2", d.ReportedMachine, "the config points at another machine's host")
+	assert.Equal(t, []Container{{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning}}, d.Containers)
+	assert.Equal(t, &Workflow{ID: "machine/edge-1", LastSeq: 4, Queue: []meshapi.QueuedRequest{}}, d.Workflow)
+}
+
+func TestHostProblem(t *testing.T) {
+	u := &host.UnreachableError{URL: "http://h", Err: errors.New("connection refused")}
+	assert.Equal(t, "host http://h unreachable: connection refused", hostProblem("http://other", fmt.Errorf("report: %w", u)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	assert.Equal(t, "host http://h unreachable: context deadline exceeded", hostProblem("http://h", ctx.Err()))
+	assert.Equal(t, "host http://h: refused report: unauthorized: no", hostProblem("http://h",
+		&host.RefusedError{URL: "http://h", Op: "report", Code: "unauthorized", Message: "no"}))
+}

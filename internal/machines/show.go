@@ -1,0 +1,236 @@
+package machines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// HostTimeout bounds the host calls of Show, which is asked about one
+// machine and can wait a little longer for it than List.
+const HostTimeout = 5 * time.Second
+
+// journalPage bounds one journal request; agents accept up to 500.
+const journalPage = 100
+
+// Detail is one machine as Show reads it. Each part is filled independently,
+// so that a dead host still shows the workflow's side and the reverse; the
+// *_error fields say what could not be read.
+type Detail struct {
+	Machine string   `json:"machine"`
+	Host    string   `json:"host"`
+	Tier    int      `json:"tier"`
+	Modules []string `json:"modules"`
+	// Seq is the last sequence the host reports it applied; null when the
+	// host could not be read.
+	Seq *uint64 `json:"seq"`
+	// ReportedMachine is the machine the host says it is, when that is not
+	// Machine: the config points at the wrong host.
+	ReportedMachine string      `json:"reported_machine,omitempty"`
+	Containers      []Container `json:"containers"`
+	HostError       string      `json:"host_error,omitempty"`
+	// Workflow is null when the machine has no workflow yet (no plan has
+	// pushed it) or it could not be asked (WorkflowError).
+	Workflow      *Workflow      `json:"workflow"`
+	WorkflowError string         `json:"workflow_error,omitempty"`
+	Journal       []JournalEntry `json:"journal"`
+	JournalError  string         `json:"journal_error,omitempty"`
+}
+
+// Container is a container as the host reports it, without the settings
+// (args, env) it runs with: those may hold secrets, and a person asking
+// what runs wants the build.
+type Container struct {
+	Module     string `json:"module"`
+	Digest     string `json:"digest"`
+	Generation int64  `json:"generation"`
+	Commit     string `json:"commit,omitempty"`
+	Plan       string `json:"plan"`
+	Seq        uint64 `json:"seq"`
+	State      string `json:"state"`
+	Since      string `json:"since,omitempty"`
+}
+
+// Workflow is the machine workflow's side: what it last sent, what it is
+// pushing and what waits behind it.
+type Workflow struct {
+	ID      string                  `json:"id"`
+	LastSeq uint64                  `json:"last_seq"`
+	Current *meshapi.QueuedRequest  `json:"current"`
+	Queue   []meshapi.QueuedRequest `json:"queue"`
+}
+
+// JournalEntry is a host journal entry with the containers cut to what
+// says which build was meant.
+type JournalEntry struct {
+	Index      uint64             `json:"index"`
+	Time       time.Time          `json:"time"`
+	Outcome    string             `json:"outcome"`
+	Seq        uint64             `json:"seq"`
+	Plan       string             `json:"plan"`
+	Request    string             `json:"request,omitempty"`
+	Force      bool               `json:"force"`
+	ForcedPast string             `json:"forced_past,omitempty"`
+	Code       string             `json:"code,omitempty"`
+	Message    string             `json:"message,omitempty"`
+	Containers []JournalContainer `json:"containers"`
+}
+
+// JournalContainer is a journalled container's build, without its
+// settings.
+type JournalContainer struct {
+	Module     string `json:"module"`
+	Digest     string `json:"digest"`
+	Generation int64  `json:"generation"`
+}
+
+// Show reads machine name (m in the mesh config) from its host (the report
+// and, when entries > 0, the latest entries of its journal) and from its
+// machine workflow, all at once. The error names, for an operator, every
+// part that could not be read; the Detail holds the rest. A machine no plan
+// has pushed yet has no workflow, and that is not an error.
+func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries int) (Detail, error) {
+	d := Detail{Machine: name, Host: m.Host, Tier: m.Tier, Modules: m.Modules, Containers: []Container{}, Journal: []JournalEntry{}}
+	if d.Modules == nil {
+		d.Modules = []string{}
+	}
+	var hostErr, journalErr, wfErr error
+	var wg sync.WaitGroup
+	hc, cerr := hostClient(m)
+	if cerr != nil {
+		hostErr = cerr
+	} else {
+		wg.Go(func() {
+			hctx, cancel := context.WithTimeout(ctx, HostTimeout)
+			defer cancel()
+			rep, err := hc.Report(hctx)
+			if err != nil {
+				hostErr = err
+				return
+			}
+			d.Seq = &rep.LastSeq
+			if rep.Machine != "" && rep.Machine != name {
+				d.ReportedMachine = rep.Machine
+			}
+			for _, c := range rep.Containers {
+				d.Containers = append(d.Containers, Container{
+					Module: c.Module, Digest: c.Digest, Generation: c.Generation, Commit: c.Commit,
+					Plan: c.Plan, Seq: c.Seq, State: c.State, Since: c.Since,
+				})
+			}
+		})
+		if entries > 0 {
+			wg.Go(func() {
+				hctx, cancel := context.WithTimeout(ctx, HostTimeout)
+				defer cancel()
+				es, err := journal(hctx, hc, entries)
+				if err != nil {
+					journalErr = err
+				}
+				d.Journal = es
+			})
+		}
+	}
+	wg.Go(func() {
+		c, err := dial(ctx)
+		if err != nil {
+			wfErr = err
+			return
+		}
+		defer c.Close()
+		st, err := machineState(ctx, c, name)
+		switch {
+		case errors.Is(err, plans.ErrNoMachineWorkflow):
+		case err != nil:
+			wfErr = err
+		default:
+			d.Workflow = &Workflow{ID: meshapi.MachineID(name), LastSeq: st.LastSeq, Current: st.Current, Queue: st.Queue}
+		}
+	})
+	wg.Wait()
+
+	var msgs []string
+	var errs []error
+	if hostErr != nil {
+		d.HostError = hostProblem(m.Host, hostErr)
+		msgs, errs = append(msgs, d.HostError), append(errs, hostErr)
+	}
+	// A journal that fails the way the report did says nothing new.
+	if journalErr != nil {
+		d.JournalError = "journal: " + hostProblem(m.Host, journalErr)
+		if hostErr == nil {
+			msgs, errs = append(msgs, d.JournalError), append(errs, journalErr)
+		}
+	}
+	if wfErr != nil {
+		d.WorkflowError = wfErr.Error()
+		msgs, errs = append(msgs, d.WorkflowError), append(errs, wfErr)
+	}
+	if len(errs) == 0 {
+		return d, nil
+	}
+	return d, &partsError{msg: "machine " + name + ": " + strings.Join(msgs, "; "), errs: errs}
+}
+
+// partsError is Show's error: the parts that could not be read, worded for
+// an operator, with every cause kept for errors.Is and errors.As.
+type partsError struct {
+	msg  string
+	errs []error
+}
+
+func (e *partsError) Error() string   { return e.msg }
+func (e *partsError) Unwrap() []error { return e.errs }
+
+// hostProblem words a host error for the operator: "host <url>
+// unreachable: <cause>" when it did not answer, the error as it is (it names
+// the host) otherwise.
+func hostProblem(url string, err error) string {
+	var u *host.UnreachableError
+	if errors.As(err, &u) {
+		return fmt.Sprintf("host %s unreachable: %v", u.URL, u.Err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("host %s unreachable: %v", url, err)
+	}
+	return err.Error()
+}
+
+// journal reads the latest n entries, newest first, paging as needed.
+func journal(ctx context.Context, hc *host.HTTPClient, n int) ([]JournalEntry, error) {
+	out := []JournalEntry{}
+	var before uint64
+	for len(out) < n {
+		page, err := hc.Journal(ctx, before, min(n-len(out), journalPage))
+		if err != nil {
+			return out, err
+		}
+		for _, e := range page.Entries {
+			if len(out) == n {
+				break
+			}
+			je := JournalEntry{
+				Index: e.Index, Time: e.Time, Outcome: e.Outcome, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
+				Force: e.Force, ForcedPast: e.ForcedPast, Code: e.Code, Message: e.Message,
+				Containers: []JournalContainer{},
+			}
+			for _, c := range e.Containers {
+				je.Containers = append(je.Containers, JournalContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
+			}
+			out = append(out, je)
+		}
+		if page.NextBefore == 0 || len(page.Entries) == 0 {
+			break
+		}
+		before = page.NextBefore
+	}
+	return out, nil
+}
