@@ -115,7 +115,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		if o.registry != "" {
 			s.registry.Address = o.registry
 		}
-		s.builder = &build.Go{Registry: s.registry}
+		s.builder = &build.Go{Options: build.Options{Registry: s.registry}}
 	}
 	for _, m := range o.modules {
 		s.commit(m)

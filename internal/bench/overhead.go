@@ -16,7 +16,7 @@ import (
 // commit, pushed to the embedded registry), once with the git-digest build
 // (a lookup), which leaves the orchestration bare.
 func (b *bench) overhead(ctx context.Context, run int) error {
-	if err := b.overheadWith(ctx, run, "go", "cached Go build", &build.Go{Registry: b.reg}); err != nil {
+	if err := b.overheadWith(ctx, run, "go", "cached Go build", &build.Go{Options: build.Options{Registry: b.reg}}); err != nil {
 		return err
 	}
 	return b.overheadWith(ctx, run, "git", "git-digest build", build.GitDigest{})

@@ -7,17 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/meshroll/meshroll/internal/mesh"
-	"github.com/meshroll/meshroll/internal/registry"
 )
 
 // ExitTempFail is the exit status (sysexits' EX_TEMPFAIL) by which a build
@@ -52,17 +49,7 @@ const ExitTempFail = 75
 // the command's business: the same commit gives the same digest only if the
 // command makes it so.
 type Command struct {
-	// Registry is the registry images are expected in. It may be empty
-	// when every command writes a full image reference.
-	Registry registry.Options
-	// Repository is the path prefix of MESHROLL_IMAGE (default
-	// DefaultRepository).
-	Repository string
-	// Env is added to the command's environment.
-	Env []string
-	// ProgressInterval is how often Request.Progress is called (default
-	// DefaultProgressInterval).
-	ProgressInterval time.Duration
+	Options
 }
 
 // Build implements Builder.
@@ -76,9 +63,9 @@ func (c *Command) build(ctx context.Context, r Request) (mesh.Build, error) {
 	}
 	var target, host string
 	if c.Registry.Address != "" {
-		repo, err := c.Registry.Repository(path.Join(prefix(c.Repository), r.Module))
+		repo, err := c.repository(r.Module)
 		if err != nil {
-			return mesh.Build{}, &PermanentError{err}
+			return mesh.Build{}, err
 		}
 		target, host = repo.Name(), repo.RegistryStr()
 	}

@@ -147,7 +147,7 @@ func TestCommandBuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := host + "/meshroll/svc"
-	b := &Command{Registry: reg.opts, Env: []string{helperEnv + "=1"}}
+	b := &Command{Options: Options{Registry: reg.opts, Env: []string{helperEnv + "=1"}}}
 	ctx := context.Background()
 	cases := []struct {
 		name       string
@@ -261,7 +261,7 @@ func TestCommandDoesNotSeeWorkerSecrets(t *testing.T) {
 	}
 	r := newRepo(t)
 	c1 := r.commit("one", map[string]string{"svc/VERSION": "one\n"})
-	b := &Command{Env: []string{helperEnv + "=1"}}
+	b := &Command{Options: Options{Env: []string{helperEnv + "=1"}}}
 	var out bytes.Buffer
 	_, err = b.Build(context.Background(), Request{Module: "svc", Commit: c1, Repo: r.dir, Path: "svc", Kind: KindCommand,
 		Command: []string{exe, "env"}, Output: &out})

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/meshroll/meshroll/internal/mesh"
-	"github.com/meshroll/meshroll/internal/registry"
 )
 
 // DefaultRepository prefixes the repositories images are pushed to:
@@ -30,27 +27,18 @@ const DefaultRepository = "meshroll"
 // and root ownership, and the config and annotations carry the commit's time
 // rather than the clock's. So the same commit gives the same digest, and a
 // retried build finds its image already in the registry and pushes nothing.
+//
+// Options.Env reaches the go command; CGO_ENABLED, GOOS and GOARCH are set
+// by the builder and cannot be overridden. The builder never adds -mod=mod:
+// a build uses the commit's go.mod and go.sum as they are, and needs no
+// network when the module cache holds its dependencies.
 type Go struct {
-	// Registry is where images are pushed.
-	Registry registry.Options
-	// Repository is the path prefix of image repositories (default
-	// DefaultRepository): images are <registry>/<Repository>/<module>.
-	Repository string
+	Options
 	// Arch is the image's GOARCH (default runtime.GOARCH); the OS is
 	// always linux, which is what host agents run.
 	Arch string
 	// GoCommand is the go binary (default "go" on PATH).
 	GoCommand string
-	// Env is added to the go command's environment after the worker's own
-	// (GOPROXY, GOFLAGS, GOCACHE, ...; never its MESHROLL_* and TEMPORAL_*
-	// variables, which carry the worker's secrets). CGO_ENABLED, GOOS and GOARCH are
-	// set by the builder and cannot be overridden. The builder never adds
-	// -mod=mod: a build uses the commit's go.mod and go.sum as they are,
-	// and needs no network when the module cache holds its dependencies.
-	Env []string
-	// ProgressInterval is how often Request.Progress is called (default
-	// DefaultProgressInterval).
-	ProgressInterval time.Duration
 }
 
 // Build implements Builder.
@@ -67,9 +55,9 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
-	repo, err := g.Registry.Repository(path.Join(prefix(g.Repository), r.Module))
+	repo, err := g.repository(r.Module)
 	if err != nil {
-		return mesh.Build{}, &PermanentError{err}
+		return mesh.Build{}, err
 	}
 
 	j, err := startJob(ctx, r, g.ProgressInterval)

@@ -60,7 +60,7 @@ func TestGoBuildsPullableRunnableImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := &Go{Registry: reg.opts, Env: offline}
+			g := &Go{Options: Options{Registry: reg.opts, Env: offline}}
 			digests[reg.name] = map[string]string{}
 			var prev int64
 			for _, c := range cases {
@@ -156,7 +156,7 @@ func TestGoSameCommitSameDigest(t *testing.T) {
 	regs := registries(t)
 	ctx := context.Background()
 	r := Request{Module: "hello", Commit: h.c1, Repo: h.r.dir, Path: "services/hello"}
-	first, err := (&Go{Registry: regs[0].opts, Env: offline}).Build(ctx, r)
+	first, err := (&Go{Options: Options{Registry: regs[0].opts, Env: offline}}).Build(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestGoSameCommitSameDigest(t *testing.T) {
 	// the same on their own.
 	var out bytes.Buffer
 	r.Output = &out
-	fresh, err := (&Go{Registry: regs[1].opts, Env: append(offline[:len(offline):len(offline)], "GOCACHE="+t.TempDir())}).Build(ctx, r)
+	fresh, err := (&Go{Options: Options{Registry: regs[1].opts, Env: append(offline[:len(offline):len(offline)], "GOCACHE="+t.TempDir())}}).Build(ctx, r)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -177,7 +177,7 @@ func TestGoSameCommitSameDigest(t *testing.T) {
 	}
 	// A retry into the first registry finds its image there.
 	out.Reset()
-	again, err := (&Go{Registry: regs[0].opts, Env: offline}).Build(ctx, r)
+	again, err := (&Go{Options: Options{Registry: regs[0].opts, Env: offline}}).Build(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestGoRefusesCommitOffMainLine(t *testing.T) {
 	t.Parallel()
 	h := helloHistory(t)
 	reg := registries(t)[1]
-	_, err := (&Go{Registry: reg.opts, Env: offline}).Build(context.Background(),
+	_, err := (&Go{Options: Options{Registry: reg.opts, Env: offline}}).Build(context.Background(),
 		Request{Module: "hello", Commit: h.side, Repo: h.r.dir, Path: "services/hello"})
 	if err == nil || !IsPermanent(err) {
 		t.Fatalf("err = %v, want a permanent error", err)
@@ -213,7 +213,7 @@ func TestGoCompileErrorIsPermanentWithCompilerMessage(t *testing.T) {
 	c := r.commit("broken", files)
 	reg := registries(t)[1]
 	var out bytes.Buffer
-	_, err := (&Go{Registry: reg.opts, Env: offline}).Build(context.Background(),
+	_, err := (&Go{Options: Options{Registry: reg.opts, Env: offline}}).Build(context.Background(),
 		Request{Module: "hello", Commit: c, Repo: r.dir, Path: "services/hello", Output: &out})
 	if err == nil || !IsPermanent(err) {
 		t.Fatalf("err = %v, want a permanent error", err)
@@ -232,7 +232,7 @@ func TestGoUnreachableRegistryIsRetryable(t *testing.T) {
 	t.Parallel()
 	h := helloHistory(t)
 	addr := closedAddr(t)
-	_, err := (&Go{Registry: registryAt(addr), Env: offline}).Build(context.Background(),
+	_, err := (&Go{Options: Options{Registry: registryAt(addr), Env: offline}}).Build(context.Background(),
 		Request{Module: "hello", Commit: h.c1, Repo: h.r.dir, Path: "services/hello"})
 	if err == nil || IsPermanent(err) {
 		t.Fatalf("err = %v, want a retryable error", err)
@@ -248,7 +248,7 @@ func TestGoProgressAndOutput(t *testing.T) {
 	reg := registries(t)[1]
 	var beats atomic.Int64
 	var out bytes.Buffer
-	_, err := (&Go{Registry: reg.opts, Env: offline, ProgressInterval: 5 * time.Millisecond}).Build(context.Background(),
+	_, err := (&Go{Options: Options{Registry: reg.opts, Env: offline, ProgressInterval: 5 * time.Millisecond}}).Build(context.Background(),
 		Request{Module: "hello", Commit: h.c2, Repo: h.r.dir, Path: "services/hello", Output: &out, Progress: func() { beats.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func TestGoRefusesBadRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := base
 			c.edit(&r)
-			_, err := (&Go{Registry: reg.opts, Env: offline}).Build(context.Background(), r)
+			_, err := (&Go{Options: Options{Registry: reg.opts, Env: offline}}).Build(context.Background(), r)
 			if err == nil || !IsPermanent(err) {
 				t.Fatalf("err = %v, want a permanent error", err)
 			}
@@ -309,7 +309,7 @@ func TestGoBuildsWithMainInSubpackage(t *testing.T) {
 	t.Parallel()
 	h := helloHistory(t)
 	reg := registries(t)[1]
-	g := &Go{Registry: reg.opts, Env: offline}
+	g := &Go{Options: Options{Registry: reg.opts, Env: offline}}
 	ctx := context.Background()
 	a, err := g.Build(ctx, Request{Module: "hello", Commit: h.c2, Repo: h.r.dir, Path: "services/hello"})
 	if err != nil {

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
 )
 
 // The steps here are the frame both image builders (Go and Command) put
@@ -19,6 +23,35 @@ import (
 // generation taken from git before anything is built, a clean checkout
 // that is always removed, a command that never sees the worker's secrets,
 // and errors that name the module and commit.
+
+// Options are the settings both image builders share: where their images
+// go, what they add to the build's environment, and how often they report
+// progress. Go and Command embed them.
+type Options struct {
+	// Registry is where images are pushed (Go), or expected (Command, where
+	// it may be empty when every command writes a full image reference).
+	Registry registry.Options
+	// Repository is the path prefix of image repositories (default
+	// DefaultRepository): images are <registry>/<Repository>/<module>.
+	Repository string
+	// Env is added to the build command's environment after the worker's
+	// own (GOPROXY, GOFLAGS, GOCACHE, ...; never its MESHROLL_* and
+	// TEMPORAL_* variables, which carry the worker's secrets).
+	Env []string
+	// ProgressInterval is how often Request.Progress is called (default
+	// DefaultProgressInterval).
+	ProgressInterval time.Duration
+}
+
+// repository is the image repository of module in Registry. A name the
+// registry cannot take is the config's fault, so it is permanent.
+func (o Options) repository(module string) (name.Repository, error) {
+	repo, err := o.Registry.Repository(path.Join(prefix(o.Repository), module))
+	if err != nil {
+		return name.Repository{}, &PermanentError{err}
+	}
+	return repo, nil
+}
 
 // buildNamed validates r and runs a builder's own build, naming the module
 // and commit in its error, so that a failure in the worker's log or a

@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) (_ Summary, err error) {
 	}
 	w := workerapp.New(o.Client, cfg, dir, workerapp.Deps{
 		Catalogue: cat,
-		Builder:   &build.Go{Registry: o.Registry, Repository: o.Repository},
+		Builder:   &build.Go{Options: build.Options{Registry: o.Registry, Repository: o.Repository}},
 		Hosts:     &config.Hosts{Mesh: cfg},
 	}, o.Log)
 	if err := w.Start(); err != nil {

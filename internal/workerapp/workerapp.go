@@ -99,9 +99,10 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 		reg.Address = url
 		log.Info().Str("address", url).Str("dir", filepath.Join(state, "registry")).Msg("embedded registry serving")
 	}
+	opts := build.Options{Registry: reg, Repository: cfg.Registry.Repository}
 	builders := build.Select{
-		build.KindGo:      &build.Go{Registry: reg, Repository: cfg.Registry.Repository},
-		build.KindCommand: &build.Command{Registry: reg, Repository: cfg.Registry.Repository},
+		build.KindGo:      &build.Go{Options: opts},
+		build.KindCommand: &build.Command{Options: opts},
 	}
 	return Deps{Catalogue: cat, Builder: builders, Hosts: &config.Hosts{Mesh: cfg}}, closeAll, nil
 }
