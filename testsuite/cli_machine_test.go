@@ -290,7 +290,7 @@ func TestStarterPlanList(t *testing.T) {
 	if _, ok := desc.TypedSearchAttributes.GetKeyword(meshapi.SAModule); !ok {
 		t.Skip("plans do not carry the MeshrollModule search attribute yet; plan list filters cannot find them")
 	}
-	require.Equal(t, meshapi.PlanConverged, rows[0].State, "STATE is MeshrollState")
+	require.Equal(t, string(meshapi.PlanConverged), rows[0].State, "STATE is MeshrollState")
 
 	for _, tc := range []struct {
 		args []string

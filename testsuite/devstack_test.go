@@ -46,7 +46,7 @@ func TestDevstackMergeRestartConverges(t *testing.T) {
 	out := dsStarter(t, bins, m, "merge", "--module", "host", "--commit", c1, "--wait", "--output", "json")
 	require.NoError(t, json.Unmarshal([]byte(out), &merged), out)
 	require.Equal(t, meshapi.PlanID("host", c1), merged.Plan)
-	require.Equal(t, meshapi.PlanConverged, merged.State, out)
+	require.Equal(t, string(meshapi.PlanConverged), merged.State, out)
 	d1 := dsPlanDigest(t, bins, m, merged.Plan)
 	for _, machine := range []string{"edge-1", "edge-2", "control-node"} {
 		require.Equal(t, d1, m.runningDigest(t, bins, machine, "host"), "%s runs the merged build", machine)

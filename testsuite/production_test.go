@@ -75,7 +75,7 @@ func TestProductionTopology(t *testing.T) {
 	var merged struct{ Plan, State string }
 	require.NoError(t, json.Unmarshal([]byte(out), &merged), out)
 	require.Equal(t, meshapi.PlanID("host", c1), merged.Plan)
-	require.Equal(t, meshapi.PlanConverged, merged.State, out)
+	require.Equal(t, string(meshapi.PlanConverged), merged.State, out)
 	d1 := p.planDigest(merged.Plan)
 	for _, machine := range p.cfg.MachineNames() {
 		require.Equal(t, d1, p.running(machine, "host"), "%s runs the first merge's build", machine)

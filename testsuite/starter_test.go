@@ -40,7 +40,7 @@ func TestStarterMergeWaitAndShow(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &merged), out)
 	require.Equal(t, meshapi.PlanID("host", h1), merged.Plan)
-	require.Equal(t, meshapi.PlanConverged, merged.State)
+	require.Equal(t, string(meshapi.PlanConverged), merged.State)
 	require.False(t, merged.Existing)
 
 	out, err = s.starter("merge", "--module", "host", "--commit", h1, "--output", "json")
