@@ -44,6 +44,9 @@ type Container struct {
 	Image      string            `json:"image,omitempty"`
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	// Health is how the host judges the container healthy; nil judges it
+	// healthy once it runs.
+	Health *Health `json:"health,omitempty"`
 }
 
 // Declaration is what one machine should run. Seq only grows; the host
@@ -101,6 +104,22 @@ type RunningContainer struct {
 	Image  string            `json:"image,omitempty"`
 	Args   []string          `json:"args,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
+	// Check is the Health it was declared with.
+	Check *Health `json:"check,omitempty"`
+
+	// What the host judges of it (all new in the v1 API; an agent that
+	// does not judge health leaves them empty, which reads as unknown).
+
+	// Health is HealthUnknown, HealthHealthy or HealthUnhealthy.
+	Health string `json:"health,omitempty"`
+	// HealthySince is when it last became healthy (RFC 3339), empty
+	// while it is not.
+	HealthySince string `json:"healthy_since,omitempty"`
+	// Restarts counts how often the runtime restarted it since it was
+	// declared.
+	Restarts int `json:"restarts,omitempty"`
+	// LastProbe is its last probe's outcome.
+	LastProbe *ProbeResult `json:"last_probe,omitempty"`
 }
 
 // Declared is the container as it would be declared to keep it running as
@@ -114,6 +133,7 @@ func (r RunningContainer) Declared() Container {
 		Image:      r.Image,
 		Args:       r.Args,
 		Env:        r.Env,
+		Health:     r.Check,
 	}
 }
 
