@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -22,14 +21,14 @@ import (
 )
 
 // DefaultPollInterval is how often a push reads the host's report while it
-// waits for a declaration to run, unless Activities.PollInterval says
+// waits for a declaration to become healthy, unless Activities.PollInterval says
 // otherwise.
 const DefaultPollInterval = 250 * time.Millisecond
 
 // PushAndAnswer is the whole of one push to one machine, in one activity so
 // that it costs one round trip: read the host's report, run the guard
 // against it (supersede, rebase, refuse), number the declaration, send it,
-// wait (heartbeating) until the host reports it running, and answer the
+// wait (heartbeating) until the host reports it healthy, and answer the
 // plan that asked. Answering from here spares the machine workflow a signal,
 // its completion and a workflow task per push. A push that fails is
 // returned as an error for the machine workflow to answer.
@@ -125,7 +124,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	}
 	out.Declaration = sent
 
-	if err := a.waitRunning(ctx, hc, req, out); err != nil {
+	if err := a.waitHealthy(ctx, hc, req, out); err != nil {
 		return out, err
 	}
 	a.markConverged(ctx, req)
@@ -143,18 +142,21 @@ func refusalType(code string) string {
 	return meshapi.ErrHostRefused
 }
 
-// waitRunning polls the host's report until every container of the sent
-// declaration runs, heartbeating, and fails permanently if one crash-loops or
-// the policy's running timeout passes.
-func (a *Activities) waitRunning(ctx context.Context, hc host.Client, req meshapi.PushRequest, out meshapi.PushOutcome) error {
-	policy := req.Policy.WithDefaults()
-	deadline := time.Now().Add(policy.RunningTimeout)
+// waitHealthy polls the host's report until the sent declaration counts
+// healthy (see healthWatch), heartbeating, and fails permanently at the
+// first crash, exit, restart or break inside a container's MinHealthy, or
+// when the deadline passes, naming the module, its probe and the probe's
+// last output.
+func (a *Activities) waitHealthy(ctx context.Context, hc host.Client, req meshapi.PushRequest, out meshapi.PushOutcome) error {
+	watch := newHealthWatch(out.Declaration, out.Seq)
+	limit := watch.deadline(req.Policy.WithDefaults().RunningTimeout)
+	deadline := time.Now().Add(limit)
 	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
 	defer t.Stop()
 	for {
 		rep, err := hc.Report(ctx)
 		if err == nil {
-			done, bad := runningState(rep, out.Declaration, out.Seq)
+			done, bad := watch.step(rep, time.Now())
 			if done {
 				return nil
 			}
@@ -172,7 +174,10 @@ func (a *Activities) waitRunning(ctx context.Context, hc host.Client, req meshap
 		}
 		activity.RecordHeartbeat(ctx, out.Seq)
 		if time.Now().After(deadline) {
-			reason := fmt.Sprintf("machine %s did not report declaration %d running within %s", req.Machine, out.Seq, policy.RunningTimeout)
+			reason := fmt.Sprintf("machine %s did not report declaration %d healthy within %s", req.Machine, out.Seq, limit)
+			if pending := watch.stillPending(); pending != "" {
+				reason += ": " + pending
+			}
 			if err != nil {
 				reason += ": " + err.Error()
 			}
@@ -185,32 +190,6 @@ func (a *Activities) waitRunning(ctx context.Context, hc host.Client, req meshap
 		case <-t.C:
 		}
 	}
-}
-
-// runningState says whether the report shows the declaration running, or
-// names a container that failed.
-func runningState(rep mesh.Report, d mesh.Declaration, seq uint64) (done bool, failed string) {
-	done = true
-	var bad []string
-	for _, c := range d.Containers {
-		r, ok := rep.Running(c.Module)
-		if !ok || r.Digest != c.Digest {
-			done = false
-			continue
-		}
-		switch r.State {
-		case mesh.StateRunning:
-		case mesh.StateCrashLooping, mesh.StateExited:
-			bad = append(bad, fmt.Sprintf("%s (%s) is %s", c.Module, c.Digest, r.State))
-			done = false
-		default:
-			done = false
-		}
-	}
-	if len(bad) > 0 {
-		return false, fmt.Sprintf("declaration %d on %s: %s", seq, d.Machine, strings.Join(bad, "; "))
-	}
-	return done && rep.LastSeq >= seq, ""
 }
 
 // declaredFromReport rebuilds the declaration the host last applied from its

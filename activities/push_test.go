@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -270,4 +271,43 @@ func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
 	out, err = f.push(h1, 1, declared(h1))
 	require.NoError(t, err)
 	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+}
+
+// A push with a probe waits for the window and converges; one whose probe
+// fails inside the window fails the machine, naming the module, the probe
+// and what it answered.
+func TestPushWaitsForHealth(t *testing.T) {
+	t.Run("healthy through the window", func(t *testing.T) {
+		f := newPushFixture(t)
+		h1 := bld("host", 1)
+		f.record(h1)
+		c := declared(h1)
+		c.Health = &mesh.Health{TCP: &mesh.TCPProbe{Port: 8080}, MinHealthyMS: 50}
+		out, err := f.push(h1, 1, c)
+		require.NoError(t, err)
+		require.Equal(t, meshapi.MachineConverged, out.Outcome)
+		require.Len(t, f.plans.answered(), 1)
+	})
+	t.Run("probe fails inside the window", func(t *testing.T) {
+		f := newPushFixture(t)
+		h1 := bld("host", 1)
+		f.record(h1)
+		c := declared(h1)
+		c.Health = &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 8080, Path: "/healthz"}, MinHealthyMS: 60_000}
+		// Once the push has read the report after sending (it sees the
+		// container healthy), the probe starts failing.
+		go func() {
+			for f.host.Reads() < 2 {
+				runtime.Gosched()
+			}
+			f.host.SetHealth("host", mesh.HealthUnhealthy, &mesh.ProbeResult{Status: 503, Output: "warming caches"})
+		}()
+		_, err := f.push(h1, 1, c)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+		require.Contains(t, appErr.Error(), "host ("+h1.Digest+") failed its http probe (GET :8080/healthz)")
+		require.Contains(t, appErr.Error(), "last probe answered 503: warming caches")
+		require.Empty(t, f.plans.answered(), "a failed push is answered by the machine workflow")
+	})
 }

@@ -68,6 +68,7 @@ type Host struct {
 	down       bool
 	hold       bool
 	crash      map[string]bool
+	reads      int
 }
 
 type container struct {
@@ -253,6 +254,7 @@ func (a agent) Report(context.Context) (mesh.Report, error) {
 	h := a.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.reads++
 	rep := h.reportLocked()
 	for _, c := range h.containers {
 		if c.rc.State == mesh.StateStarting && c.pending > 0 {
@@ -299,10 +301,12 @@ func (h *Host) applyLocked(d mesh.Declaration) {
 			Module: spec.Module, Digest: spec.Digest, Generation: spec.Generation,
 			Plan: d.Plan, Seq: d.Seq, State: mesh.StateStarting, Since: ts,
 			Commit: spec.Commit, Image: spec.Image, Args: spec.Args, Env: spec.Env,
+			Check: spec.Health, Health: mesh.HealthUnknown,
 		}
 		c := &container{spec: spec, rc: rc, pending: h.cfg.startAfter}
 		if old := h.findLocked(spec.Module); old != nil && old.rc.State == mesh.StateRunning && sameSpec(old.spec, spec) {
 			c.rc.State, c.rc.Since, c.pending = mesh.StateRunning, old.rc.Since, 0
+			c.rc.Health, c.rc.HealthySince, c.rc.Restarts, c.rc.LastProbe = old.rc.Health, old.rc.HealthySince, old.rc.Restarts, old.rc.LastProbe
 		}
 		next = append(next, c)
 	}
@@ -330,9 +334,57 @@ func (h *Host) settleLocked() {
 	}
 }
 
+// toRunningLocked starts c, healthy at once: a test that wants it otherwise
+// says so with SetHealth. The floor rises at once too; the real agent
+// raises it only after the declared MinHealthy.
 func (h *Host) toRunningLocked(c *container) {
-	c.rc.State, c.rc.Since = mesh.StateRunning, now()
+	ts := now()
+	c.rc.State, c.rc.Since = mesh.StateRunning, ts
+	c.rc.Health, c.rc.HealthySince = mesh.HealthHealthy, ts
 	h.ledger.Ran(c.rc)
+}
+
+// SetHealth sets what the host reports of module's health, and its last
+// probe: becoming healthy starts a new healthy_since, anything else clears
+// it, as an agent judging a probe would.
+func (h *Host) SetHealth(module, health string, probe *mesh.ProbeResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.findLocked(module)
+	if c == nil {
+		h.t.Fatalf("hosttest: SetHealth: no container of %s", module)
+	}
+	if health == mesh.HealthHealthy && c.rc.Health != mesh.HealthHealthy {
+		c.rc.HealthySince = now()
+	} else if health != mesh.HealthHealthy {
+		c.rc.HealthySince = ""
+	}
+	c.rc.Health, c.rc.LastProbe = health, probe
+}
+
+// Restart makes module's container restart, as a runtime does after a
+// crash: it counts a restart and starts a new healthy_since.
+func (h *Host) Restart(module string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.findLocked(module)
+	if c == nil {
+		h.t.Fatalf("hosttest: Restart: no container of %s", module)
+	}
+	ts := now()
+	c.rc.Restarts++
+	c.rc.Since = ts
+	if c.rc.Health == mesh.HealthHealthy {
+		c.rc.HealthySince = ts
+	}
+}
+
+// Reads is how many times the report has been read, so that a test can act
+// once a caller has seen something (a push its container healthy).
+func (h *Host) Reads() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reads
 }
 
 func (h *Host) findLocked(module string) *container {

@@ -76,6 +76,7 @@ func TestApplyUpdatesReport(t *testing.T) {
 	assert.Equal(t, mesh.RunningContainer{
 		Module: "api", Digest: dig('a'), Generation: 3, Plan: "plan/x", Seq: 1,
 		State: mesh.StateRunning, Since: api.Since,
+		Health: mesh.HealthHealthy, HealthySince: api.Since,
 	}, api)
 	assert.NotEmpty(t, api.Since)
 	assert.Equal(t, rep, h.Report())
