@@ -47,6 +47,12 @@ type Input struct {
 	// Force lets an operator pass unknown running digests and lower
 	// generations; the host journals it.
 	Force bool
+	// Floor is, per module, the newest container known to have been
+	// healthy on this machine: from the machine workflow's own record and
+	// the catalogue's, never from the host. It is what keeps a host that
+	// lost its state (and reports less than ran there, or nothing) from
+	// being taken below what the fleet knows ran.
+	Floor map[string]mesh.Container
 }
 
 // Result is the guard's conclusion.
@@ -67,15 +73,17 @@ type Result struct {
 // Check applies the rules:
 //
 //   - the plan's own module: if the machine runs a newer generation than the
-//     plan's build, the plan is superseded there;
+//     plan's build, or its floor is newer, the plan is superseded there;
 //   - every other module the machine runs stays exactly as it runs now (a
 //     plan changes only its own module), so a stale composed copy is rebased
 //     onto the running one; a module the machine does not run keeps the
 //     composed container;
+//   - a module whose floor is above both what runs and what was composed
+//     (a host that lost its state) is rebased onto the floor's container;
 //   - a running module the declaration does not name is kept, never dropped;
-//   - then every container is compared again with what runs: none may have a
-//     lower generation than the running digest's, and a running digest the
-//     catalogue does not know is refused, unless forced.
+//   - then every container is compared again with the higher of what runs
+//     and the floor: none may have a lower generation, and a running digest
+//     the catalogue does not know is refused, unless forced.
 func Check(in Input) (Result, error) {
 	d := in.Declaration
 	pinned, ok := d.Container(in.Module)
@@ -110,6 +118,11 @@ func Check(in Input) (Result, error) {
 					d.Machine, in.Module, g, r.Digest, pinned.Generation, pinned.Digest)}, nil
 		}
 	}
+	if f, ok := in.Floor[in.Module]; ok && f.Generation > pinned.Generation && !in.Force {
+		return Result{Decision: Superseded,
+			Reason: fmt.Sprintf("%s generation %d (%s) has run healthy on machine %s, newer than this plan's generation %d (%s)",
+				in.Module, f.Generation, f.Digest, d.Machine, pinned.Generation, pinned.Digest)}, nil
+	}
 
 	out := d
 	out.Containers = make([]mesh.Container, 0, len(d.Containers)+len(running))
@@ -136,18 +149,38 @@ func Check(in Input) (Result, error) {
 			out.Containers = append(out.Containers, nc)
 		}
 	}
+	if !in.Force {
+		for i, c := range out.Containers {
+			// Below the floor even after rebasing: the host reports less
+			// than ran here (it lost its state). What last ran healthy is
+			// what it gets back.
+			if f, ok := in.Floor[c.Module]; ok && c.Module != in.Module && f.Generation > c.Generation {
+				out.Containers[i] = f
+				if !slices.Contains(rebased, c.Module) {
+					rebased = append(rebased, c.Module)
+				}
+			}
+		}
+	}
 	slices.Sort(rebased)
 
-	// Compare again: nothing below what runs, whatever the path that got here.
+	// Compare again: nothing below what runs or the floor, whatever the
+	// path that got here.
 	for _, c := range out.Containers {
-		r, ok := running[c.Module]
-		if !ok || r.Digest == c.Digest {
-			continue
+		if in.Force {
+			break
 		}
-		if g, known := gens[c.Module]; known && c.Generation < g && !in.Force {
+		if r, ok := running[c.Module]; ok && r.Digest != c.Digest {
+			if g, known := gens[c.Module]; known && c.Generation < g {
+				return Result{Decision: Refused, Code: meshapi.ErrDowngradeRefused, Rebased: rebased,
+					Reason: fmt.Sprintf("sending %s generation %d (%s) to %s would downgrade it from generation %d (%s)",
+						c.Module, c.Generation, c.Digest, d.Machine, g, r.Digest)}, nil
+			}
+		}
+		if f, ok := in.Floor[c.Module]; ok && c.Generation < f.Generation {
 			return Result{Decision: Refused, Code: meshapi.ErrDowngradeRefused, Rebased: rebased,
-				Reason: fmt.Sprintf("sending %s generation %d (%s) to %s would downgrade it from generation %d (%s)",
-					c.Module, c.Generation, c.Digest, d.Machine, g, r.Digest)}, nil
+				Reason: fmt.Sprintf("sending %s generation %d (%s) to %s would take it below its floor, generation %d (%s), which ran healthy there",
+					c.Module, c.Generation, c.Digest, d.Machine, f.Generation, f.Digest)}, nil
 		}
 	}
 

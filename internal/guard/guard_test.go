@@ -35,12 +35,25 @@ func run(module string, n int) mesh.RunningContainer {
 	return mesh.RunningContainer{Module: module, Digest: dg(n), Generation: int64(n), State: mesh.StateRunning}
 }
 
+// floors is a Floor of the given generations (digest n has generation n).
+func floors(gens map[string]int) map[string]mesh.Container {
+	if gens == nil {
+		return nil
+	}
+	f := map[string]mesh.Container{}
+	for m, n := range gens {
+		f[m] = ctr(m, n)
+	}
+	return f
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name     string
 		decl     []mesh.Container
 		running  []mesh.RunningContainer
 		unknown  []int
+		floor    map[string]int // module -> generation (and digest) known healthy there
 		force    bool
 		want     Decision
 		code     string
@@ -135,6 +148,58 @@ func TestCheck(t *testing.T) {
 			want:     Send,
 			wantSent: map[string]int{"host": 1},
 		},
+		{
+			// The amnesia case: the control node's agent came back empty;
+			// the held plan composed controller 1, controller 3 ran healthy.
+			name:     "a host that lost its state is given back its floor, not the stale composed copy",
+			decl:     []mesh.Container{ctr("host", 7), ctr("mesh-controller", 1)},
+			running:  nil,
+			floor:    map[string]int{"mesh-controller": 3},
+			want:     Send,
+			rebased:  []string{"mesh-controller"},
+			wantSent: map[string]int{"host": 7, "mesh-controller": 3},
+		},
+		{
+			name:     "a host reporting an older container than its floor is lifted to the floor",
+			decl:     []mesh.Container{ctr("host", 7), ctr("mesh-controller", 1)},
+			running:  []mesh.RunningContainer{run("mesh-controller", 2)},
+			floor:    map[string]int{"mesh-controller": 3},
+			want:     Send,
+			rebased:  []string{"mesh-controller"},
+			wantSent: map[string]int{"host": 7, "mesh-controller": 3},
+		},
+		{
+			name:     "an undeclared running module below its floor is lifted too",
+			decl:     []mesh.Container{ctr("host", 7)},
+			running:  []mesh.RunningContainer{run("metrics", 2)},
+			floor:    map[string]int{"metrics": 4},
+			want:     Send,
+			rebased:  []string{"metrics"},
+			wantSent: map[string]int{"host": 7, "metrics": 4},
+		},
+		{
+			name:    "the own build below its floor is superseded, though the host runs nothing",
+			decl:    []mesh.Container{ctr("host", 4)},
+			running: nil,
+			floor:   map[string]int{"host": 5},
+			want:    Superseded,
+		},
+		{
+			name:     "a floor below what runs changes nothing",
+			decl:     []mesh.Container{ctr("host", 7), ctr("mesh-controller", 3)},
+			running:  []mesh.RunningContainer{run("mesh-controller", 3)},
+			floor:    map[string]int{"mesh-controller": 2, "host": 6},
+			want:     Send,
+			wantSent: map[string]int{"host": 7, "mesh-controller": 3},
+		},
+		{
+			name:     "forced, the floor is not applied",
+			decl:     []mesh.Container{ctr("host", 4), ctr("mesh-controller", 1)},
+			floor:    map[string]int{"host": 5, "mesh-controller": 3},
+			force:    true,
+			want:     Send,
+			wantSent: map[string]int{"host": 4, "mesh-controller": 1},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,6 +209,7 @@ func TestCheck(t *testing.T) {
 				Report:      mesh.Report{Machine: "m1", Containers: tt.running},
 				Lookup:      lookup(tt.unknown...),
 				Force:       tt.force,
+				Floor:       floors(tt.floor),
 			}
 			got, err := Check(in)
 			if err != nil {
@@ -176,38 +242,48 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestCheckNeverDowngrades walks every combination of small generations and
-// asserts the invariant directly: whatever is sent, no container goes below
-// what runs unless forced.
+// TestCheckNeverDowngrades walks every combination of small generations,
+// with and without a floor, and asserts the invariant directly: whatever is
+// sent, no container goes below what runs, nor below its floor, unless
+// forced.
 func TestCheckNeverDowngrades(t *testing.T) {
 	for own := 1; own <= 4; own++ {
 		for ownRun := 0; ownRun <= 4; ownRun++ {
 			for other := 1; other <= 4; other++ {
 				for otherRun := 0; otherRun <= 4; otherRun++ {
-					var running []mesh.RunningContainer
-					if ownRun > 0 {
-						running = append(running, run("host", ownRun))
-					}
-					if otherRun > 0 {
-						running = append(running, run("ctl", otherRun+10))
-					}
-					in := Input{
-						Declaration: mesh.Declaration{Machine: "m1", Containers: []mesh.Container{ctr("host", own), ctr("ctl", other+10)}},
-						Module:      "host",
-						Report:      mesh.Report{Containers: running},
-						Lookup:      lookup(),
-					}
-					got, err := Check(in)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got.Decision != Send {
-						continue
-					}
-					for _, c := range got.Declaration.Containers {
-						if r, ok := in.Report.Running(c.Module); ok && c.Generation < r.Generation {
-							t.Errorf("own=%d/%d other=%d/%d: sent %s generation %d below running %d",
-								own, ownRun, other, otherRun, c.Module, c.Generation, r.Generation)
+					for floor := 0; floor <= 4; floor++ {
+						var running []mesh.RunningContainer
+						if ownRun > 0 {
+							running = append(running, run("host", ownRun))
+						}
+						if otherRun > 0 {
+							running = append(running, run("ctl", otherRun+10))
+						}
+						in := Input{
+							Declaration: mesh.Declaration{Machine: "m1", Containers: []mesh.Container{ctr("host", own), ctr("ctl", other+10)}},
+							Module:      "host",
+							Report:      mesh.Report{Containers: running},
+							Lookup:      lookup(),
+						}
+						if floor > 0 {
+							in.Floor = map[string]mesh.Container{"host": ctr("host", floor), "ctl": ctr("ctl", floor+10)}
+						}
+						got, err := Check(in)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got.Decision != Send {
+							continue
+						}
+						for _, c := range got.Declaration.Containers {
+							if r, ok := in.Report.Running(c.Module); ok && c.Generation < r.Generation {
+								t.Errorf("own=%d/%d other=%d/%d floor=%d: sent %s generation %d below running %d",
+									own, ownRun, other, otherRun, floor, c.Module, c.Generation, r.Generation)
+							}
+							if f, ok := in.Floor[c.Module]; ok && c.Generation < f.Generation {
+								t.Errorf("own=%d/%d other=%d/%d floor=%d: sent %s generation %d below its floor %d",
+									own, ownRun, other, otherRun, floor, c.Module, c.Generation, f.Generation)
+							}
 						}
 					}
 				}
