@@ -71,6 +71,13 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	}
 
 	out := meshapi.PushOutcome{}
+	if last := in.Seq - 1; last > 0 && rep.LastSeq < last {
+		// The workflow has sent this host more than it remembers: it lost
+		// its state. Its floor now comes only from the fleet's records.
+		out.HostLostState = fmt.Sprintf("host %s reported last sequence %d, below the %d its machine workflow had sent: it lost its state "+
+			"(a replaced disk, a re-imaged machine) and is pushed from the fleet's record of its floor", req.Machine, rep.LastSeq, last)
+		log.Warn().Uint64("host_seq", rep.LastSeq).Uint64("sent_seq", last).Msg("host lost its state")
+	}
 	var sent mesh.Declaration
 	if rep.LastRequest == req.Request && rep.LastSeq > 0 {
 		// An earlier attempt's declaration reached the host; only the answer
@@ -85,6 +92,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 			Report:      rep,
 			Lookup:      a.lookup(ctx),
 			Force:       req.Force,
+			Floor:       in.Floor,
 		})
 		if err != nil {
 			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
@@ -93,10 +101,10 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		switch res.Decision {
 		case guard.Superseded:
 			log.Info().Str("reason", res.Reason).Msg("push superseded")
-			out.Outcome, out.Reason = meshapi.MachineSuperseded, res.Reason
+			out.Outcome, out.Reason = meshapi.MachineSuperseded, withNote(res.Reason, out.HostLostState)
 			return out, nil
 		case guard.AlreadyRunning:
-			out.Outcome, out.Reason, out.Declaration = meshapi.MachineConverged, res.Reason, res.Declaration
+			out.Outcome, out.Reason, out.Declaration = meshapi.MachineConverged, withNote(res.Reason, out.HostLostState), res.Declaration
 			a.markConverged(ctx, req)
 			return out, nil
 		case guard.Refused:
@@ -128,9 +136,21 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		return out, err
 	}
 	a.markConverged(ctx, req)
-	out.Outcome = meshapi.MachineConverged
+	out.Outcome, out.Reason = meshapi.MachineConverged, withNote(out.Reason, out.HostLostState)
 	log.Info().Uint64("seq", out.Seq).Msg("machine converged")
 	return out, nil
+}
+
+// withNote adds note to reason, for a push that also has something to say
+// about the host (that it lost its state).
+func withNote(reason, note string) string {
+	switch {
+	case note == "":
+		return reason
+	case reason == "":
+		return note
+	}
+	return reason + "; " + note
 }
 
 // refusalType is the stable error type of a host API refusal code: where

@@ -311,3 +311,34 @@ func TestPushWaitsForHealth(t *testing.T) {
 		require.Empty(t, f.plans.answered(), "a failed push is answered by the machine workflow")
 	})
 }
+
+// The amnesia case (issue 13): controller 3 ran healthy on the control
+// node, then its agent lost its state and came back empty; a held host plan
+// composed with controller 1 is approved. The push must send controller 3,
+// from the machine workflow's floor, and say the host lost its state.
+func TestPushToAHostThatLostItsStateUsesTheFloor(t *testing.T) {
+	f := newPushFixture(t)
+	ctl1, ctl3, host7 := bld("mesh-controller", 1), bld("mesh-controller", 3), bld("host", 7)
+	f.record(ctl1, ctl3, host7)
+	req := meshapi.PushRequest{
+		Request: meshapi.RequestID("plan/host/"+host7.Commit, "control-node"), Plan: "plan/host/" + host7.Commit,
+		Machine: "control-node", Build: host7,
+		Declaration: mesh.Declaration{Machine: "control-node", Containers: []mesh.Container{declared(host7), declared(ctl1)}},
+		Policy:      meshapi.PushPolicy{RunningTimeout: 5 * time.Second, RetryBudget: time.Second},
+	}
+	floor := map[string]mesh.Container{"mesh-controller": declared(ctl3)}
+	v, err := f.env.ExecuteActivity(f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: 8, Floor: floor})
+	require.NoError(t, err)
+	var out meshapi.PushOutcome
+	require.NoError(t, v.Get(&out))
+
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	applied := f.host.Applied()
+	require.Len(t, applied, 1)
+	sentCtl, _ := applied[0].Container("mesh-controller")
+	require.Equal(t, ctl3.Digest, sentCtl.Digest, "the floor's controller, never the stale one the plan composed")
+	require.Equal(t, uint64(8), applied[0].Seq, "numbered after what the workflow sent")
+	require.Contains(t, out.HostLostState, "reported last sequence 0, below the 7 its machine workflow had sent: it lost its state")
+	require.Contains(t, out.Reason, "lost its state", "the plan's machine reason says so")
+	require.Equal(t, []string{"mesh-controller"}, out.Rebased)
+}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -24,6 +25,7 @@ func Machine(ctx workflow.Context, in meshapi.MachineInput) error {
 		lastSeq: in.LastSeq,
 		queue:   append([]meshapi.PushRequest(nil), in.Queue...),
 		recent:  append([]meshapi.PushResult(nil), in.Recent...),
+		floor:   maps.Clone(in.Floor),
 	}
 	if err := m.setup(ctx); err != nil {
 		return err
@@ -42,6 +44,13 @@ type machine struct {
 	// answering counts answers signalled to plans and not yet delivered;
 	// continue-as-new waits for them.
 	answering int
+	// floor is this workflow's own record, per module, of the newest
+	// container that ran healthy on the machine: the floor's second home,
+	// which a host that loses its state cannot take with it.
+	floor map[string]mesh.Container
+	// hostLostState is the last push's word that the host had lost its
+	// state, for the machine's state query.
+	hostLostState string
 }
 
 func (m *machine) setup(ctx workflow.Context) error {
@@ -51,7 +60,8 @@ func (m *machine) setup(ctx workflow.Context) error {
 }
 
 func (m *machine) state() meshapi.MachineState {
-	s := meshapi.MachineState{Machine: m.in.Machine, LastSeq: m.lastSeq, Queue: []meshapi.QueuedRequest{}, Recent: m.recent}
+	s := meshapi.MachineState{Machine: m.in.Machine, LastSeq: m.lastSeq, Queue: []meshapi.QueuedRequest{}, Recent: m.recent,
+		Floor: m.floor, HostLostState: m.hostLostState}
 	if m.current != nil {
 		q := queued(*m.current)
 		s.Current = &q
@@ -110,7 +120,7 @@ func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	m.current = &req
 	actx := pushOptions(ctx, req.Policy.WithDefaults(),
 		fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan))
-	return workflow.ExecuteActivity(actx, acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: m.lastSeq + 1})
+	return workflow.ExecuteActivity(actx, acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: m.lastSeq + 1, Floor: m.floor})
 }
 
 // finish turns the push activity's outcome into the plan's answer. A push
@@ -138,5 +148,27 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		m.lastSeq = out.Seq
 	}
 	res.Seq = out.Seq
+	if out.HostLostState != "" {
+		m.hostLostState = out.HostLostState
+		hostStateLost(ctx, m.in.Machine)
+	}
+	if err == nil && out.Outcome == meshapi.MachineConverged && out.Sent {
+		m.raiseFloor(out.Declaration)
+	}
 	m.answer(ctx, res, err == nil)
+}
+
+// raiseFloor records the containers of a declaration that has just been
+// healthy for its MinHealthy: each module's floor is the newest of them
+// that ever was. A container the catalogue did not know (generation 0)
+// raises nothing.
+func (m *machine) raiseFloor(d mesh.Declaration) {
+	for _, c := range d.Containers {
+		if f, ok := m.floor[c.Module]; c.Generation > 0 && (!ok || c.Generation > f.Generation) {
+			if m.floor == nil {
+				m.floor = map[string]mesh.Container{}
+			}
+			m.floor[c.Module] = c
+		}
+	}
 }

@@ -48,6 +48,7 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 		Queue:         m.queue,
 		Recent:        m.recent,
 		ContinueAfter: m.in.ContinueAfter,
+		Floor:         m.floor,
 	}
 	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
 }

@@ -287,3 +287,38 @@ func TestMachineCancelledRequestLeavesQueue(t *testing.T) {
 	}
 	require.Equal(t, []string{a.Plan, c.Plan}, served, "the withdrawn request is never pushed")
 }
+
+// The machine workflow keeps its own floor: raised by a push that sent and
+// converged (never lowered, never by one that sent nothing), handed to
+// every later push, and carried across continue-as-new, so that a host
+// that loses its state is not the only memory of what ran there.
+func TestMachineKeepsItsOwnFloor(t *testing.T) {
+	h := newMachineHarness(t)
+	h.push = func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
+		out := meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: in.Seq, Sent: true, Declaration: in.Request.Declaration}
+		if in.Request.Plan == "plan/host/superseded" {
+			out = meshapi.PushOutcome{Outcome: meshapi.MachineSuperseded, Declaration: in.Request.Declaration}
+		}
+		return out, nil
+	}
+	ctl3, superseded, ctl2, host1 := req("plan/ctl/a", "ctl", 3), req("plan/host/superseded", "host", 5), req("plan/ctl/b", "ctl", 2), req("plan/host/c", "host", 1)
+	h.signalAt(0, ctl3)
+	h.signalAt(time.Minute, superseded)
+	h.signalAt(2*time.Minute, ctl2)
+	h.signalAt(3*time.Minute, host1)
+	next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 4})
+
+	require.Len(t, h.pushes, 4)
+	require.Empty(t, h.pushes[0].Floor, "nothing has run healthy yet")
+	wantFloor := map[string]mesh.Container{"ctl": ctl3.Declaration.Containers[0]}
+	require.Equal(t, wantFloor, h.pushes[1].Floor, "raised by the converged push")
+	require.Equal(t, wantFloor, h.pushes[2].Floor, "not raised by a push that sent nothing")
+	require.Equal(t, wantFloor, h.pushes[3].Floor, "never lowered by an older build")
+	wantFloor["host"] = host1.Declaration.Containers[0]
+	require.Equal(t, wantFloor, next.Floor, "carried across continue-as-new")
+
+	h2 := newMachineHarness(t)
+	h2.signalAt(0, req("plan/x/d", "x", 1))
+	h2.run(meshapi.MachineInput{Machine: "m1", Floor: next.Floor, ContinueAfter: 1})
+	require.Equal(t, wantFloor, h2.pushes[0].Floor, "the next run pushes with the floor it was given")
+}

@@ -30,6 +30,11 @@ const (
 	// MetricQueueLength is the number of requests waiting on a machine
 	// workflow, the one in flight not counted.
 	MetricQueueLength = "meshroll_machine_queue_length"
+	// MetricHostStateLost counts pushes that found their host had lost its
+	// state (its last sequence below what its machine workflow sent), by
+	// machine: a replaced disk or a re-imaged machine, pushed from the
+	// fleet's record of its floor.
+	MetricHostStateLost = "meshroll_host_state_lost"
 )
 
 func planStarted(ctx workflow.Context, module string) {
@@ -51,6 +56,10 @@ func pushAnswered(ctx workflow.Context, machine string, outcome meshapi.MachineS
 
 func pushRefused(ctx workflow.Context, machine, reason string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine, "reason": reason}).Counter(MetricRefusals).Inc(1)
+}
+
+func hostStateLost(ctx workflow.Context, machine string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine}).Counter(MetricHostStateLost).Inc(1)
 }
 
 func queueLength(ctx workflow.Context, machine string, n int) {

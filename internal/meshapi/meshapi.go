@@ -363,6 +363,10 @@ type HandPushesResult struct {
 type PushInput struct {
 	Request PushRequest `json:"request"`
 	Seq     uint64      `json:"seq"`
+	// Floor is the machine workflow's own record, per module, of the
+	// newest container that ran healthy on the machine: the floor a host
+	// that lost its state no longer knows.
+	Floor map[string]mesh.Container `json:"floor,omitempty"`
 }
 
 // PushOutcome is what the push activity did. Permanent failures arrive as
@@ -376,6 +380,11 @@ type PushOutcome struct {
 	Sent        bool             `json:"sent"`
 	Rebased     []string         `json:"rebased,omitempty"`
 	Declaration mesh.Declaration `json:"declaration"`
+	// HostLostState is set when the host reported a last sequence below
+	// the one this machine's workflow had sent: it lost its state (a
+	// replaced disk, a re-imaged machine) and was pushed from the fleet's
+	// records of its floor instead.
+	HostLostState string `json:"host_lost_state,omitempty"`
 }
 
 // MachineInput starts (or continues) a machine workflow.
@@ -391,6 +400,8 @@ type MachineInput struct {
 	// ContinueAfter, when positive, continues-as-new after that many handled
 	// requests even if the server has not suggested it (tests, tuning).
 	ContinueAfter int `json:"continue_after,omitempty"`
+	// Floor carries the workflow's floor record across continue-as-new.
+	Floor map[string]mesh.Container `json:"floor,omitempty"`
 }
 
 // MachineState answers the machine workflow's query.
@@ -400,6 +411,12 @@ type MachineState struct {
 	Current *QueuedRequest  `json:"current,omitempty"`
 	Queue   []QueuedRequest `json:"queue"`
 	Recent  []PushResult    `json:"recent"`
+	// Floor is, per module, the newest container that ran healthy here
+	// by this workflow's own record.
+	Floor map[string]mesh.Container `json:"floor,omitempty"`
+	// HostLostState, when set, says when the host was last found to have
+	// lost its state.
+	HostLostState string `json:"host_lost_state,omitempty"`
 }
 
 // QueuedRequest is a request as the machine query shows it.
