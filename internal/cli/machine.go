@@ -211,6 +211,18 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 			}
 			_ = tw.Flush()
 		}
+		if len(wf.Floor) > 0 {
+			b.WriteString("floor (what ran healthy here, by the workflow's own record; no push goes below it):\n")
+			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "MODULE\tGEN\tDIGEST\tCOMMIT")
+			for _, f := range wf.Floor {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", f.Module, f.Generation, mesh.ShortDigest(f.Digest), dash(mesh.ShortCommit(f.Commit)))
+			}
+			_ = tw.Flush()
+		}
+		if wf.HostLostState != "" {
+			fmt.Fprintf(&b, "warning: %s\n", wf.HostLostState)
+		}
 	}
 
 	b.WriteString("\n")

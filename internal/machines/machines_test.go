@@ -187,12 +187,21 @@ func TestShowReadsTheWorkflow(t *testing.T) {
 	url, _ := fakeHost(t, mesh.Report{Machine: "edge-2", LastSeq: 4, Containers: []mesh.RunningContainer{
 		{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning, Env: map[string]string{"SECRET": "x"}},
 	}}, 0)
-	tc := temporal{states: map[string]meshapi.MachineState{"edge-1": {LastSeq: 4, Queue: []meshapi.QueuedRequest{}}}}
+	tc := temporal{states: map[string]meshapi.MachineState{"edge-1": {LastSeq: 4, Queue: []meshapi.QueuedRequest{},
+		Floor: map[string]mesh.Container{
+			"metrics": {Module: "metrics", Digest: "sha256:m", Generation: 9, Commit: "c9"},
+			"host":    {Module: "host", Digest: "sha256:x", Generation: 2},
+		},
+		HostLostState: "host edge-1 reported last sequence 0, below the 4 ...",
+	}}}
 	d, err := Show(context.Background(), tc.dial, "edge-1", config.Machine{Host: url}, 0)
 	require.NoError(t, err)
 	assert.Equal(t, "edge-2", d.ReportedMachine, "the config points at another machine's host")
 	assert.Equal(t, []Container{{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning}}, d.Containers)
-	assert.Equal(t, &Workflow{ID: "machine/edge-1", LastSeq: 4, Queue: []meshapi.QueuedRequest{}}, d.Workflow)
+	assert.Equal(t, &Workflow{ID: "machine/edge-1", LastSeq: 4, Queue: []meshapi.QueuedRequest{},
+		Floor: []Floor{{Module: "host", Generation: 2, Digest: "sha256:x"}, {Module: "metrics", Generation: 9, Digest: "sha256:m", Commit: "c9"}},
+		HostLostState: "host edge-1 reported last sequence 0, below the 4 ...",
+	}, d.Workflow, "the floor is listed by module")
 }
 
 func TestHostProblem(t *testing.T) {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -66,6 +69,31 @@ type Workflow struct {
 	LastSeq uint64                  `json:"last_seq"`
 	Current *meshapi.QueuedRequest  `json:"current"`
 	Queue   []meshapi.QueuedRequest `json:"queue"`
+	// Floor is the workflow's own record of the newest build of each
+	// module that ran healthy here, by module: what a push will not go
+	// below, whatever the host reports.
+	Floor []Floor `json:"floor"`
+	// HostLostState says when a push last found the host had lost its
+	// state; empty when none has.
+	HostLostState string `json:"host_lost_state,omitempty"`
+}
+
+// Floor is one module's floor on a machine.
+type Floor struct {
+	Module     string `json:"module"`
+	Generation int64  `json:"generation"`
+	Digest     string `json:"digest"`
+	Commit     string `json:"commit,omitempty"`
+}
+
+// floors lists a machine workflow's floor record by module.
+func floors(f map[string]mesh.Container) []Floor {
+	out := []Floor{}
+	for _, m := range slices.Sorted(maps.Keys(f)) {
+		c := f[m]
+		out = append(out, Floor{Module: m, Generation: c.Generation, Digest: c.Digest, Commit: c.Commit})
+	}
+	return out
 }
 
 // JournalEntry is a host journal entry with the containers cut to what
@@ -152,7 +180,8 @@ func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries
 		case err != nil:
 			wfErr = err
 		default:
-			d.Workflow = &Workflow{ID: meshapi.MachineID(name), LastSeq: st.LastSeq, Current: st.Current, Queue: st.Queue}
+			d.Workflow = &Workflow{ID: meshapi.MachineID(name), LastSeq: st.LastSeq, Current: st.Current, Queue: st.Queue,
+				Floor: floors(st.Floor), HostLostState: st.HostLostState}
 		}
 	})
 	wg.Wait()
