@@ -199,7 +199,7 @@ func TestShowReadsTheWorkflow(t *testing.T) {
 	assert.Equal(t, "edge-2", d.ReportedMachine, "the config points at another machine's host")
 	assert.Equal(t, []Container{{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning}}, d.Containers)
 	assert.Equal(t, &Workflow{ID: "machine/edge-1", LastSeq: 4, Queue: []meshapi.QueuedRequest{},
-		Floor: []Floor{{Module: "host", Generation: 2, Digest: "sha256:x"}, {Module: "metrics", Generation: 9, Digest: "sha256:m", Commit: "c9"}},
+		Floor:         []Floor{{Module: "host", Generation: 2, Digest: "sha256:x"}, {Module: "metrics", Generation: 9, Digest: "sha256:m", Commit: "c9"}},
 		HostLostState: "host edge-1 reported last sequence 0, below the 4 ...",
 	}, d.Workflow, "the floor is listed by module")
 }
