@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -58,7 +59,21 @@ type plan struct {
 	// published is the state last written to the MeshrollState search
 	// attribute.
 	published meshapi.PlanStatus
+
+	// tierPolicies is set for plans started by code that pushes tiers by
+	// their policy (versionTierPolicies): in batches, with a failure
+	// budget, a control-plane machine alone.
+	tierPolicies bool
+	// alone names the machines pushed in a batch of their own.
+	alone map[string]bool
+	// withinBudget names the machines that failed within their tier's
+	// budget (each put back on what it ran), for the plan's end.
+	withinBudget []string
 }
+
+// versionTierPolicies gates pushing tiers by their policy; plans started
+// before push every tier at once and halt at its first failure.
+const versionTierPolicies = "tier-policies"
 
 // setup registers the state query and the control updates, and starts
 // taking the machines' answers: the push-result signal is the one route by
@@ -98,6 +113,7 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 // machines that run the module, build, compose every machine's declaration,
 // then push tier by tier. It returns the plan's ending, whatever it is.
 func (p *plan) roll(ctx workflow.Context) error {
+	p.tierPolicies = workflow.GetVersion(ctx, versionTierPolicies, workflow.DefaultVersion, 1) >= 1
 	if err := p.in.Validate(); err != nil {
 		return endAs(meshapi.PlanRefused, err.Error())
 	}
@@ -149,6 +165,21 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 		}
 		ts := &p.st.Tiers[len(p.st.Tiers)-1]
 		ts.Machines = append(ts.Machines, meshapi.MachineProgress{Machine: t.Machine, State: meshapi.MachineWaiting})
+		if t.Alone && p.tierPolicies {
+			if p.alone == nil {
+				p.alone = map[string]bool{}
+			}
+			p.alone[t.Machine] = true
+		}
+	}
+	if p.tierPolicies {
+		for _, tp := range tr.Tiers {
+			for i := range p.st.Tiers {
+				if p.st.Tiers[i].Tier == tp.Tier {
+					p.st.Tiers[i].Policy = &tp
+				}
+			}
+		}
 	}
 	return tr.Targets, nil
 }
@@ -180,6 +211,12 @@ func (p *plan) outcome(b mesh.Build) error {
 	if superseded == total {
 		return endAs(meshapi.PlanSuperseded, fmt.Sprintf("a newer build of %s runs, or is queued ahead, on every machine (%d)", p.in.Module, total))
 	}
-	return endAs(meshapi.PlanConverged, fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
-		p.in.Module, b.Generation, total-superseded, superseded))
+	failed := len(p.withinBudget)
+	reason := fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
+		p.in.Module, b.Generation, total-superseded-failed, superseded)
+	if failed > 0 {
+		reason += fmt.Sprintf("; %d failed within their tier's budget and were put back on what they ran: %s",
+			failed, strings.Join(p.withinBudget, "; "))
+	}
+	return endAs(meshapi.PlanConverged, reason)
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,60 +10,6 @@ import (
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
-
-// composeBatch is how many machines one ComposeTargets activity composes:
-// few enough that its result (every declaration) stays far below the
-// payload limits, many enough that a thousand machines cost ten
-// activities.
-const composeBatch = 100
-
-// compose composes every target's declaration, composeBatch at a time (each
-// batch an activity, not a local one, so that its input and result, what
-// the plan intends, stay readable in the plan's history), all batches at
-// once. The plan records these declarations: that is what it intends. Every
-// machine that could not be composed is named in the plan's end.
-func (p *plan) compose(ctx workflow.Context, targets []meshapi.Target, b mesh.Build) (map[string]mesh.Declaration, error) {
-	decls := map[string]mesh.Declaration{}
-	err := p.step(ctx, func(sctx workflow.Context) error {
-		type batch struct {
-			targets []meshapi.Target
-			f       workflow.Future
-		}
-		var batches []batch
-		for from := 0; from < len(targets); from += composeBatch {
-			bt := targets[from:min(from+composeBatch, len(targets))]
-			f := workflow.ExecuteActivity(composeOptions(sctx, p.policy, len(bt)), acts.ComposeTargets,
-				meshapi.ComposeTargetsInput{Plan: p.st.Plan, Targets: bt, Build: b})
-			batches = append(batches, batch{bt, f})
-		}
-		var errs []string
-		for _, bt := range batches {
-			var res meshapi.ComposeTargetsResult
-			if err := bt.f.Get(sctx, &res); err != nil {
-				for _, t := range bt.targets {
-					errs = append(errs, fmt.Sprintf("%s: %s", t.Machine, errorReason(err)))
-				}
-				continue
-			}
-			for i, r := range res.Results {
-				t := bt.targets[i]
-				if r.Error != "" {
-					errs = append(errs, fmt.Sprintf("%s: %s", t.Machine, r.Error))
-					continue
-				}
-				decls[t.Machine] = r.Declaration
-				if len(r.Unknown) > 0 {
-					p.note(t.Machine, strings.Join(r.Unknown, "; "))
-				}
-			}
-		}
-		if len(errs) > 0 {
-			return errors.New(strings.Join(errs, "; "))
-		}
-		return nil
-	})
-	return decls, p.interrupted(ctx, err, "compose failed for ")
-}
 
 // hold waits before tier ti while the plan is paused or the tier is gated.
 func (p *plan) hold(ctx workflow.Context, ti int) error {
@@ -94,16 +39,56 @@ func (p *plan) hold(ctx workflow.Context, ti int) error {
 	}
 }
 
-// pushTier hands the tier's declarations to the machine workflows and waits
-// for every answer. A machine that failed halts the plan, one that refused
-// ends it refused; later tiers stay untouched either way.
+// pushTier pushes the tier batch by batch (see batchesOf) and waits for
+// every answer of a batch before the next. A machine that refused ends the
+// plan refused; machines that failed (each put back on what it ran by its
+// push) are counted against the tier's budget, and one more than it
+// allows halts the plan at once, the tier's remaining batches and later
+// tiers untouched.
 func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Declaration) error {
 	tier := &p.st.Tiers[ti]
 	start := workflow.Now(ctx)
+	policy := p.policyOf(tier)
+	batches := batchesOf(tier.Machines, p.alone, policy.MaxParallel)
+	if len(batches) > 1 {
+		tier.Batches = len(batches)
+	}
 	p.st.State, tier.State = meshapi.PlanPushing, meshapi.TierPushing
-	p.details(ctx, fmt.Sprintf("pushing tier %d", tier.Tier))
+	var failed, refused []string
+	for bi, batch := range batches {
+		if tier.Batches > 0 {
+			tier.Batch = bi + 1
+			p.details(ctx, fmt.Sprintf("pushing tier %d, batch %d of %d", tier.Tier, tier.Batch, tier.Batches))
+		} else {
+			p.details(ctx, fmt.Sprintf("pushing tier %d", tier.Tier))
+		}
+		if err := p.pushBatch(ctx, tier, batch, decls); err != nil {
+			return err
+		}
+		failed, refused = tally(tier)
+		tier.Failed = len(failed)
+		if len(failed) > policy.MaxFailed {
+			tier.State = meshapi.TierHalted
+			tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start)
+			return endAs(meshapi.PlanHalted, haltReason(tier, policy, bi+1 < len(batches), append(failed, refused...)))
+		}
+		if len(refused) > 0 {
+			tier.State = meshapi.TierHalted
+			tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start)
+			return endAs(meshapi.PlanRefused, fmt.Sprintf("tier %d refused, later tiers untouched: %s", tier.Tier, strings.Join(refused, "; ")))
+		}
+	}
+	tier.State = meshapi.TierConverged
+	p.withinBudget = append(p.withinBudget, failed...)
+	tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start)
+	return nil
+}
+
+// pushBatch hands a batch's declarations to their machine workflows and
+// waits for every answer.
+func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []int, decls map[string]mesh.Declaration) error {
 	var reqs []meshapi.PushRequest
-	for mi := range tier.Machines {
+	for _, mi := range batch {
 		m := &tier.Machines[mi]
 		m.State = meshapi.MachinePushing
 		reqs = append(reqs, meshapi.PushRequest{
@@ -122,11 +107,49 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 	if err == nil {
 		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(tier) })
 	}
-	if err := p.interrupted(ctx, err, fmt.Sprintf("tier %d: could not hand pushes to machine workflows: ", tier.Tier)); err != nil {
-		return err
-	}
+	return p.interrupted(ctx, err, fmt.Sprintf("tier %d: could not hand pushes to machine workflows: ", tier.Tier))
+}
 
-	var failed, refused []string
+// policyOf is how the tier is pushed: its policy from the plan's targets,
+// or, for a plan started before tier policies, all at once with no
+// failure allowed.
+func (p *plan) policyOf(tier *meshapi.TierState) meshapi.TierPolicy {
+	if tier.Policy == nil || !p.tierPolicies {
+		return meshapi.TierPolicy{Tier: tier.Tier}
+	}
+	return *tier.Policy
+}
+
+// batchesOf splits a tier's machines (by index) into the batches they are
+// pushed in, in order: at most maxParallel machines each (all of them when
+// it is 0), and every machine marked alone in a batch of its own, after
+// the others, as the control plane is pushed last.
+func batchesOf(machines []meshapi.MachineProgress, alone map[string]bool, maxParallel int) [][]int {
+	var rest, solo []int
+	for i, m := range machines {
+		if alone[m.Machine] {
+			solo = append(solo, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	size := maxParallel
+	if size <= 0 {
+		size = max(len(rest), 1)
+	}
+	var out [][]int
+	for from := 0; from < len(rest); from += size {
+		out = append(out, rest[from:min(from+size, len(rest))])
+	}
+	for _, i := range solo {
+		out = append(out, []int{i})
+	}
+	return out
+}
+
+// tally names the tier's machines that failed and those that refused (or
+// were withdrawn), each with its reason.
+func tally(tier *meshapi.TierState) (failed, refused []string) {
 	for _, m := range tier.Machines {
 		switch m.State {
 		case meshapi.MachineFailed:
@@ -135,17 +158,27 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 			refused = append(refused, fmt.Sprintf("%s: %s", m.Machine, m.Reason))
 		}
 	}
-	defer func() { tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start) }()
-	switch {
-	case len(failed) > 0:
-		tier.State = meshapi.TierHalted
-		return endAs(meshapi.PlanHalted, fmt.Sprintf("tier %d halted, later tiers untouched: %s", tier.Tier, strings.Join(append(failed, refused...), "; ")))
-	case len(refused) > 0:
-		tier.State = meshapi.TierHalted
-		return endAs(meshapi.PlanRefused, fmt.Sprintf("tier %d refused, later tiers untouched: %s", tier.Tier, strings.Join(refused, "; ")))
+	return failed, refused
+}
+
+// haltReason says why a tier halted, in the words the plan ends with. A
+// tier pushed at once with no budget keeps the words plans always had.
+func haltReason(tier *meshapi.TierState, policy meshapi.TierPolicy, batchesLeft bool, problems []string) string {
+	if tier.Batches == 0 && policy.MaxFailed == 0 {
+		return fmt.Sprintf("tier %d halted, later tiers untouched: %s", tier.Tier, strings.Join(problems, "; "))
 	}
-	tier.State = meshapi.TierConverged
-	return nil
+	untouched := "later tiers untouched"
+	if batchesLeft {
+		waiting := 0
+		for _, m := range tier.Machines {
+			if m.State == meshapi.MachineWaiting {
+				waiting++
+			}
+		}
+		untouched = fmt.Sprintf("its %d machines not yet pushed and later tiers untouched", waiting)
+	}
+	return fmt.Sprintf("tier %d halted: %d of its %d machines failed, more than the %d it may lose; %s: %s",
+		tier.Tier, tier.Failed, len(tier.Machines), policy.MaxFailed, untouched, strings.Join(problems, "; "))
 }
 
 // take records a machine's answer and shows it in the plan's state at once.

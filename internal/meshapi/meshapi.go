@@ -238,6 +238,15 @@ type TierState struct {
 	Tier     int               `json:"tier"`
 	State    TierStatus        `json:"state"`
 	Machines []MachineProgress `json:"machines"`
+	// Policy is how the tier is pushed (batches, failure budget, bake).
+	Policy *TierPolicy `json:"policy,omitempty"`
+	// Batch is the batch being pushed (1-based) of Batches, while the
+	// tier is pushing in more than one.
+	Batch   int `json:"batch,omitempty"`
+	Batches int `json:"batches,omitempty"`
+	// Failed counts the tier's machines that failed (within its budget,
+	// or the one that halted it).
+	Failed int `json:"failed,omitempty"`
 }
 
 // MachineProgress is one machine within a plan's tier.
@@ -287,6 +296,23 @@ type Target struct {
 	Machine string   `json:"machine"`
 	Tier    int      `json:"tier"`
 	Modules []string `json:"modules"`
+	// Alone marks a machine that is always pushed in a batch of its own:
+	// one running the control plane, whose failure is the worst case.
+	Alone bool `json:"alone,omitempty"`
+}
+
+// TierPolicy is how one tier is pushed, resolved for the tier's size from
+// the mesh config when the plan starts, so that the plan keeps it.
+type TierPolicy struct {
+	Tier int `json:"tier"`
+	// MaxParallel is how many of the tier's machines are pushed at once (a
+	// batch; the next starts when this one is healthy); 0 is all of them.
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// MaxFailed is how many of the tier's machines may fail (each put back
+	// on what it ran) before the plan halts; one more halts it at once.
+	MaxFailed int `json:"max_failed,omitempty"`
+	// Bake is how long the tier waits, healthy, before the next tier starts.
+	Bake time.Duration `json:"bake,omitempty"`
 }
 
 // TargetsInput asks the worker's mesh config which machines run a module.
@@ -294,9 +320,11 @@ type TargetsInput struct {
 	Module string `json:"module"`
 }
 
-// TargetsResult lists them sorted by tier, then name.
+// TargetsResult lists them sorted by tier, then name, with each tier's
+// policy (a tier without one is pushed all at once, no failure allowed).
 type TargetsResult struct {
-	Targets []Target `json:"targets"`
+	Targets []Target     `json:"targets"`
+	Tiers   []TierPolicy `json:"tiers,omitempty"`
 }
 
 // BuildInput builds a module at a commit.

@@ -1,0 +1,152 @@
+package workflows
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// withPolicies makes the harness's targets carry tier policies, as the
+// Targets activity resolves them from the mesh config.
+func (h *planHarness) withPolicies(ps ...meshapi.TierPolicy) {
+	h.targetsFn = func() (meshapi.TargetsResult, error) {
+		return meshapi.TargetsResult{Targets: h.targets, Tiers: ps}, nil
+	}
+}
+
+// failing answers the named machines failed, the others converged.
+func failing(machines ...string) func(string) *meshapi.PushResult {
+	return func(m string) *meshapi.PushResult {
+		for _, f := range machines {
+			if f == m {
+				return &meshapi.PushResult{Outcome: meshapi.MachineFailed, Reason: "host (sha256:…) is crash-looping"}
+			}
+		}
+		return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
+	}
+}
+
+func TestPlanPushesTiersByPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		targets  []meshapi.Target
+		policy   meshapi.TierPolicy
+		failing  []string
+		version  workflow.Version // DefaultVersion: a plan started before tier policies
+		batches  [][]string       // machines handed out per HandPushes call, in order
+		state    meshapi.PlanStatus
+		reason   string // a substring of the plan's reason
+		failedIn int    // the tier's Failed count
+	}{
+		{
+			name:    "max_parallel 1: one machine at a time, in order",
+			targets: tier(1, "e1", "e2", "e3"),
+			policy:  meshapi.TierPolicy{Tier: 1, MaxParallel: 1},
+			version: 1,
+			batches: [][]string{{"e1"}, {"e2"}, {"e3"}},
+			state:   meshapi.PlanConverged,
+		},
+		{
+			name:    "max_parallel 2 of 3",
+			targets: tier(1, "e1", "e2", "e3"),
+			policy:  meshapi.TierPolicy{Tier: 1, MaxParallel: 2},
+			version: 1,
+			batches: [][]string{{"e1", "e2"}, {"e3"}},
+			state:   meshapi.PlanConverged,
+		},
+		{
+			name:     "a failure within max_failed: the tier goes on, the plan converges naming it",
+			targets:  tier(1, "e1", "e2", "e3", "e4"),
+			policy:   meshapi.TierPolicy{Tier: 1, MaxFailed: 1},
+			failing:  []string{"e2"},
+			version:  1,
+			batches:  [][]string{{"e1", "e2", "e3", "e4"}},
+			state:    meshapi.PlanConverged,
+			reason:   "host generation 7 runs on 3 machines (0 already ran newer); 1 failed within their tier's budget and were put back on what they ran: e2: host (sha256:…) is crash-looping",
+			failedIn: 1,
+		},
+		{
+			name:     "one more than max_failed halts",
+			targets:  tier(1, "e1", "e2", "e3", "e4"),
+			policy:   meshapi.TierPolicy{Tier: 1, MaxFailed: 1},
+			failing:  []string{"e2", "e4"},
+			version:  1,
+			batches:  [][]string{{"e1", "e2", "e3", "e4"}},
+			state:    meshapi.PlanHalted,
+			reason:   "tier 1 halted: 2 of its 4 machines failed, more than the 1 it may lose; later tiers untouched: e2: host (sha256:…) is crash-looping; e4:",
+			failedIn: 2,
+		},
+		{
+			name:     "a bad build stops at its first batch: later batches are never pushed",
+			targets:  tier(1, "e1", "e2", "e3", "e4"),
+			policy:   meshapi.TierPolicy{Tier: 1, MaxParallel: 2},
+			failing:  []string{"e1"},
+			version:  1,
+			batches:  [][]string{{"e1", "e2"}},
+			state:    meshapi.PlanHalted,
+			reason:   "tier 1 halted: 1 of its 4 machines failed, more than the 0 it may lose; its 2 machines not yet pushed and later tiers untouched: e1:",
+			failedIn: 1,
+		},
+		{
+			name:    "a control-plane machine is pushed alone, after the others",
+			targets: []meshapi.Target{{Machine: "control-node", Tier: 1, Alone: true}, {Machine: "e1", Tier: 1}, {Machine: "e2", Tier: 1}},
+			policy:  meshapi.TierPolicy{Tier: 1},
+			version: 1,
+			batches: [][]string{{"e1", "e2"}, {"control-node"}},
+			state:   meshapi.PlanConverged,
+		},
+		{
+			name:     "a plan started before tier policies pushes the tier at once and halts at its first failure",
+			targets:  []meshapi.Target{{Machine: "control-node", Tier: 1, Alone: true}, {Machine: "e1", Tier: 1}},
+			policy:   meshapi.TierPolicy{Tier: 1, MaxParallel: 1, MaxFailed: 1},
+			failing:  []string{"e1"},
+			version:  workflow.DefaultVersion,
+			batches:  [][]string{{"control-node", "e1"}},
+			state:    meshapi.PlanHalted,
+			reason:   "tier 1 halted, later tiers untouched: e1:",
+			failedIn: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newPlanHarness(t, tc.targets...)
+			h.withPolicies(tc.policy)
+			h.outcome = failing(tc.failing...)
+			h.env.OnGetVersion(versionTierPolicies, workflow.DefaultVersion, 1).Return(tc.version)
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, tc.state, st.State, st.Reason)
+			require.Equal(t, tc.batches, h.enqueued, "batches handed out")
+			require.Contains(t, st.Reason, tc.reason)
+			require.Equal(t, tc.failedIn, st.Tiers[0].Failed)
+		})
+	}
+}
+
+func TestBatchesOf(t *testing.T) {
+	ms := func(names ...string) []meshapi.MachineProgress {
+		var out []meshapi.MachineProgress
+		for _, n := range names {
+			out = append(out, meshapi.MachineProgress{Machine: n})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		machines    []meshapi.MachineProgress
+		alone       map[string]bool
+		maxParallel int
+		want        [][]int
+	}{
+		{"all at once", ms("a", "b", "c"), nil, 0, [][]int{{0, 1, 2}}},
+		{"two at a time", ms("a", "b", "c"), nil, 2, [][]int{{0, 1}, {2}}},
+		{"more parallel than machines", ms("a", "b"), nil, 5, [][]int{{0, 1}}},
+		{"alone last, on its own", ms("cp", "a", "b"), map[string]bool{"cp": true}, 0, [][]int{{1, 2}, {0}}},
+		{"only the alone machine", ms("cp"), map[string]bool{"cp": true}, 0, [][]int{{0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, batchesOf(tc.machines, tc.alone, tc.maxParallel))
+		})
+	}
+}
