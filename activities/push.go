@@ -78,6 +78,19 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 			"(a replaced disk, a re-imaged machine) and is pushed from the fleet's record of its floor", req.Machine, rep.LastSeq, last)
 		log.Warn().Uint64("host_seq", rep.LastSeq).Uint64("sent_seq", last).Msg("host lost its state")
 	}
+	if rep.LastRequest == revertID(req.Request) && rep.LastSeq > 0 {
+		return revertedEarlier(req, rep, out)
+	}
+	// prior is the plan's module as the machine ran it before this push,
+	// what a failed push puts it back on.
+	var prior *mesh.Container
+	if r, ok := rep.Running(req.Build.Module); ok {
+		c := r.Declared()
+		if g, known, err := a.lookup(ctx)(r.Digest); err == nil && known {
+			c.Generation = g
+		}
+		prior = &c
+	}
 	var sent mesh.Declaration
 	if rep.LastRequest == req.Request && rep.LastSeq > 0 {
 		// An earlier attempt's declaration reached the host; only the answer
@@ -85,6 +98,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		log.Info().Uint64("seq", rep.LastSeq).Msg("push already applied by an earlier attempt")
 		out.Seq, out.Sent = rep.LastSeq, true
 		sent = declaredFromReport(rep)
+		prior = nil // the report shows the plan's own build now, not what ran before
 	} else {
 		res, err := guard.Check(guard.Input{
 			Declaration: req.Declaration,
@@ -133,6 +147,10 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	out.Declaration = sent
 
 	if err := a.waitHealthy(ctx, hc, req, out); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == meshapi.ErrUnhealthy {
+			return a.revert(ctx, hc, req, prior, in.Floor, out, err)
+		}
 		return out, err
 	}
 	a.markConverged(ctx, req)

@@ -179,20 +179,83 @@ func TestPushRetryAfterLostAnswerAppliesNothingTwice(t *testing.T) {
 	require.Len(t, f.host.Received(), 1, "the retry does not even send")
 }
 
-func TestPushFailsOnCrashLoop(t *testing.T) {
+// A build that crash-loops fails its machine, and the machine is put back
+// on what it ran before the push, journalled by the host as a revert that
+// names the plan and the failure.
+func TestPushFailsOnCrashLoopAndPutsTheMachineBack(t *testing.T) {
 	f := newPushFixture(t)
-	h1 := bld("host", 1)
-	f.record(h1)
-	f.host.SetCrash("host", true)
-	_, err := f.push(h1, 1, declared(h1))
+	h1, h2 := bld("host", 1), bld("host", 2)
+	f.record(h1, h2)
+	prior := running(h1)
+	prior.Env = map[string]string{"ROLE": "edge"}
+	f.host.Seed(prior)
+	f.host.SetCrash(h2.Digest, true)
+	_, err := f.push(h2, 1, declared(h2))
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
 	require.True(t, appErr.NonRetryable())
+	require.Contains(t, appErr.Message(), "is crash-looping")
+	require.Contains(t, appErr.Message(), "put back on what it ran (declaration 2: host generation 1")
 	var out meshapi.PushOutcome
 	require.NoError(t, appErr.Details(&out))
-	require.Equal(t, uint64(1), out.Seq, "the sent sequence travels with the failure")
+	require.Equal(t, uint64(2), out.Seq, "the last sequence sent, the revert's, travels with the failure")
 	require.Empty(t, f.plans.answered(), "a failed push is answered by the machine workflow, not the activity")
+
+	applied := f.host.Applied()
+	require.Len(t, applied, 2)
+	revert := applied[1]
+	require.True(t, revert.Revert)
+	require.Equal(t, "plan/host/"+h2.Commit, revert.Plan, "the revert names the plan")
+	require.Contains(t, revert.Reason, "is crash-looping", "and the failure")
+	back, ok := revert.Container("host")
+	require.True(t, ok)
+	require.Equal(t, h1.Digest, back.Digest, "back on what it ran before")
+	require.Equal(t, prior.Env, back.Env, "with the settings it ran with")
+}
+
+// A retried push that finds its revert as the host's last sends nothing:
+// an earlier attempt already put the machine back.
+func TestPushRetryAfterRevertSendsNothing(t *testing.T) {
+	f := newPushFixture(t)
+	h2 := bld("host", 2)
+	f.record(h2)
+	plan := "plan/host/" + h2.Commit
+	_, err := f.host.Client().Apply(context.Background(), mesh.Declaration{
+		Machine: "control-node", Seq: 2, Plan: plan, Request: revertID(meshapi.RequestID(plan, "control-node")),
+		Revert: true, Containers: []mesh.Container{},
+	})
+	require.NoError(t, err)
+	_, err = f.push(h2, 1, declared(h2))
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+	require.Contains(t, appErr.Message(), "an earlier attempt of this push found host unhealthy")
+	require.Len(t, f.host.Received(), 1, "nothing sent again")
+}
+
+// The revert's rule: only the plan's own module goes back; nothing goes
+// below its floor.
+func TestRevertDeclaration(t *testing.T) {
+	h1, h2, h3, ctl4, ctl5 := declared(bld("host", 1)), declared(bld("host", 2)), declared(bld("host", 3)), declared(bld("ctl", 4)), declared(bld("ctl", 5))
+	failed := mesh.Declaration{Machine: "m", Plan: "p", Containers: []mesh.Container{h3, ctl4}}
+	for _, tc := range []struct {
+		name  string
+		prior *mesh.Container
+		floor map[string]mesh.Container
+		want  []mesh.Container
+	}{
+		{"back to what ran", &h2, nil, []mesh.Container{h2, ctl4}},
+		{"what ran, lifted to the floor", &h1, map[string]mesh.Container{"host": h2}, []mesh.Container{h2, ctl4}},
+		{"not known (a retry): the floor", nil, map[string]mesh.Container{"host": h2}, []mesh.Container{h2, ctl4}},
+		{"never ran here: removed", nil, nil, []mesh.Container{ctl4}},
+		{"another module below its floor is lifted", &h2, map[string]mesh.Container{"ctl": ctl5}, []mesh.Container{h2, ctl5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := revertDeclaration(failed, "host", tc.prior, tc.floor)
+			require.Equal(t, tc.want, got.Containers)
+		})
+	}
 }
 
 func TestPushUnreachableHostIsRetryable(t *testing.T) {

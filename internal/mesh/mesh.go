@@ -64,7 +64,12 @@ type Declaration struct {
 	Request string `json:"request"`
 	// Force lets an operator push below the host's floor or with a digest the
 	// catalogue does not know; the host journals it.
-	Force      bool        `json:"force,omitempty"`
+	Force bool `json:"force,omitempty"`
+	// Revert marks a declaration that puts the machine back on what it ran
+	// before Plan, whose build failed there; Reason says how it failed. The
+	// host journals both, so the journal answers why a machine went back.
+	Revert bool   `json:"revert,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	Containers []Container `json:"containers"`
 }
 

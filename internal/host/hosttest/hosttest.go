@@ -67,7 +67,7 @@ type Host struct {
 	received   []mesh.Declaration
 	down       bool
 	hold       bool
-	crash      map[string]bool
+	crash      map[string]bool // by module, or by digest
 	reads      int
 }
 
@@ -230,6 +230,9 @@ func (h *Host) SetDown(down bool) {
 // crash-looping: a crash-looping container stays so until a declaration
 // replaces it, so clearing the fault before a rollback does not quietly let
 // the broken build run and raise the floor.
+//
+// module may also be a digest, to make only that build crash: a bad build
+// whose revert to the build before must run.
 func (h *Host) SetCrash(module string, crash bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -326,7 +329,7 @@ func (h *Host) settleLocked() {
 		if c.rc.State != mesh.StateStarting || c.pending > 0 {
 			continue
 		}
-		if h.crash[c.rc.Module] {
+		if h.crash[c.rc.Module] || h.crash[c.rc.Digest] {
 			c.rc.State, c.rc.Since = mesh.StateCrashLooping, now()
 			continue
 		}
