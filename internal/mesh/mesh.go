@@ -68,8 +68,8 @@ type Declaration struct {
 	// Revert marks a declaration that puts the machine back on what it ran
 	// before Plan, whose build failed there; Reason says how it failed. The
 	// host journals both, so the journal answers why a machine went back.
-	Revert bool   `json:"revert,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Revert     bool        `json:"revert,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
 	Containers []Container `json:"containers"`
 }
 
