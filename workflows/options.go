@@ -72,3 +72,16 @@ func pushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) wor
 		Summary:                summary,
 	})
 }
+
+// bakeOptions lets a bake run its length and then some; a worker that dies
+// mid-bake is outlasted, and the retry goes on with the time left (the
+// activity times the bake from when it was scheduled).
+func bakeOptions(ctx workflow.Context, p meshapi.PushPolicy, bake time.Duration, tier int) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    bake + time.Minute,
+		HeartbeatTimeout:       20 * time.Second,
+		ScheduleToCloseTimeout: bake + p.RetryBudget + time.Minute,
+		RetryPolicy:            retryForever,
+		Summary:                fmt.Sprintf("bake tier %d for %s", tier, bake),
+	})
+}

@@ -143,6 +143,9 @@ func (p *plan) roll(ctx workflow.Context) error {
 		if err := p.pushTier(ctx, ti, decls); err != nil {
 			return err
 		}
+		if err := p.bake(ctx, ti); err != nil {
+			return err
+		}
 	}
 	return p.outcome(b)
 }

@@ -84,6 +84,43 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 	return nil
 }
 
+// bake holds the next tier while tier ti soaks for its policy's bake, its
+// machines watched (the Bake activity): one that turns unhealthy, restarts
+// or stops running the build fails the tier and halts the plan, later
+// tiers untouched. The last tier does not bake: nothing waits on it.
+func (p *plan) bake(ctx workflow.Context, ti int) error {
+	tier := &p.st.Tiers[ti]
+	policy := p.policyOf(tier)
+	if policy.Bake <= 0 || ti == len(p.st.Tiers)-1 {
+		return nil
+	}
+	var machines []string
+	for _, m := range tier.Machines {
+		if m.State == meshapi.MachineConverged {
+			machines = append(machines, m.Machine)
+		}
+	}
+	if len(machines) == 0 {
+		return nil
+	}
+	until := workflow.Now(ctx).Add(policy.Bake)
+	tier.State, tier.BakeUntil = meshapi.TierBaking, &until
+	p.details(ctx, fmt.Sprintf("tier %d baking for %s, until %s; tier %d waits", tier.Tier, policy.Bake,
+		until.UTC().Format("15:04:05 MST"), p.st.Tiers[ti+1].Tier))
+	err := p.step(ctx, func(sctx workflow.Context) error {
+		return workflow.ExecuteActivity(bakeOptions(sctx, p.policy, policy.Bake, tier.Tier), acts.Bake, meshapi.BakeInput{
+			Plan: p.st.Plan, Tier: tier.Tier, Machines: machines, Build: *p.st.Build, Bake: policy.Bake,
+		}).Get(sctx, nil)
+	})
+	tier.BakeUntil = nil
+	if err := p.interrupted(ctx, err, fmt.Sprintf("tier %d failed its bake of %s, later tiers untouched: ", tier.Tier, policy.Bake)); err != nil {
+		tier.State = meshapi.TierHalted
+		return err
+	}
+	tier.State = meshapi.TierConverged
+	return nil
+}
+
 // pushBatch hands a batch's declarations to their machine workflows and
 // waits for every answer.
 func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []int, decls map[string]mesh.Declaration) error {

@@ -1,9 +1,13 @@
 package workflows
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -147,6 +151,41 @@ func TestBatchesOf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, batchesOf(tc.machines, tc.alone, tc.maxParallel))
+		})
+	}
+}
+
+func TestPlanBakesBetweenTiers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		bakeErr error
+		state   meshapi.PlanStatus
+		reason  string
+	}{
+		{"a tier that stays healthy through its bake lets the next start", nil, meshapi.PlanConverged, "runs on 3 machines"},
+		{"a machine turning unhealthy during the bake halts the plan", temporal.NewNonRetryableApplicationError("e2: host turned unhealthy", meshapi.ErrUnhealthy, nil),
+			meshapi.PlanHalted, "tier 1 failed its bake of 5m0s, later tiers untouched: e2: host turned unhealthy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newPlanHarness(t, targets(tier(1, "e1", "e2"), tier(2, "cp"))...)
+			h.withPolicies(meshapi.TierPolicy{Tier: 1, Bake: 5 * time.Minute}, meshapi.TierPolicy{Tier: 2, Bake: time.Hour})
+			h.env.OnGetVersion(versionTierPolicies, workflow.DefaultVersion, 1).Return(workflow.Version(1))
+			var baked []meshapi.BakeInput
+			h.env.OnActivity(acts.Bake, mock.Anything, mock.Anything).Return(func(_ context.Context, in meshapi.BakeInput) (meshapi.BakeResult, error) {
+				baked = append(baked, in)
+				return meshapi.BakeResult{Machines: len(in.Machines)}, tc.bakeErr
+			})
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, tc.state, st.State, st.Reason)
+			require.Contains(t, st.Reason, tc.reason)
+			require.Len(t, baked, 1, "only tier 1 bakes: nothing waits on the last tier")
+			require.Equal(t, []string{"e1", "e2"}, baked[0].Machines)
+			require.Equal(t, 5*time.Minute, baked[0].Bake)
+			if tc.bakeErr != nil {
+				require.Equal(t, meshapi.TierHalted, st.Tiers[0].State)
+				require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
+				require.Len(t, h.enqueued, 1, "tier 2 never handed out")
+			}
 		})
 	}
 }

@@ -136,6 +136,7 @@ const (
 	TierWaiting   TierStatus = "waiting"
 	TierGated     TierStatus = "gated"
 	TierPushing   TierStatus = "pushing"
+	TierBaking    TierStatus = "baking"
 	TierConverged TierStatus = "converged"
 	TierHalted    TierStatus = "halted"
 	TierSkipped   TierStatus = "skipped"
@@ -247,6 +248,8 @@ type TierState struct {
 	// Failed counts the tier's machines that failed (within its budget,
 	// or the one that halted it).
 	Failed int `json:"failed,omitempty"`
+	// BakeUntil is when the tier's bake ends, while it bakes.
+	BakeUntil *time.Time `json:"bake_until,omitempty"`
 }
 
 // MachineProgress is one machine within a plan's tier.
@@ -413,6 +416,22 @@ type PushOutcome struct {
 	// replaced disk, a re-imaged machine) and was pushed from the fleet's
 	// records of its floor instead.
 	HostLostState string `json:"host_lost_state,omitempty"`
+}
+
+// BakeInput watches a tier's machines, healthy on the plan's build, for the
+// tier's bake before the next tier starts.
+type BakeInput struct {
+	Plan     string        `json:"plan"`
+	Tier     int           `json:"tier"`
+	Machines []string      `json:"machines"`
+	Build    mesh.Build    `json:"build"`
+	Bake     time.Duration `json:"bake"`
+}
+
+// BakeResult says the tier stayed healthy through its bake. A machine that
+// did not fails the bake with ErrUnhealthy, named in the failure.
+type BakeResult struct {
+	Machines int `json:"machines"`
 }
 
 // MachineInput starts (or continues) a machine workflow.
