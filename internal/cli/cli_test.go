@@ -271,3 +271,24 @@ func TestShowTable(t *testing.T) {
 	assert.Regexp(t, `^1 \(halted\)\s+edge-1\s+converged\s+7\s+rebased proxy$`, lines[3])
 	assert.Regexp(t, `^1 \(halted\)\s+edge-2\s+failed\s+-\s+host unreachable$`, lines[4])
 }
+
+func TestTierLine(t *testing.T) {
+	until := time.Date(2026, 12, 3, 14, 5, 0, 0, time.UTC)
+	ms := []meshapi.MachineProgress{{Machine: "e1", State: meshapi.MachineConverged}, {Machine: "e2", State: meshapi.MachinePushing}}
+	for _, tc := range []struct {
+		name string
+		tier meshapi.TierState
+		want string
+	}{
+		{"as before", meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Machines: ms}, "tier 1: pushing  e1=converged e2=pushing"},
+		{"in batches", meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Machines: ms, Batch: 2, Batches: 3}, "tier 1: pushing (batch 2 of 3)  e1=converged e2=pushing"},
+		{"a failure within budget", meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Machines: ms, Failed: 1, Policy: &meshapi.TierPolicy{MaxFailed: 1}}, "tier 1: pushing (1 failed of 1 allowed)  e1=converged e2=pushing"},
+		{"baking", meshapi.TierState{Tier: 1, State: meshapi.TierBaking, Machines: ms, BakeUntil: &until}, "tier 1: baking (until 14:05:00 UTC)  e1=converged e2=pushing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tierLine(tc.tier); got != tc.want {
+				t.Errorf("tierLine = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
