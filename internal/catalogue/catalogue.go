@@ -107,21 +107,22 @@ func (m *Memory) Lookup(_ context.Context, digest string) (mesh.Build, bool, err
 
 // Newest implements Catalogue.
 func (m *Memory) Newest(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, false)
+	return m.newest(module, func(Entry) bool { return true })
 }
 
 // NewestConverged implements Catalogue.
 func (m *Memory) NewestConverged(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, true)
+	return m.newest(module, func(e Entry) bool { return len(e.Converged) > 0 })
 }
 
-func (m *Memory) newest(module string, converged bool) (mesh.Build, bool, error) {
+// newest returns the module's highest-generation entry that keep accepts.
+func (m *Memory) newest(module string, keep func(Entry) bool) (mesh.Build, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var best mesh.Build
 	found := false
 	for _, e := range m.entries {
-		if e.Build.Module == module && (!converged || len(e.Converged) > 0) && (!found || e.Build.Generation > best.Generation) {
+		if e.Build.Module == module && keep(e) && (!found || e.Build.Generation > best.Generation) {
 			best, found = e.Build, true
 		}
 	}
