@@ -173,6 +173,24 @@ func (c *Catalogue) NewestConverged(ctx context.Context, module string) (mesh.Bu
 		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest)`, module)
 }
 
+// NewestConvergedOn implements catalogue.Catalogue. Like NewestConverged it
+// goes by digest, so every commit that built what ran on the machine counts,
+// and the highest generation among them is the answer.
+//
+// It needs no index of its own: it walks builds_module_generation backwards
+// and probes the (digest, machine) unique index for each build, stopping at
+// the first that converged on the machine, so a push to a machine that runs
+// a recent build reads a few rows. A machine the module never converged on
+// reads all the module's builds, one index probe each. An index led by
+// machine would not change that, only the constant, and it offers the
+// planner a plan over the machine's whole convergence history (SQLite took
+// it for this query written as a join, making the common case the slow one).
+func (c *Catalogue) NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error) {
+	return c.newest(ctx, fmt.Sprintf("newest build of %s converged on %s", module, machine),
+		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest AND converged.machine = $2)`,
+		module, machine)
+}
+
 // newest returns the module's highest-generation build that also meets
 // filter (SQL after the module's condition; $1 is the module, the rest of
 // args follow), the earliest recorded among equals.
