@@ -46,6 +46,15 @@ type Catalogue interface {
 	// NewestConverged returns the module's newest build that some machine
 	// has reported running.
 	NewestConverged(ctx context.Context, module string) (mesh.Build, bool, error)
+	// NewestConvergedOn returns the module's build with the highest
+	// generation that was marked converged on machine; false when none was.
+	// It is the machine's floor as the catalogue keeps it: the push asks it
+	// before sending, so that a host that lost its own state (a replaced
+	// disk, a re-imaged machine) and comes back empty is still not taken
+	// below what the fleet knows ran there. Convergence is per digest, so
+	// when reproducible builds gave several commits one digest it answers,
+	// as Lookup does, with the highest generation among them.
+	NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error)
 	// MarkConverged notes that a machine reported the build running.
 	MarkConverged(ctx context.Context, digest, machine string) error
 	// Builds lists a module's builds, newest first, at most limit (0: all).
@@ -107,21 +116,27 @@ func (m *Memory) Lookup(_ context.Context, digest string) (mesh.Build, bool, err
 
 // Newest implements Catalogue.
 func (m *Memory) Newest(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, false)
+	return m.newest(module, func(Entry) bool { return true })
 }
 
 // NewestConverged implements Catalogue.
 func (m *Memory) NewestConverged(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, true)
+	return m.newest(module, func(e Entry) bool { return len(e.Converged) > 0 })
 }
 
-func (m *Memory) newest(module string, converged bool) (mesh.Build, bool, error) {
+// NewestConvergedOn implements Catalogue.
+func (m *Memory) NewestConvergedOn(_ context.Context, module, machine string) (mesh.Build, bool, error) {
+	return m.newest(module, func(e Entry) bool { return slices.Contains(e.Converged, machine) })
+}
+
+// newest returns the module's highest-generation entry that keep accepts.
+func (m *Memory) newest(module string, keep func(Entry) bool) (mesh.Build, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var best mesh.Build
 	found := false
 	for _, e := range m.entries {
-		if e.Build.Module == module && (!converged || len(e.Converged) > 0) && (!found || e.Build.Generation > best.Generation) {
+		if e.Build.Module == module && keep(e) && (!found || e.Build.Generation > best.Generation) {
 			best, found = e.Build, true
 		}
 	}

@@ -51,6 +51,13 @@ func Run(t *testing.T, open func(t *testing.T) catalogue.Catalogue) {
 		{"LookupSharedDigestHighestGeneration", testLookupSharedDigest},
 		{"Newest", testNewest},
 		{"NewestConverged", testNewestConverged},
+		{"NewestConvergedOnNoneConverged", testNewestConvergedOnNone},
+		{"NewestConvergedOnOtherMachineOnly", testNewestConvergedOnOtherMachine},
+		{"NewestConvergedOnHighestGeneration", testNewestConvergedOnHighest},
+		{"NewestConvergedOnNotANewerBuildConvergedElsewhere", testNewestConvergedOnNotNewer},
+		{"NewestConvergedOnMarkAgain", testNewestConvergedOnMarkAgain},
+		{"NewestConvergedOnSharedDigest", testNewestConvergedOnSharedDigest},
+		{"NewestConvergedOnPerModule", testNewestConvergedOnPerModule},
 		{"MarkConvergedUnknownDigest", testMarkConvergedUnknown},
 		{"MarkConvergedTwice", testMarkConvergedTwice},
 		{"MarkConvergedSharedDigest", testMarkConvergedSharedDigest},
@@ -125,6 +132,14 @@ func record(t *testing.T, c catalogue.Catalogue, b mesh.Build, plan string) {
 	}
 }
 
+// recordUpTo records the module's builds of generations 1 to n.
+func recordUpTo(t *testing.T, c catalogue.Catalogue, module string, n int64) {
+	t.Helper()
+	for gen := int64(1); gen <= n; gen++ {
+		record(t, c, Build(module, gen), "plan/test")
+	}
+}
+
 func markConverged(t *testing.T, c catalogue.Catalogue, digest, machine string) {
 	t.Helper()
 	if err := c.MarkConverged(t.Context(), digest, machine); err != nil {
@@ -173,10 +188,21 @@ func expect(t *testing.T, what string, get getter, key string, want mesh.Build) 
 	}
 }
 
+// expectOn checks that NewestConvergedOn(module, machine) finds want, or
+// nothing when want is the zero Build.
+func expectOn(t *testing.T, c catalogue.Catalogue, module, machine string, want mesh.Build) {
+	t.Helper()
+	on := func(ctx context.Context, module string) (mesh.Build, bool, error) {
+		return c.NewestConvergedOn(ctx, module, machine)
+	}
+	expect(t, "NewestConvergedOn "+machine, on, module, want)
+}
+
 func testEmpty(t *testing.T, c catalogue.Catalogue) {
 	expect(t, "Lookup", c.Lookup, Build("host", 1).Digest, mesh.Build{})
 	expect(t, "Newest", c.Newest, "host", mesh.Build{})
 	expect(t, "NewestConverged", c.NewestConverged, "host", mesh.Build{})
+	expectOn(t, c, "host", "edge-1", mesh.Build{})
 	if es := builds(t, c, "host", 0); len(es) != 0 {
 		t.Fatalf("Builds of an empty catalogue = %+v", es)
 	}
@@ -259,9 +285,7 @@ func testNewest(t *testing.T, c catalogue.Catalogue) {
 }
 
 func testNewestConverged(t *testing.T, c catalogue.Catalogue) {
-	for gen := int64(1); gen <= 3; gen++ {
-		record(t, c, Build("host", gen), "plan/test")
-	}
+	recordUpTo(t, c, "host", 3)
 	expect(t, "NewestConverged", c.NewestConverged, "host", mesh.Build{})
 	markConverged(t, c, Build("host", 2).Digest, "edge-1")
 	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 2))
@@ -270,6 +294,106 @@ func testNewestConverged(t *testing.T, c catalogue.Catalogue) {
 	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 2))
 	markConverged(t, c, Build("host", 3).Digest, "edge-1")
 	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 3))
+}
+
+// The cases below are the floor as the catalogue keeps it: what a push may
+// not go below on one machine, even when the host itself has forgotten.
+
+func testNewestConvergedOnNone(t *testing.T, c catalogue.Catalogue) {
+	recordUpTo(t, c, "host", 3)
+	expectOn(t, c, "host", "edge-1", mesh.Build{})
+}
+
+func testNewestConvergedOnOtherMachine(t *testing.T, c catalogue.Catalogue) {
+	recordUpTo(t, c, "host", 3)
+	// A name that starts with edge-1 is another machine.
+	for _, other := range []string{"edge-2", "edge-10"} {
+		markConverged(t, c, Build("host", 2).Digest, other)
+	}
+	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 2))
+	expectOn(t, c, "host", "edge-1", mesh.Build{})
+	expectOn(t, c, "host", "edge-10", Build("host", 2))
+}
+
+func testNewestConvergedOnHighest(t *testing.T, c catalogue.Catalogue) {
+	// Recorded and marked out of order, so that neither the last recorded
+	// nor the last marked is the highest generation.
+	for _, gen := range []int64{2, 5, 1, 4, 3} {
+		record(t, c, Build("host", gen), "plan/test")
+	}
+	for _, gen := range []int64{2, 4, 1} {
+		markConverged(t, c, Build("host", gen).Digest, "edge-1")
+	}
+	expectOn(t, c, "host", "edge-1", Build("host", 4))
+	markConverged(t, c, Build("host", 5).Digest, "edge-1")
+	expectOn(t, c, "host", "edge-1", Build("host", 5))
+}
+
+func testNewestConvergedOnNotNewer(t *testing.T, c catalogue.Catalogue) {
+	recordUpTo(t, c, "host", 4)
+	markConverged(t, c, Build("host", 2).Digest, "edge-1")
+	// 3 was recorded and never converged anywhere; 4 converged, but on
+	// another machine. Neither is edge-1's.
+	markConverged(t, c, Build("host", 4).Digest, "edge-2")
+	expectOn(t, c, "host", "edge-1", Build("host", 2))
+	expectOn(t, c, "host", "edge-2", Build("host", 4))
+	expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", 4))
+}
+
+func testNewestConvergedOnMarkAgain(t *testing.T, c catalogue.Catalogue) {
+	recordUpTo(t, c, "host", 3)
+	markConverged(t, c, Build("host", 2).Digest, "edge-1")
+	markConverged(t, c, Build("host", 2).Digest, "edge-1")
+	expectOn(t, c, "host", "edge-1", Build("host", 2))
+	// A later report of an older build (a rollback ran there) does not lower
+	// what the machine is known to have run.
+	markConverged(t, c, Build("host", 1).Digest, "edge-1")
+	markConverged(t, c, Build("host", 2).Digest, "edge-1")
+	expectOn(t, c, "host", "edge-1", Build("host", 2))
+}
+
+func testNewestConvergedOnSharedDigest(t *testing.T, c catalogue.Catalogue) {
+	// Reproducible builds: one digest at three commits, recorded out of
+	// order; what ran is the digest, so the answer is Lookup's.
+	shared := Build("host", 5).Digest
+	for _, gen := range []int64{5, 7, 6} {
+		b := Build("host", gen)
+		b.Digest = shared
+		record(t, c, b, "plan/test")
+	}
+	record(t, c, Build("host", 9), "plan/test")
+	markConverged(t, c, Build("host", 9).Digest, "edge-2")
+	markConverged(t, c, shared, "edge-1")
+	want, ok, err := c.Lookup(t.Context(), shared)
+	if err != nil || !ok || want.Generation != 7 {
+		t.Fatalf("Lookup(shared) = %+v, %v, %v; want generation 7", want, ok, err)
+	}
+	expectOn(t, c, "host", "edge-1", want)
+}
+
+func testNewestConvergedOnPerModule(t *testing.T, c catalogue.Catalogue) {
+	for gen := int64(1); gen <= 3; gen++ {
+		record(t, c, Build("host", gen), "plan/host")
+		record(t, c, Build("agent", gen), "plan/agent")
+		record(t, c, Build("hostname", gen), "plan/hostname")
+	}
+	// One commit of the repository builds every module.
+	sameCommit := Build("agent", 9)
+	sameCommit.Commit = Build("host", 3).Commit
+	record(t, c, sameCommit, "plan/agent")
+
+	markConverged(t, c, Build("host", 3).Digest, "edge-1")
+	expectOn(t, c, "host", "edge-1", Build("host", 3))
+	expectOn(t, c, "agent", "edge-1", mesh.Build{})
+	expectOn(t, c, "hostname", "edge-1", mesh.Build{})
+	expectOn(t, c, "other", "edge-1", mesh.Build{})
+
+	markConverged(t, c, Build("agent", 1).Digest, "edge-1")
+	markConverged(t, c, sameCommit.Digest, "edge-2")
+	expectOn(t, c, "agent", "edge-1", Build("agent", 1))
+	expectOn(t, c, "agent", "edge-2", sameCommit)
+	expectOn(t, c, "host", "edge-1", Build("host", 3))
+	expectOn(t, c, "host", "edge-2", mesh.Build{})
 }
 
 func testMarkConvergedUnknown(t *testing.T, c catalogue.Catalogue) {
@@ -427,6 +551,7 @@ func testSharedVisibility(t *testing.T, a, b catalogue.Catalogue) {
 	}
 	markConverged(t, b, Build("host", 1).Digest, "edge-1")
 	expect(t, "NewestConverged via the first handle", a.NewestConverged, "host", Build("host", 1))
+	expectOn(t, a, "host", "edge-1", Build("host", 1))
 	es := builds(t, a, "host", 0)
 	if len(es) != 1 || es[0].Plan != "plan/a" || !slices.Equal(es[0].Converged, []string{"edge-1"}) {
 		t.Fatalf("Builds = %+v; want one entry by plan/a converged on edge-1", es)
@@ -568,6 +693,10 @@ func testConcurrentMixed(t *testing.T, cs []catalogue.Catalogue) {
 			}
 		}
 		expect(t, "NewestConverged", c.NewestConverged, "host", Build("host", sharedBuildCount))
+		for _, machine := range machines {
+			expectOn(t, c, "host", machine, Build("host", sharedBuildCount))
+		}
+		expectOn(t, c, "host", "edge-unmarked", mesh.Build{})
 	}
 }
 

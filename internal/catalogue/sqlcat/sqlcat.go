@@ -162,22 +162,46 @@ func (c *Catalogue) Lookup(ctx context.Context, digest string) (mesh.Build, bool
 
 // Newest implements catalogue.Catalogue.
 func (c *Catalogue) Newest(ctx context.Context, module string) (mesh.Build, bool, error) {
-	return c.one(ctx, "newest build of "+module,
-		`SELECT `+buildColumns+` FROM builds WHERE module = $1 ORDER BY generation DESC, id LIMIT 1`, module)
+	return c.newest(ctx, "newest build of "+module, "", module)
 }
 
 // NewestConverged implements catalogue.Catalogue. Convergence is kept per
 // digest, since the digest is what a machine runs: every commit that built it
 // converged.
 func (c *Catalogue) NewestConverged(ctx context.Context, module string) (mesh.Build, bool, error) {
-	return c.one(ctx, "newest converged build of "+module,
-		`SELECT `+buildColumns+` FROM builds
-		WHERE module = $1 AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest)
-		ORDER BY generation DESC, id LIMIT 1`, module)
+	return c.newest(ctx, "newest converged build of "+module,
+		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest)`, module)
 }
 
-func (c *Catalogue) one(ctx context.Context, op, query string, arg string) (mesh.Build, bool, error) {
-	b, err := scanBuild(c.db.QueryRowContext(ctx, query, arg))
+// NewestConvergedOn implements catalogue.Catalogue. Like NewestConverged it
+// goes by digest, so every commit that built what ran on the machine counts,
+// and the highest generation among them is the answer.
+//
+// It needs no index of its own: it walks builds_module_generation backwards
+// and probes the (digest, machine) unique index for each build, stopping at
+// the first that converged on the machine, so a push to a machine that runs
+// a recent build reads a few rows. A machine the module never converged on
+// reads all the module's builds, one index probe each. An index led by
+// machine would not change that, only the constant, and it offers the
+// planner a plan over the machine's whole convergence history (SQLite took
+// it for this query written as a join, making the common case the slow one).
+func (c *Catalogue) NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error) {
+	return c.newest(ctx, fmt.Sprintf("newest build of %s converged on %s", module, machine),
+		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest AND converged.machine = $2)`,
+		module, machine)
+}
+
+// newest returns the module's highest-generation build that also meets
+// filter (SQL after the module's condition; $1 is the module, the rest of
+// args follow), the earliest recorded among equals.
+func (c *Catalogue) newest(ctx context.Context, op, filter, module string, args ...any) (mesh.Build, bool, error) {
+	return c.one(ctx, op,
+		`SELECT `+buildColumns+` FROM builds WHERE module = $1 `+filter+` ORDER BY generation DESC, id LIMIT 1`,
+		append([]any{module}, args...)...)
+}
+
+func (c *Catalogue) one(ctx context.Context, op, query string, args ...any) (mesh.Build, bool, error) {
+	b, err := scanBuild(c.db.QueryRowContext(ctx, query, args...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return mesh.Build{}, false, nil
