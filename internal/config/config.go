@@ -265,6 +265,11 @@ type Module struct {
 	// Env is the container's environment. Keys keep the case written in the
 	// file (viper would lowercase them).
 	Env map[string]string `mapstructure:"env"`
+	// Health is how the module's containers are judged healthy, which is
+	// what a push waits for before the next batch. Nil (a module built in
+	// code without it) takes DefaultHealth; Load always sets it. Read it
+	// through HealthCheck.
+	Health *Health `mapstructure:"health"`
 }
 
 // Machine is one host meshroll pushes to.

@@ -67,10 +67,10 @@ func newValidationError(path string, ps []Problem) error {
 }
 
 // Validate checks the config's meaning: names, references between modules
-// and machines, tiers and control-plane placement, URLs and timeouts. It
-// returns a *ValidationError naming every problem, or nil. Load also checks
-// the file's form (unknown and duplicate keys, values of the wrong type),
-// which a Config built in code cannot get wrong.
+// and machines, tiers and control-plane placement, URLs, timeouts and health
+// checks. It returns a *ValidationError naming every problem, or nil. Load
+// also checks the file's form (unknown and duplicate keys, values of the
+// wrong type), which a Config built in code cannot get wrong.
 func (c *Config) Validate() error {
 	return newValidationError(c.path, c.problems(nil))
 }
@@ -184,6 +184,7 @@ func (c *Config) problems(sk *skip) []Problem {
 		default:
 			ps.add(key+".builder", "unknown builder %q; want %s or %s", mod.Builder, BuilderGo, BuilderCommand)
 		}
+		healthProblems(ps, key+".health", mod.Health)
 		if !run[name] && (sk == nil || !sk.machineModules) {
 			ps.add(key, "no machine runs it; add it to a machine's modules or remove it")
 		}
