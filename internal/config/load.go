@@ -89,6 +89,7 @@ var (
 	healthKeys   = tagKeys(reflect.TypeFor[Health]())
 	httpKeys     = tagKeys(reflect.TypeFor[mesh.HTTPProbe]())
 	tcpKeys      = tagKeys(reflect.TypeFor[mesh.TCPProbe]())
+	tierKeys     = tagKeys(reflect.TypeFor[TierPolicy]())
 )
 
 func tagKeys(t reflect.Type) []string {
@@ -402,12 +403,45 @@ func (l *loader) decode(root *yaml.Node) *Config {
 
 	machines, ok := l.section(val("machines"), "machines", []string{"machines"}, "machine name to machine", nil)
 	l.skip.machineModules = !ok
+	l.skip.machineTiers = !ok
 	l.skip.leaf["machines"] = !ok
 	l.names("machines", machines)
 	for _, e := range machines {
 		c.Machines[e.key.Value] = l.machine(e.key.Value, e.val)
 	}
+	l.tiers(c, val("tiers"))
 	return c
+}
+
+// tiers reads the tiers section. A tier is written as machines' tier is (1,
+// not 01), so that one tier has one key and one MESHROLL_TIERS_<N>_* name.
+// A key a tier leaves out takes DefaultTierPolicy's value.
+func (l *loader) tiers(c *Config, n *yaml.Node) {
+	es, _ := l.section(n, "tiers", []string{"tiers"}, "tier number to tier policy", nil)
+	for _, e := range es {
+		name := e.key.Value
+		key, parts := "tiers."+name, []string{"tiers", name}
+		tier, err := strconv.Atoi(name)
+		if err != nil || strconv.Itoa(tier) != name {
+			l.problem(key, "is not a tier number; write it as machines' tier is written, such as 1")
+			continue
+		}
+		if _, ok := l.section(e.val, key, parts, strings.Join(tierKeys, ", "), tierKeys); !ok {
+			continue
+		}
+		at := func(k string) []string { return append(parts[:len(parts):len(parts)], k) }
+		p := DefaultTierPolicy()
+		if a, ok := l.amount(at("max_parallel")...); ok {
+			p.MaxParallel = a
+		}
+		if a, ok := l.amount(at("max_failed")...); ok {
+			p.MaxFailed = a
+		}
+		if l.has(at("bake")...) {
+			p.Bake = l.duration(at("bake")...)
+		}
+		c.Tiers[tier] = p
+	}
 }
 
 // worker reads the worker section.
@@ -488,6 +522,7 @@ func (l *loader) machine(name string, n *yaml.Node) Machine {
 	parts := []string{"machines", name}
 	if _, ok := l.section(n, key, parts, strings.Join(machineKeys, ", "), machineKeys); !ok {
 		l.skip.machineModules = true
+		l.skip.machineTiers = true
 		return Machine{}
 	}
 	at := func(k string) []string { return append(parts[:len(parts):len(parts)], k) }
@@ -500,6 +535,9 @@ func (l *loader) machine(name string, n *yaml.Node) Machine {
 	}
 	if l.skip.leaf[key+".modules"] {
 		l.skip.machineModules = true
+	}
+	if l.skip.leaf[key+".tier"] {
+		l.skip.machineTiers = true
 	}
 	return m
 }
@@ -713,6 +751,25 @@ func (l *loader) port(parts ...string) int {
 	}
 	l.bad(key, "must be a port %s, got %s", portRule, l.got(key, val, env, fromEnv))
 	return mesh.PortAuto
+}
+
+// amount reads a tier's max_parallel or max_failed, and says whether the
+// file or a variable gives it. Its range is Validate's to check.
+func (l *loader) amount(parts ...string) (Amount, bool) {
+	val, key, env, fromEnv := l.get(parts...)
+	switch x := val.(type) {
+	case nil:
+		return Amount{}, false
+	case int:
+		return Amount{N: x}, true
+	case string:
+		num, percent := strings.CutSuffix(strings.TrimSpace(x), "%")
+		if n, err := strconv.Atoi(num); err == nil {
+			return Amount{N: n, Percent: percent}, true
+		}
+	}
+	l.bad(key, "must be a number of machines such as 2 or a percentage of the tier such as 25%%, got %s", l.got(key, val, env, fromEnv))
+	return Amount{}, true
 }
 
 // list reads a list of strings. From a variable it is split at commas and
