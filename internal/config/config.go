@@ -9,8 +9,10 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -84,6 +86,10 @@ type Config struct {
 	Modules map[string]Module `mapstructure:"modules"`
 	// Machines are the hosts pushed to, by name.
 	Machines map[string]Machine `mapstructure:"machines"`
+	// Tiers bounds how each tier is pushed: its batch size, failure budget
+	// and bake time. A tier not listed takes DefaultTierPolicy. Read it
+	// through Rollout.
+	Tiers map[int]TierPolicy `mapstructure:"tiers"`
 	// Worker is how the worker process is observed and upgraded; none of
 	// it changes what a plan does.
 	Worker Worker `mapstructure:"worker"`
@@ -241,9 +247,9 @@ type Module struct {
 	// Path is the module's directory within Repo.
 	Path string `mapstructure:"path"`
 	// ControlPlane marks meshroll's own controller. Machines running it are
-	// pushed last (see Validate), so that a bad build cannot take down the
-	// thing that would roll it back before the rest of the mesh has shown
-	// whether the build is good.
+	// pushed last (see Validate) and one at a time (see Rollout), so that a
+	// bad build cannot take down the thing that would roll it back before
+	// the rest of the mesh has shown whether the build is good.
 	ControlPlane bool `mapstructure:"control_plane"`
 	// Main is the package to build, relative to Path (default ".").
 	Main string `mapstructure:"main"`
@@ -265,6 +271,11 @@ type Module struct {
 	// Env is the container's environment. Keys keep the case written in the
 	// file (viper would lowercase them).
 	Env map[string]string `mapstructure:"env"`
+	// Health is how the module's containers are judged healthy, which is
+	// what a push waits for before the next batch. Nil (a module built in
+	// code without it) takes DefaultHealth; Load always sets it. Read it
+	// through HealthCheck.
+	Health *Health `mapstructure:"health"`
 }
 
 // Machine is one host meshroll pushes to.
@@ -305,6 +316,7 @@ func Default() *Config {
 		},
 		Modules:  map[string]Module{},
 		Machines: map[string]Machine{},
+		Tiers:    map[int]TierPolicy{},
 		Worker: Worker{
 			Tracing:    Tracing{ServiceName: DefaultTracingServiceName},
 			Versioning: Versioning{DeploymentName: DefaultDeploymentName},
@@ -400,11 +412,6 @@ func (c *Config) controlPlaneModules(machine string) []string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	return slices.Sorted(maps.Keys(m))
 }

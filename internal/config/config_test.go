@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/secret"
 )
@@ -28,6 +29,12 @@ machines:
   control-node: {host: http://127.0.0.1:7400, tier: 2, modules: [mesh-controller, host]}
   edge-1: {host: http://127.0.0.1:7401, tier: 1, modules: [host]}
 `
+
+// defaultHealth is what the loader gives a module that has no health key.
+func defaultHealth() *Health {
+	h := DefaultHealth()
+	return &h
+}
 
 // problemsOf parses src and returns its problems (nil when it is valid).
 func problemsOf(t *testing.T, src string) []Problem {
@@ -80,7 +87,7 @@ func TestExampleFile(t *testing.T) {
 	assert.Equal(t, meshapi.DefaultPushPolicy, c.PushPolicy())
 	assert.Equal(t, DefaultStateDir, c.StateDir)
 	assert.Equal(t, Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: "meshroll"}, c.Temporal)
-	assert.Equal(t, Module{Repo: ".", Path: "examples/controller", ControlPlane: true, Main: "."}, c.Modules["mesh-controller"])
+	assert.Equal(t, Module{Repo: ".", Path: "examples/controller", ControlPlane: true, Main: ".", Health: defaultHealth()}, c.Modules["mesh-controller"])
 }
 
 func TestTargetsUnknownModule(t *testing.T) {
@@ -169,7 +176,7 @@ func TestSyntaxError(t *testing.T) {
 	assert.False(t, errors.As(err, &ve), "a syntax error is not a list of problems")
 
 	_, err = Parse("mesh.yaml", []byte("- a\n- b\n"))
-	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines, worker")
+	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker")
 }
 
 // TestDecodeAllFields fills every key, so that a field added to a struct
@@ -191,12 +198,20 @@ modules:
     main: ./cmd/controller
     args: [--verbose, "--port=7000", 3]
     env: {LOG_LEVEL: debug, MixedCase: "1", empty: ""}
+    health:
+      http: {port: 8080, path: /healthz}
+      interval: 2s
+      timeout: 3s
+      min_healthy: 4s
+      deadline: 5s
 machines:
   control-node:
     host: https://10.0.0.1:7400
     tier: 1
     modules: [mesh-controller]
     token: t0ken
+tiers:
+  1: {max_parallel: 2, max_failed: 0, bake: 1m}
 `
 	c, err := Parse("mesh.yaml", []byte(src))
 	require.NoError(t, err)
@@ -210,10 +225,15 @@ machines:
 		Main:         "./cmd/controller",
 		Args:         []string{"--verbose", "--port=7000", "3"},
 		Env:          map[string]string{"LOG_LEVEL": "debug", "MixedCase": "1", "empty": ""},
+		Health: &Health{
+			HTTP:     &mesh.HTTPProbe{Port: 8080, Path: "/healthz"},
+			Interval: 2 * time.Second, Timeout: 3 * time.Second, MinHealthy: 4 * time.Second, Deadline: 5 * time.Second,
+		},
 	}}, c.Modules)
 	assert.Equal(t, map[string]Machine{"control-node": {
 		Host: "https://10.0.0.1:7400", Tier: 1, Modules: []string{"mesh-controller"}, Token: "t0ken",
 	}}, c.Machines)
+	assert.Equal(t, map[int]TierPolicy{1: {MaxParallel: Amount{N: 2}, Bake: time.Minute}}, c.Tiers)
 }
 
 func TestDottedNamesAndAnchors(t *testing.T) {
@@ -629,8 +649,8 @@ machines:
 			want: []Problem{
 				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
-				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, worker (line 1)"},
-				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, builder, branch, command, digest_file, args, env (line 5)"},
+				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker (line 1)"},
+				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, builder, branch, command, digest_file, args, env, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key (line 2)"},
 			},
@@ -666,7 +686,7 @@ machines:
 				{"modules.host.args", `must be a list, such as [a, b], got "--verbose" (line 3)`},
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
-				{"modules.other", `must be a mapping of repo, path, control_plane, main, builder, branch, command, digest_file, args, env, got "just-a-string" (line 4)`},
+				{"modules.other", `must be a mapping of repo, path, control_plane, main, builder, branch, command, digest_file, args, env, health, got "just-a-string" (line 4)`},
 				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, got "127.0.0.1:7233" (line 1)`},
 			},
 		},

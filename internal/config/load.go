@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/viper"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/secret"
 )
 
@@ -70,8 +71,9 @@ func newViper() *viper.Viper {
 	return v
 }
 
-// Known keys, taken from the mapstructure tags so that adding a field to a
-// struct is all it takes to make its key known.
+// Known keys, taken from the mapstructure tags (or, for the probes, which
+// are mesh's wire types, the json tags) so that adding a field to a struct
+// is all it takes to make its key known.
 var (
 	topKeys      = tagKeys(reflect.TypeFor[Config]())
 	temporalKeys = tagKeys(reflect.TypeFor[Temporal]())
@@ -84,12 +86,21 @@ var (
 	workerKeys   = tagKeys(reflect.TypeFor[Worker]())
 	tracingKeys  = tagKeys(reflect.TypeFor[Tracing]())
 	versionKeys  = tagKeys(reflect.TypeFor[Versioning]())
+	healthKeys   = tagKeys(reflect.TypeFor[Health]())
+	httpKeys     = tagKeys(reflect.TypeFor[mesh.HTTPProbe]())
+	tcpKeys      = tagKeys(reflect.TypeFor[mesh.TCPProbe]())
+	tierKeys     = tagKeys(reflect.TypeFor[TierPolicy]())
 )
 
 func tagKeys(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
-		if k := t.Field(i).Tag.Get("mapstructure"); k != "" && k != "-" {
+		tag := t.Field(i).Tag
+		k, ok := tag.Lookup("mapstructure")
+		if !ok {
+			k, _, _ = strings.Cut(tag.Get("json"), ",")
+		}
+		if k != "" && k != "-" {
 			keys = append(keys, k)
 		}
 	}
@@ -392,12 +403,45 @@ func (l *loader) decode(root *yaml.Node) *Config {
 
 	machines, ok := l.section(val("machines"), "machines", []string{"machines"}, "machine name to machine", nil)
 	l.skip.machineModules = !ok
+	l.skip.machineTiers = !ok
 	l.skip.leaf["machines"] = !ok
 	l.names("machines", machines)
 	for _, e := range machines {
 		c.Machines[e.key.Value] = l.machine(e.key.Value, e.val)
 	}
+	l.tiers(c, val("tiers"))
 	return c
+}
+
+// tiers reads the tiers section. A tier is written as machines' tier is (1,
+// not 01), so that one tier has one key and one MESHROLL_TIERS_<N>_* name.
+// A key a tier leaves out takes DefaultTierPolicy's value.
+func (l *loader) tiers(c *Config, n *yaml.Node) {
+	es, _ := l.section(n, "tiers", []string{"tiers"}, "tier number to tier policy", nil)
+	for _, e := range es {
+		name := e.key.Value
+		key, parts := "tiers."+name, []string{"tiers", name}
+		tier, err := strconv.Atoi(name)
+		if err != nil || strconv.Itoa(tier) != name {
+			l.problem(key, "is not a tier number; write it as machines' tier is written, such as 1")
+			continue
+		}
+		if _, ok := l.section(e.val, key, parts, strings.Join(tierKeys, ", "), tierKeys); !ok {
+			continue
+		}
+		at := func(k string) []string { return append(parts[:len(parts):len(parts)], k) }
+		p := DefaultTierPolicy()
+		if a, ok := l.amount(at("max_parallel")...); ok {
+			p.MaxParallel = a
+		}
+		if a, ok := l.amount(at("max_failed")...); ok {
+			p.MaxFailed = a
+		}
+		if l.has(at("bake")...) {
+			p.Bake = l.duration(at("bake")...)
+		}
+		c.Tiers[tier] = p
+	}
 }
 
 // worker reads the worker section.
@@ -465,6 +509,7 @@ func (l *loader) module(name string, n *yaml.Node) Module {
 		DigestFile:   l.str(at("digest_file")...),
 		Args:         l.list(at("args")...),
 		Env:          l.env(l.nodes[key+".env"], at("env")),
+		Health:       l.health(key+".health", at("health")),
 	}
 	if m.Main == "" {
 		m.Main = DefaultMain
@@ -477,6 +522,7 @@ func (l *loader) machine(name string, n *yaml.Node) Machine {
 	parts := []string{"machines", name}
 	if _, ok := l.section(n, key, parts, strings.Join(machineKeys, ", "), machineKeys); !ok {
 		l.skip.machineModules = true
+		l.skip.machineTiers = true
 		return Machine{}
 	}
 	at := func(k string) []string { return append(parts[:len(parts):len(parts)], k) }
@@ -490,7 +536,67 @@ func (l *loader) machine(name string, n *yaml.Node) Machine {
 	if l.skip.leaf[key+".modules"] {
 		l.skip.machineModules = true
 	}
+	if l.skip.leaf[key+".tier"] {
+		l.skip.machineTiers = true
+	}
 	return m
+}
+
+// health reads a module's health section (key is modules.<m>.health). A key
+// it leaves out, or the whole section, takes DefaultHealth's value, so that
+// every module read from a file carries the times it is judged by.
+func (l *loader) health(key string, parts []string) *Health {
+	h := DefaultHealth()
+	if _, ok := l.section(l.nodes[key], key, parts, strings.Join(healthKeys, ", "), healthKeys); !ok {
+		return &h
+	}
+	at := func(k ...string) []string { return append(parts[:len(parts):len(parts)], k...) }
+	for _, f := range []struct {
+		key string
+		dst *time.Duration
+	}{
+		{"interval", &h.Interval},
+		{"timeout", &h.Timeout},
+		{"min_healthy", &h.MinHealthy},
+		{"deadline", &h.Deadline},
+	} {
+		if l.has(at(f.key)...) {
+			*f.dst = l.duration(at(f.key)...)
+		}
+	}
+	if l.probe(key+".http", at("http"), httpKeys) {
+		h.HTTP = &mesh.HTTPProbe{Port: l.port(at("http", "port")...), Path: "/"}
+		if l.has(at("http", "path")...) {
+			h.HTTP.Path = l.str(at("http", "path")...)
+		}
+	}
+	if l.probe(key+".tcp", at("tcp"), tcpKeys) {
+		h.TCP = &mesh.TCPProbe{Port: l.port(at("tcp", "port")...)}
+	}
+	if l.has(at("exec")...) {
+		h.Exec = l.list(at("exec")...)
+	}
+	return &h
+}
+
+// probe checks the section of a probe (key is modules.<m>.health.http or
+// .tcp) and says whether the module has that probe, in the file or through
+// a variable for one of its keys. A probe that is not a mapping has been
+// reported, and counts as absent.
+func (l *loader) probe(key string, parts, known []string) bool {
+	n := l.nodes[key]
+	if _, ok := l.section(n, key, parts, strings.Join(known, ", "), known); !ok {
+		return false
+	}
+	if !isNull(n) {
+		return true
+	}
+	for _, k := range known {
+		if l.has(append(parts[:len(parts):len(parts)], k)...) {
+			return true
+		}
+	}
+	return false
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -542,6 +648,13 @@ func (l *loader) got(key string, val any, env string, fromEnv bool) string {
 		return describe(n)
 	}
 	return fmt.Sprint(val)
+}
+
+// has says whether the file or a variable gives the key made of parts, so
+// that a key left out takes its default while one given is read and checked.
+func (l *loader) has(parts ...string) bool {
+	val, _, _, _ := l.get(parts...)
+	return val != nil
 }
 
 func (l *loader) str(parts ...string) string {
@@ -613,6 +726,50 @@ func (l *loader) duration(parts ...string) time.Duration {
 	}
 	l.bad(key, "must be a duration such as 90s or 5m, got %s", l.got(key, val, env, fromEnv))
 	return 0
+}
+
+// port reads a probe's port. 0 is refused here rather than in Validate,
+// because once read it means mesh.PortAuto; a port out of range is read,
+// and Validate reports it.
+func (l *loader) port(parts ...string) int {
+	val, key, env, fromEnv := l.get(parts...)
+	switch x := val.(type) {
+	case nil:
+		l.bad(key, "missing; give the port the container serves, %s", portRule)
+		return mesh.PortAuto
+	case int:
+		if x != 0 {
+			return x
+		}
+	case string:
+		if x == "auto" {
+			return mesh.PortAuto
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(x)); err == nil && n != 0 {
+			return n
+		}
+	}
+	l.bad(key, "must be a port %s, got %s", portRule, l.got(key, val, env, fromEnv))
+	return mesh.PortAuto
+}
+
+// amount reads a tier's max_parallel or max_failed, and says whether the
+// file or a variable gives it. Its range is Validate's to check.
+func (l *loader) amount(parts ...string) (Amount, bool) {
+	val, key, env, fromEnv := l.get(parts...)
+	switch x := val.(type) {
+	case nil:
+		return Amount{}, false
+	case int:
+		return Amount{N: x}, true
+	case string:
+		num, percent := strings.CutSuffix(strings.TrimSpace(x), "%")
+		if n, err := strconv.Atoi(num); err == nil {
+			return Amount{N: n, Percent: percent}, true
+		}
+	}
+	l.bad(key, "must be a number of machines such as 2 or a percentage of the tier such as 25%%, got %s", l.got(key, val, env, fromEnv))
+	return Amount{}, true
 }
 
 // list reads a list of strings. From a variable it is split at commas and

@@ -67,10 +67,11 @@ func newValidationError(path string, ps []Problem) error {
 }
 
 // Validate checks the config's meaning: names, references between modules
-// and machines, tiers and control-plane placement, URLs and timeouts. It
-// returns a *ValidationError naming every problem, or nil. Load also checks
-// the file's form (unknown and duplicate keys, values of the wrong type),
-// which a Config built in code cannot get wrong.
+// and machines, tiers and control-plane placement, URLs, timeouts, health
+// checks and tier policies. It returns a *ValidationError naming every
+// problem, or nil. Load also checks the file's form (unknown and duplicate
+// keys, values of the wrong type), which a Config built in code cannot get
+// wrong.
 func (c *Config) Validate() error {
 	return newValidationError(c.path, c.problems(nil))
 }
@@ -87,6 +88,9 @@ type skip struct {
 	// machineModules is set when some machine's modules could not be read,
 	// so "no machine runs it" cannot be decided.
 	machineModules bool
+	// machineTiers is set when some machine's tier could not be read, so
+	// neither "no machine is on it" nor a tier's size can be decided.
+	machineTiers bool
 }
 
 func (s *skip) has(key string) bool {
@@ -184,6 +188,7 @@ func (c *Config) problems(sk *skip) []Problem {
 		default:
 			ps.add(key+".builder", "unknown builder %q; want %s or %s", mod.Builder, BuilderGo, BuilderCommand)
 		}
+		healthProblems(ps, key+".health", mod.Health)
 		if !run[name] && (sk == nil || !sk.machineModules) {
 			ps.add(key, "no machine runs it; add it to a machine's modules or remove it")
 		}
@@ -218,6 +223,7 @@ func (c *Config) problems(sk *skip) []Problem {
 	}
 
 	c.placementProblems(ps)
+	c.tierProblems(ps)
 	c.workerProblems(ps)
 	return ps.list
 }

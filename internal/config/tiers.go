@@ -1,0 +1,157 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Amount is a number of machines in a tier, written as a count (2) or as a
+// percentage of the tier ("25%"). It remembers which, because a percentage
+// is only a count once the tier's size is known, and a plan's tier holds
+// only the machines that run its module.
+type Amount struct {
+	// N is the count, or the percentage when Percent.
+	N int
+	// Percent says N is a percentage.
+	Percent bool
+}
+
+// String is the amount as the file writes it.
+func (a Amount) String() string {
+	if a.Percent {
+		return strconv.Itoa(a.N) + "%"
+	}
+	return strconv.Itoa(a.N)
+}
+
+// Of is the amount of a tier of size machines: a percentage rounds down, so
+// "10%" of 4 machines is 0.
+func (a Amount) Of(size int) int {
+	if a.Percent {
+		return size * a.N / 100
+	}
+	return a.N
+}
+
+// TierPolicy is a tier's entry under tiers: how many of its machines are
+// pushed at once, how many may fail before the plan halts, and how long the
+// plan waits once the tier is healthy. It bounds what a bad build can reach:
+// with max_parallel 1 and max_failed 0 it reaches one machine.
+type TierPolicy struct {
+	// MaxParallel is a batch: the machines pushed at once; the next batch
+	// starts when this one is healthy. A percentage rounds down but is at
+	// least 1.
+	MaxParallel Amount `mapstructure:"max_parallel"`
+	// MaxFailed is the failure budget: one more failed machine halts the
+	// plan. A percentage rounds down.
+	MaxFailed Amount `mapstructure:"max_failed"`
+	// Bake is how long the plan waits once the tier is healthy before the
+	// next tier starts, so that a fault that shows only under load shows
+	// on the tier before it spreads.
+	Bake time.Duration `mapstructure:"bake"`
+}
+
+// DefaultTierPolicy is the policy of a tier not listed under tiers, and the
+// base of one that is: the whole tier at once, no failure allowed, no bake,
+// which is how tiers were pushed before they had a policy.
+func DefaultTierPolicy() TierPolicy {
+	return TierPolicy{MaxParallel: Amount{N: 100, Percent: true}}
+}
+
+// TierRollout is a tier's policy resolved for the machines one plan pushes
+// in it, which is what the plan acts on.
+type TierRollout struct {
+	// MaxParallel is the batch size, between 1 and the tier's size (1 for
+	// an empty tier).
+	MaxParallel int
+	// MaxFailed is how many machines may fail before the plan halts, below
+	// the tier's size, so that a tier where every machine fails halts.
+	MaxFailed int
+	// Bake is the wait after the tier is healthy.
+	Bake time.Duration
+}
+
+// Rollout resolves tier's policy for size machines: the machines of the
+// tier that run the plan's module. A tier holding a control-plane machine
+// is pushed one machine at a time whatever its policy says, because a bad
+// controller pushed to two control nodes at once leaves none to undo it;
+// IsControlPlane tells such a machine apart.
+func (c *Config) Rollout(tier, size int) TierRollout {
+	p, ok := c.Tiers[tier]
+	if !ok {
+		p = DefaultTierPolicy()
+	}
+	r := TierRollout{
+		MaxParallel: max(min(p.MaxParallel.Of(size), size), 1),
+		MaxFailed:   max(min(p.MaxFailed.Of(size), size-1), 0),
+		Bake:        p.Bake,
+	}
+	if c.controlPlaneTier(tier) {
+		r.MaxParallel = 1
+	}
+	return r
+}
+
+// controlPlaneTier says whether a machine on tier runs the control plane.
+func (c *Config) controlPlaneTier(tier int) bool {
+	for name, m := range c.Machines {
+		if m.Tier == tier && c.IsControlPlane(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// tierProblems checks tiers: each is a tier some machine is on (a typo in a
+// tier number would otherwise leave the intended tier on the defaults
+// silently), its batch is at least one machine, and its failure budget
+// leaves a tier whose every machine fails halting the plan.
+func (c *Config) tierProblems(ps *problemList) {
+	size := map[int]int{}
+	for _, m := range c.Machines {
+		size[m.Tier]++
+	}
+	// A machine whose tier could not be read may be on any tier.
+	sizesKnown := ps.skip == nil || !ps.skip.machineTiers
+	for _, t := range sortedKeys(c.Tiers) {
+		p, n := c.Tiers[t], size[t]
+		key := "tiers." + strconv.Itoa(t)
+		if n == 0 && sizesKnown {
+			ps.add(key, "no machine is on tier %d (machines are on %s); fix the tier number or remove it", t, tierList(size))
+		}
+		switch mp := p.MaxParallel; {
+		case mp.N < 1:
+			ps.add(key+".max_parallel", "must be at least 1 machine or 1%%, got %s", mp)
+		case mp.Percent && mp.N > 100:
+			ps.add(key+".max_parallel", "must be at most 100%% (the whole tier), got %s", mp)
+		}
+		const all = "every machine of the tier could fail without halting the plan"
+		switch mf := p.MaxFailed; {
+		case mf.N < 0:
+			ps.add(key+".max_failed", "must be 0 or more, got %s", mf)
+		case mf.Percent && mf.N >= 100:
+			ps.add(key+".max_failed", "must be below 100%%, got %s: %s", mf, all)
+		case !mf.Percent && n > 0 && sizesKnown && mf.N >= n:
+			ps.add(key+".max_failed", "must be below the tier's %d machines, got %s: %s", n, mf, all)
+		}
+		if p.Bake < 0 {
+			ps.add(key+".bake", "must be a duration of 0s or more, such as 5m, got %s", p.Bake)
+		}
+	}
+}
+
+// tierList names the tiers machines are on, in order, for a message.
+func tierList(size map[int]int) string {
+	tiers := make([]string, 0, len(size))
+	for _, t := range sortedKeys(size) {
+		tiers = append(tiers, strconv.Itoa(t))
+	}
+	switch len(tiers) {
+	case 0:
+		return "no tier"
+	case 1:
+		return "tier " + tiers[0]
+	}
+	return "tiers " + strings.Join(tiers, ", ")
+}
