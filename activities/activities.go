@@ -60,8 +60,10 @@ type Activities struct {
 }
 
 // Targets resolves which machines run a module, from the worker's mesh
-// config. It is a local activity: cheap, and its answer is recorded in the
-// plan's history so the plan keeps the topology it started with.
+// config, and how each tier is pushed (its batches, failure budget and
+// bake, resolved for the machines of the tier that run the module). It is a
+// local activity: cheap, and its answer is recorded in the plan's history
+// so the plan keeps the topology and policy it started with.
 func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshapi.TargetsResult, error) {
 	ts, err := a.Mesh.Targets(in.Module)
 	if err != nil {
@@ -69,7 +71,19 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 			fmt.Sprintf("module %q is not in the worker's mesh config (known: %v)", in.Module, a.Mesh.ModuleNames()),
 			meshapi.ErrUnknownModule, err)
 	}
-	return meshapi.TargetsResult{Targets: ts}, nil
+	res := meshapi.TargetsResult{Targets: ts}
+	size := map[int]int{}
+	for _, t := range ts {
+		if size[t.Tier] == 0 {
+			res.Tiers = append(res.Tiers, meshapi.TierPolicy{Tier: t.Tier})
+		}
+		size[t.Tier]++
+	}
+	for i := range res.Tiers {
+		r := a.Mesh.Rollout(res.Tiers[i].Tier, size[res.Tiers[i].Tier])
+		res.Tiers[i].MaxParallel, res.Tiers[i].MaxFailed, res.Tiers[i].Bake = r.MaxParallel, r.MaxFailed, r.Bake
+	}
+	return res, nil
 }
 
 // Build builds the plan's module at its commit and records the build in the

@@ -93,11 +93,13 @@ func (a *Activities) compose(ctx context.Context, plan string, t meshapi.Target,
 	return meshapi.ComposeResult{Declaration: d, Unknown: unknown}, nil
 }
 
-// container is a build as declared with its module's settings.
+// container is a build as declared with its module's settings and health
+// check.
 func (a *Activities) container(b mesh.Build) mesh.Container {
 	m := a.Mesh.Modules[b.Module]
+	h := m.HealthCheck()
 	return mesh.Container{
 		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
-		Image: b.Image, Args: m.Args, Env: m.Env,
+		Image: b.Image, Args: m.Args, Env: m.Env, Health: &h,
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -91,6 +93,10 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		}
 		prior = &c
 	}
+	floor, err := a.floor(ctx, req.Machine, req.Declaration, rep, in.Floor)
+	if err != nil {
+		return meshapi.PushOutcome{}, err
+	}
 	var sent mesh.Declaration
 	if rep.LastRequest == req.Request && rep.LastSeq > 0 {
 		// An earlier attempt's declaration reached the host; only the answer
@@ -106,7 +112,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 			Report:      rep,
 			Lookup:      a.lookup(ctx),
 			Force:       req.Force,
-			Floor:       in.Floor,
+			Floor:       floor,
 		})
 		if err != nil {
 			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
@@ -149,7 +155,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	if err := a.waitHealthy(ctx, hc, req, out); err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == meshapi.ErrUnhealthy {
-			return a.revert(ctx, hc, req, prior, in.Floor, out, err)
+			return a.revert(ctx, hc, req, prior, floor, out, err)
 		}
 		return out, err
 	}
@@ -157,6 +163,36 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	out.Outcome, out.Reason = meshapi.MachineConverged, withNote(out.Reason, out.HostLostState)
 	log.Info().Uint64("seq", out.Seq).Msg("machine converged")
 	return out, nil
+}
+
+// floor is the machine's floor as the fleet's records keep it, for every
+// module the push declares or the host runs: the newer of the machine
+// workflow's own record and the catalogue's newest build converged there.
+// Neither comes from the host, so a host that lost its state cannot lower
+// it. A catalogue that cannot answer fails the push (it is retried): a push
+// that does not know the floor does not send.
+func (a *Activities) floor(ctx context.Context, machine string, d mesh.Declaration, rep mesh.Report, recorded map[string]mesh.Container) (map[string]mesh.Container, error) {
+	floor := maps.Clone(recorded)
+	if floor == nil {
+		floor = map[string]mesh.Container{}
+	}
+	modules := map[string]bool{}
+	for _, c := range d.Containers {
+		modules[c.Module] = true
+	}
+	for _, r := range rep.Containers {
+		modules[r.Module] = true
+	}
+	for _, m := range slices.Sorted(maps.Keys(modules)) {
+		b, ok, err := a.Catalogue.NewestConvergedOn(ctx, m, machine)
+		if err != nil {
+			return nil, fmt.Errorf("floor of %s on %s: %w", m, machine, err)
+		}
+		if f, has := floor[m]; ok && (!has || b.Generation > f.Generation) {
+			floor[m] = a.container(b)
+		}
+	}
+	return floor, nil
 }
 
 // withNote adds note to reason, for a push that also has something to say

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/host/hosttest"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -58,6 +59,7 @@ func newPushFixture(t *testing.T, opts ...hosttest.Option) *pushFixture {
 	f := &pushFixture{t: t, env: s.NewTestActivityEnvironment(), host: hosttest.New(t, "control-node", opts...), cat: catalogue.NewMemory()}
 	f.plans = &fakePlans{}
 	f.acts = &Activities{
+		Mesh:         &config.Config{},
 		Catalogue:    f.cat,
 		Hosts:        fixedHosts{"control-node": f.host},
 		Plans:        f.plans,
@@ -404,4 +406,24 @@ func TestPushToAHostThatLostItsStateUsesTheFloor(t *testing.T) {
 	require.Contains(t, out.HostLostState, "reported last sequence 0, below the 7 its machine workflow had sent: it lost its state")
 	require.Contains(t, out.Reason, "lost its state", "the plan's machine reason says so")
 	require.Equal(t, []string{"mesh-controller"}, out.Rebased)
+}
+
+// The floor's other record: with no machine-workflow record (a machine
+// workflow started afresh) and a host that came back empty, the catalogue's
+// newest build converged on the machine is the floor.
+func TestPushFloorFromTheCatalogue(t *testing.T) {
+	f := newPushFixture(t)
+	quick := &config.Health{Interval: time.Second, Timeout: time.Second, Deadline: time.Minute} // min_healthy 0s
+	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"mesh-controller": {Health: quick}, "host": {Health: quick}}}
+	ctl1, ctl3, host7 := bld("mesh-controller", 1), bld("mesh-controller", 3), bld("host", 7)
+	f.record(ctl1, ctl3, host7)
+	require.NoError(t, f.cat.MarkConverged(context.Background(), ctl3.Digest, "control-node"))
+	require.NoError(t, f.cat.MarkConverged(context.Background(), ctl1.Digest, "edge-9"))
+
+	out, err := f.push(host7, 1, declared(host7), declared(ctl1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	sentCtl, _ := f.host.Applied()[0].Container("mesh-controller")
+	require.Equal(t, ctl3.Digest, sentCtl.Digest, "the catalogue's floor for this machine, not the stale composed copy")
+	require.Empty(t, out.HostLostState, "the workflow had sent nothing: nothing to say it lost")
 }

@@ -247,9 +247,9 @@ type Module struct {
 	// Path is the module's directory within Repo.
 	Path string `mapstructure:"path"`
 	// ControlPlane marks meshroll's own controller. Machines running it are
-	// pushed last (see Validate) and one at a time (see Rollout), so that a
-	// bad build cannot take down the thing that would roll it back before
-	// the rest of the mesh has shown whether the build is good.
+	// pushed last (see Validate), each in a batch of its own (see Targets),
+	// so that a bad build cannot take down the thing that would roll it
+	// back before the rest of the mesh has shown whether the build is good.
 	ControlPlane bool `mapstructure:"control_plane"`
 	// Main is the package to build, relative to Path (default ".").
 	Main string `mapstructure:"main"`
@@ -381,7 +381,7 @@ func (c *Config) Targets(module string) ([]meshapi.Target, error) {
 	for _, name := range c.MachineNames() {
 		m := c.Machines[name]
 		if slices.Contains(m.Modules, module) {
-			targets = append(targets, meshapi.Target{Machine: name, Tier: m.Tier, Modules: slices.Clone(m.Modules)})
+			targets = append(targets, meshapi.Target{Machine: name, Tier: m.Tier, Modules: slices.Clone(m.Modules), Alone: c.IsControlPlane(name)})
 		}
 	}
 	sort.SliceStable(targets, func(i, j int) bool { return targets[i].Tier < targets[j].Tier })

@@ -68,10 +68,10 @@ func TestExampleFile(t *testing.T) {
 	}{
 		{"host", []meshapi.Target{
 			{Machine: "edge-1", Tier: 1, Modules: []string{"host"}},
-			{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}},
+			{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}, Alone: true},
 		}},
 		{"mesh-controller", []meshapi.Target{
-			{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}},
+			{Machine: "control-node", Tier: 2, Modules: []string{"mesh-controller", "host"}, Alone: true},
 		}},
 	} {
 		got, err := c.Targets(tc.module)
@@ -319,7 +319,7 @@ machines:
 				require.NoError(t, err)
 				assert.Equal(t, []meshapi.Target{
 					{Machine: "edge-1", Tier: 0, Modules: []string{"host"}},
-					{Machine: "control-node", Tier: 2, Modules: []string{"host", "mesh-controller"}},
+					{Machine: "control-node", Tier: 2, Modules: []string{"host", "mesh-controller"}, Alone: true},
 				}, got)
 			},
 		},

@@ -73,10 +73,10 @@ type TierRollout struct {
 }
 
 // Rollout resolves tier's policy for size machines: the machines of the
-// tier that run the plan's module. A tier holding a control-plane machine
-// is pushed one machine at a time whatever its policy says, because a bad
-// controller pushed to two control nodes at once leaves none to undo it;
-// IsControlPlane tells such a machine apart.
+// tier that run the plan's module. A control-plane machine is not counted
+// on here: whatever its tier says, it is pushed in a batch of its own,
+// after the others (Targets marks it Alone), because a bad controller
+// pushed to two control nodes at once leaves none to undo it.
 func (c *Config) Rollout(tier, size int) TierRollout {
 	p, ok := c.Tiers[tier]
 	if !ok {
@@ -87,20 +87,7 @@ func (c *Config) Rollout(tier, size int) TierRollout {
 		MaxFailed:   max(min(p.MaxFailed.Of(size), size-1), 0),
 		Bake:        p.Bake,
 	}
-	if c.controlPlaneTier(tier) {
-		r.MaxParallel = 1
-	}
 	return r
-}
-
-// controlPlaneTier says whether a machine on tier runs the control plane.
-func (c *Config) controlPlaneTier(tier int) bool {
-	for name, m := range c.Machines {
-		if m.Tier == tier && c.IsControlPlane(name) {
-			return true
-		}
-	}
-	return false
 }
 
 // tierProblems checks tiers: each is a tier some machine is on (a typo in a

@@ -55,12 +55,30 @@ func TestRollout(t *testing.T) {
 		{"25% of 3 is still 1 at once", 2, 3, TierRollout{MaxParallel: 1}},
 		{"a batch is at most the tier", 3, 2, TierRollout{MaxParallel: 2, MaxFailed: 1}},
 		{"the budget stays below the plan's machines", 3, 3, TierRollout{MaxParallel: 3, MaxFailed: 2}},
-		{"control plane: one at a time", 9, 3, TierRollout{MaxParallel: 1, Bake: time.Minute}},
+		{"a control-plane tier keeps its policy (its machine goes alone: see Targets)", 9, 3, TierRollout{MaxParallel: 3, Bake: time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, c.Rollout(tc.tier, tc.size))
 		})
 	}
+}
+
+// A machine running the control plane is marked to be pushed alone; the
+// others of its tier are not.
+func TestTargetsMarkTheControlPlaneAlone(t *testing.T) {
+	c := Default()
+	c.Modules["ctl"] = Module{ControlPlane: true}
+	c.Modules["host"] = Module{}
+	c.Machines["cp-1"] = Machine{Tier: 2, Modules: []string{"ctl", "host"}}
+	c.Machines["edge-1"] = Machine{Tier: 2, Modules: []string{"host"}}
+	ts, err := c.Targets("host")
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	alone := map[string]bool{}
+	for _, tg := range ts {
+		alone[tg.Machine] = tg.Alone
+	}
+	assert.Equal(t, map[string]bool{"cp-1": true, "edge-1": false}, alone)
 }
 
 // TestTierProblems has one case per rule: each problem names its key and
