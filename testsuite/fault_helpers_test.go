@@ -364,7 +364,7 @@ func newFaultStack(t *testing.T, o faultStackOptions) *faultStack {
 		for _, c := range o.controlPlane {
 			cp = cp || c == m
 		}
-		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, control_plane: %v", m, s.repo, m, cp)
+		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, control_plane: %v, health: %s", m, s.repo, m, cp, o.healthYAML())
 		if !o.images {
 			// A digest made from module and commit at once: the tests
 			// that do not run images need no image, and so spend no

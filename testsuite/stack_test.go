@@ -56,6 +56,9 @@ type stack struct {
 }
 
 type stackOptions struct {
+	// health is every module's health key in YAML flow style (default:
+	// healthYAML's).
+	health string
 	machines []machineSpec
 	// controlPlane names modules marked control_plane.
 	controlPlane []string
@@ -81,6 +84,16 @@ type stackOptions struct {
 	// tokens makes every host agent require a token of its own (see
 	// machineToken), which the config gives the worker.
 	tokens bool
+}
+
+// healthYAML is every module's health key: the test's own, or no probe
+// and min_healthy 0s, so that tests of orchestration do not wait out the
+// default 10 s per push (the health tests set theirs).
+func (o stackOptions) healthYAML() string {
+	if o.health != "" {
+		return o.health
+	}
+	return "{min_healthy: 0s}"
 }
 
 // machineToken is the host token of machine in a stack with tokens.
@@ -132,7 +145,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		for _, c := range o.controlPlane {
 			cp = cp || c == m
 		}
-		fmt.Fprintf(&y, "  %s: {repo: ., path: examples/%s, control_plane: %v}\n", m, m, cp)
+		fmt.Fprintf(&y, "  %s: {repo: ., path: examples/%s, control_plane: %v, health: %s}\n", m, m, cp, o.healthYAML())
 	}
 	y.WriteString("machines:\n")
 	for _, m := range o.machines {

@@ -389,9 +389,13 @@ func (r *run) config() *config.Config {
 	cfg.Push.RetryBudget = time.Minute
 	cfg.Registry.Address = r.o.Registry.Address
 	cfg.Registry.Repository = r.o.Repository
+	// The demo's modules serve nothing to probe: healthy while they run,
+	// counted after a second (not the default ten), so the demo stays quick.
+	quick := config.DefaultHealth()
+	quick.MinHealthy = time.Second
 	cfg.Modules = map[string]config.Module{
-		ModuleController: {Repo: ".", Path: modulePath(ModuleController), ControlPlane: true},
-		ModuleHost:       {Repo: ".", Path: modulePath(ModuleHost)},
+		ModuleController: {Repo: ".", Path: modulePath(ModuleController), ControlPlane: true, Health: &quick},
+		ModuleHost:       {Repo: ".", Path: modulePath(ModuleHost), Health: &quick},
 	}
 	cfg.Machines = map[string]config.Machine{
 		MachineEdge:    {Host: r.hosts[MachineEdge].url, Tier: 1, Modules: []string{ModuleHost}},
