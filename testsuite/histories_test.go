@@ -86,7 +86,11 @@ func TestReplayHistories(t *testing.T) {
 //   - "" (no tag): the baseline of 2026-12-03, when the versions
 //     "search-attributes", "batches" and "push-answers" were retired and
 //     their code became the only code.
-const captureTag = ""
+//   - "tier-policies": plans push each tier by its policy (batches of
+//     max_parallel, a failure budget, a bake, the control plane alone;
+//     version "tier-policies" of Plan). The capture's tier 1 has two
+//     machines pushed one at a time and a one-second bake.
+const captureTag = "tier-policies"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed
@@ -97,6 +101,8 @@ func TestCaptureHistories(t *testing.T) {
 		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
 	}
 	o := exampleMesh()
+	o.machines = append(o.machines, machineSpec{name: "edge-2", tier: 1, modules: []string{"host"}})
+	o.tiers = "{1: {max_parallel: 1, bake: 1s}}"
 	o.push = "{retry_budget: 2s, running_timeout: 30s}"
 	o.identity = "meshroll-capture"
 	s := newStack(t, o)

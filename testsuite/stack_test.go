@@ -60,6 +60,8 @@ type stackOptions struct {
 	// healthYAML's).
 	health string
 	machines []machineSpec
+	// tiers is the tiers: section in YAML flow style, if any.
+	tiers string
 	// controlPlane names modules marked control_plane.
 	controlPlane []string
 	// modules lists every module (each gets examples/<name> in the repo).
@@ -156,6 +158,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		h := newAgentHostWithToken(t, m.name, s.runtime(o), token)
 		s.hosts[m.name] = h
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s], token: %q}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "), token)
+	}
+	if o.tiers != "" {
+		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
 	}
 	cfg, err := config.Parse("test mesh.yaml", []byte(y.String()))
 	require.NoError(t, err, "test mesh config:\n%s", y.String())
