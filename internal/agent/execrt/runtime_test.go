@@ -165,15 +165,7 @@ func readLog(t *testing.T, dir, module string) string {
 // no update announces.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		<-tick.C
-	}
+	execrttest.Eventually(t, waitLimit, what, cond)
 }
 
 func logHas(t *testing.T, dir, module, s string) {

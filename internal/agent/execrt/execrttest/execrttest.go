@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -434,6 +435,22 @@ func mediaType(raw []byte) string {
 		return "application/vnd.docker.distribution.manifest.v2+json"
 	}
 	return string(m.MediaType)
+}
+
+// Eventually waits until cond holds, checking every few milliseconds, and
+// fails t after limit: for what a child process does (write its log, exit)
+// that no update announces.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		<-tick.C
+	}
 }
 
 // Digest is the sha256 digest of b, for declaring digests that exist
