@@ -41,8 +41,10 @@ const DefaultDockerSocket = "/var/run/docker.sock"
 //
 // A container's http or tcp probe port (the one the agent picked, for
 // mesh.PortAuto) is published on 127.0.0.1 under the same number, so that
-// the agent's probe reaches it where it reaches an exec runtime's process;
-// an exec probe runs in the container through the engine's exec API.
+// the agent's probe reaches it where it reaches an exec runtime's process
+// (the process listens on the container's address, which the published
+// port reaches, not on the container's loopback); an exec probe runs in the
+// container through the engine's exec API.
 type DockerRuntime struct {
 	machine string
 	hc      *http.Client
