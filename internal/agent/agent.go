@@ -38,6 +38,9 @@ type Options struct {
 	crash func(point string) bool
 	// observed, in tests, is called after the agent took an update in.
 	observed func(Update)
+	// clock, in tests, replaces the wall clock for probe intervals and
+	// min_healthy.
+	clock clock
 }
 
 // Points at which a test can make the agent stop as if killed.
@@ -72,6 +75,9 @@ type Agent struct {
 	observed func(Update)
 	release  func() error
 	metrics  *agentMetrics
+	clock    clock
+	// probers counts the probe goroutines, so that Close outlives them.
+	probers sync.WaitGroup
 
 	// applyMu orders declarations end to end, the runtime's Apply included,
 	// so the runtime sees declarations in the order they were recorded. It
@@ -81,7 +87,13 @@ type Agent struct {
 	mu         sync.Mutex
 	ledger     host.Ledger
 	containers []mesh.RunningContainer // sorted by module
-	journal    *journal
+	// watches are the containers' ports and health judging, by module.
+	watches map[string]*watch
+	// revision is the report's (see host.HeaderReportRevision); changed
+	// is closed, and replaced, when it moves on.
+	revision uint64
+	changed  chan struct{}
+	journal  *journal
 	// checkpointed is the journal index ledger.json reflects.
 	checkpointed uint64
 	// epoch counts hand-overs to the runtime; updates from an older one
@@ -94,7 +106,10 @@ type Agent struct {
 	broken error
 }
 
-var _ host.Client = (*Agent)(nil)
+var (
+	_ host.Client       = (*Agent)(nil)
+	_ host.ReportWaiter = (*Agent)(nil)
+)
 
 // Open starts an agent on its state directory: it takes the directory's
 // lock, reads the checkpoint, checks the journal (dropping a torn last line),
@@ -155,8 +170,14 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 
 	a := &Agent{
 		machine: o.Machine, dir: o.StateDir, rt: o.Runtime, log: o.Log,
-		crash: o.crash, observed: o.observed, release: release, metrics: newAgentMetrics(),
+		crash: o.crash, observed: o.observed, release: release, metrics: newAgentMetrics(), clock: o.clock,
 		ledger: cp.Ledger, journal: j, checkpointed: cp.JournalIndex,
+		// From the wall clock, so that a restarted agent's revisions do not
+		// repeat the last one's and a waiter from before is answered at once.
+		revision: uint64(time.Now().UnixNano()), changed: make(chan struct{}),
+	}
+	if a.clock == nil {
+		a.clock = realClock{}
 	}
 	if dropped > 0 {
 		a.log.Warn().Int64("bytes", dropped).Uint64("entry", j.next()).
@@ -170,6 +191,10 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	// the restart, they start again now.
 	a.containers = nil
 	if a.ledger.Last != nil {
+		if a.watches, err = watchesFor(*a.ledger.Last, nil); err != nil {
+			a.mu.Unlock()
+			return nil, fmt.Errorf("open agent: %w", err)
+		}
 		a.containers = declared(*a.ledger.Last, nil, now())
 	}
 	if len(replay) > 0 {
@@ -209,21 +234,58 @@ func (a *Agent) Runtime() string { return a.rt.Name() }
 func (a *Agent) Machine() string { return a.machine }
 
 // Report is the agent's account of what runs: the last applied sequence and
-// request and every declared container with its state.
+// request and every declared container with its state and health.
 func (a *Agent) Report(ctx context.Context) (mesh.Report, error) {
-	if err := ctx.Err(); err != nil {
-		return mesh.Report{}, fmt.Errorf("report: %w", err)
+	rep, _, err := a.WaitReport(ctx, 0, 0)
+	return rep, err
+}
+
+// WaitReport is the report long-polled (host.ReportWaiter), so that a
+// machine workflow waiting for a container to count healthy hears of every
+// change at once without polling: it answers when the report's revision is
+// not after, or once it changes, or once wait (at most host.MaxReportWait)
+// has passed.
+func (a *Agent) WaitReport(ctx context.Context, after uint64, wait time.Duration) (mesh.Report, uint64, error) {
+	var expired <-chan time.Time
+	if after != 0 && wait > 0 {
+		t := time.NewTimer(min(wait, host.MaxReportWait))
+		defer t.Stop()
+		expired = t.C
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.readableLocked(); err != nil {
-		return mesh.Report{}, err
+	for {
+		if err := ctx.Err(); err != nil {
+			return mesh.Report{}, 0, fmt.Errorf("report: %w", err)
+		}
+		a.mu.Lock()
+		if err := a.readableLocked(); err != nil {
+			a.mu.Unlock()
+			return mesh.Report{}, 0, err
+		}
+		if a.revision != after || expired == nil {
+			running := make([]mesh.RunningContainer, 0, len(a.containers))
+			for _, rc := range a.containers {
+				running = append(running, cloneRunning(rc))
+			}
+			rep, rev := a.ledger.Report(running), a.revision
+			a.mu.Unlock()
+			return rep, rev, nil
+		}
+		changed := a.changed
+		a.mu.Unlock()
+		select {
+		case <-changed:
+		case <-expired:
+			expired = nil
+		case <-ctx.Done():
+		}
 	}
-	running := make([]mesh.RunningContainer, 0, len(a.containers))
-	for _, rc := range a.containers {
-		running = append(running, cloneRunning(rc))
-	}
-	return a.ledger.Report(running), nil
+}
+
+// touchLocked moves the report's revision on and wakes its long polls.
+func (a *Agent) touchLocked() {
+	a.revision++
+	close(a.changed)
+	a.changed = make(chan struct{})
 }
 
 // Apply judges d by the ledger's rules and journals the verdict before it
@@ -273,7 +335,13 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 		return host.ApplyResult{Seq: d.Seq, Repeat: true}, nil
 	}
 
+	watches, err := watchesFor(d, a.watches)
+	if err != nil {
+		a.mu.Unlock()
+		return host.ApplyResult{}, fmt.Errorf("declaration %d: %w", d.Seq, err)
+	}
 	e := entryFor(d, OutcomeApplied)
+	e.Ports = portsOf(watches)
 	if d.Force {
 		unforced := d
 		unforced.Force = false
@@ -293,7 +361,14 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 		return host.ApplyResult{}, errCrashed
 	}
 	a.ledger.Record(d)
+	for m, w := range a.watches {
+		if watches[m] != w {
+			w.stopLocked()
+		}
+	}
+	a.watches = watches
 	a.containers = declared(d, a.containers, now())
+	a.touchLocked()
 	cerr := a.checkpointLocked()
 	if a.crashedAt(crashAfterCheckpoint) {
 		a.mu.Unlock()
@@ -307,8 +382,11 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 	if d.Force {
 		ev = a.log.Warn().Bool("force", true).Str("forced_past", e.ForcedPast)
 	}
-	ev.Uint64("seq", d.Seq).Str("plan", d.Plan).Str("request", d.Request).Strs("digests", digests(d)).
-		Uint64("journal_index", e.Index).Msg("declaration applied")
+	ev = ev.Uint64("seq", d.Seq).Str("plan", d.Plan).Str("request", d.Request).Strs("digests", digests(d))
+	if e.Ports != nil {
+		ev = ev.Any("ports", e.Ports)
+	}
+	ev.Uint64("journal_index", e.Index).Msg("declaration applied")
 
 	a.handToRuntime(context.WithoutCancel(ctx), epoch, specs)
 	if cerr != nil {
@@ -349,10 +427,15 @@ func (a *Agent) handToRuntime(ctx context.Context, epoch uint64, specs []mesh.Co
 		return
 	}
 	ts := now()
+	declared := make([]mesh.Container, len(a.containers))
 	for i := range a.containers {
-		a.containers[i].State, a.containers[i].Since = mesh.StateExited, ts
+		rc := &a.containers[i]
+		rc.State, rc.Since = mesh.StateExited, ts
+		a.judgeStateLocked(rc, a.watches[rc.Module])
+		declared[i] = rc.Declared()
 	}
-	e := Entry{Outcome: OutcomeRuntimeFailed, Message: err.Error(), Machine: a.machine, Seq: a.ledger.LastSeq, Containers: specs}
+	a.touchLocked()
+	e := Entry{Outcome: OutcomeRuntimeFailed, Message: err.Error(), Machine: a.machine, Seq: a.ledger.LastSeq, Containers: declared, Ports: portsOf(a.watches)}
 	if a.ledger.Last != nil {
 		e.Plan, e.Request, e.Merge = a.ledger.Last.Plan, a.ledger.Last.Request, mergeOf(a.ledger.Last.Plan)
 	}
@@ -378,17 +461,19 @@ func (a *Agent) updater(epoch uint64) func(Update) {
 }
 
 // observeLocked takes a container's new state in. Reaching running is
-// journalled and only then raises the floor (host.Ledger.Ran); failing is
-// journalled; starting is only reported.
+// journalled and, for a container without a check, only then raises the
+// floor (host.Ledger.Ran), as it did before health existed; one with a check
+// raises it once it has been healthy for min_healthy (judgeStateLocked).
+// Failing is journalled; starting is only reported. A restart the runtime
+// counts is reported.
 func (a *Agent) observeLocked(epoch uint64, u Update) bool {
 	if a.epoch != epoch || a.readableLocked() != nil {
 		return false
 	}
-	i := slices.IndexFunc(a.containers, func(rc mesh.RunningContainer) bool { return rc.Module == u.Module })
-	if i < 0 {
+	rc := a.containerLocked(u.Module)
+	if rc == nil {
 		return false
 	}
-	rc := &a.containers[i]
 	since := now()
 	if !u.Since.IsZero() {
 		since = u.Since.UTC().Format(time.RFC3339Nano)
@@ -399,44 +484,63 @@ func (a *Agent) observeLocked(epoch uint64, u Update) bool {
 		a.log.Warn().Str("module", rc.Module).Str("digest", rc.Digest).Uint64("seq", rc.Seq).
 			Str("reason", u.Reason).Msg("container not started yet")
 	}
+	restarted := rc.Restarts != u.Restarts
+	rc.Restarts = u.Restarts
 	if rc.State == u.State {
+		if restarted {
+			a.touchLocked()
+		}
 		return true
 	}
 	rc.State, rc.Since = u.State, since
-	var outcome string
-	switch u.State {
-	case mesh.StateRunning:
-		outcome = OutcomeRunning
-	case mesh.StateCrashLooping:
-		outcome = OutcomeCrashLooping
-	case mesh.StateExited:
-		outcome = OutcomeExited
-	default:
-		return true
+	defer a.touchLocked()
+	outcome := map[string]string{
+		mesh.StateRunning: OutcomeRunning, mesh.StateCrashLooping: OutcomeCrashLooping, mesh.StateExited: OutcomeExited,
+	}[u.State]
+	if outcome != "" && a.journalContainerLocked(rc, outcome, u.Reason) {
+		ev := a.log.Info()
+		if outcome == OutcomeRunning && rc.Check == nil {
+			a.ledger.Ran(*rc)
+		} else if outcome != OutcomeRunning {
+			ev = a.log.Warn().Str("reason", u.Reason).Int("restarts", rc.Restarts)
+		}
+		ev.Str("module", rc.Module).Str("digest", rc.Digest).Int64("generation", rc.Generation).
+			Uint64("seq", rc.Seq).Str("state", u.State).Msg("container " + u.State)
+		if err := a.checkpointLocked(); err != nil {
+			a.log.Error().Err(err).Msg("checkpoint failed")
+		}
 	}
+	a.judgeStateLocked(rc, a.watches[rc.Module])
+	return true
+}
+
+// containerLocked is the declared container of module, or nil.
+func (a *Agent) containerLocked(module string) *mesh.RunningContainer {
+	i := slices.IndexFunc(a.containers, func(rc mesh.RunningContainer) bool { return rc.Module == module })
+	if i < 0 {
+		return nil
+	}
+	return &a.containers[i]
+}
+
+// journalContainerLocked journals outcome for rc alone (as declared, with
+// the port picked for it) and says whether it was written. Unjournalled,
+// nothing that needs the entry (the floor) may follow; the container still
+// holds the floor through the report while it runs, if it has no check.
+func (a *Agent) journalContainerLocked(rc *mesh.RunningContainer, outcome, message string) bool {
 	e := Entry{
-		Outcome: outcome, Message: u.Reason, Machine: a.machine, Seq: rc.Seq, Plan: rc.Plan,
+		Outcome: outcome, Message: message, Machine: a.machine, Seq: rc.Seq, Plan: rc.Plan,
 		Merge: mergeOf(rc.Plan), Containers: []mesh.Container{rc.Declared()},
+	}
+	if w := a.watches[rc.Module]; w != nil && w.port != 0 {
+		e.Ports = map[string]int{rc.Module: w.port}
 	}
 	if a.ledger.Last != nil {
 		e.Request = a.ledger.Last.Request
 	}
 	if err := a.appendLocked(&e); err != nil {
-		// Unjournalled, so the floor stays; the running container still
-		// holds it through the report while it runs.
-		a.log.Error().Err(err).Str("module", rc.Module).Str("state", u.State).Msg("could not journal a container's transition")
-		return true
-	}
-	ev := a.log.Info()
-	if outcome == OutcomeRunning {
-		a.ledger.Ran(*rc)
-	} else {
-		ev = a.log.Warn().Str("reason", u.Reason)
-	}
-	ev.Str("module", rc.Module).Str("digest", rc.Digest).Int64("generation", rc.Generation).
-		Uint64("seq", rc.Seq).Str("state", u.State).Msg("container " + u.State)
-	if err := a.checkpointLocked(); err != nil {
-		a.log.Error().Err(err).Msg("checkpoint failed")
+		a.log.Error().Err(err).Str("module", rc.Module).Str("outcome", outcome).Msg("could not journal a container's transition")
+		return false
 	}
 	return true
 }
@@ -447,9 +551,13 @@ func (a *Agent) replayLocked(e Entry) {
 	switch e.Outcome {
 	case OutcomeApplied:
 		a.ledger.Record(declarationOf(e))
-	case OutcomeRunning:
+	case OutcomeRunning, OutcomeFloorRaised:
 		for _, c := range e.Containers {
-			a.ledger.Ran(mesh.RunningContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
+			// Running raised the floor only for a container without a
+			// check (every container, in journals from before health).
+			if e.Outcome == OutcomeFloorRaised || c.Health == nil {
+				a.ledger.Ran(mesh.RunningContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
+			}
 		}
 	}
 }
@@ -521,10 +629,16 @@ func (a *Agent) writableLocked() error {
 	return nil
 }
 
+// specsLocked are the containers as the runtime is to run them, with the
+// ports picked for them (resolved).
 func (a *Agent) specsLocked() []mesh.Container {
 	out := make([]mesh.Container, len(a.containers))
 	for i, rc := range a.containers {
-		out[i] = cloneRunning(rc).Declared()
+		port := 0
+		if w := a.watches[rc.Module]; w != nil {
+			port = w.port
+		}
+		out[i] = resolved(rc.Declared(), port)
 	}
 	return out
 }
@@ -541,8 +655,13 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 	wasDead := a.dead
 	a.closed = true
+	for _, w := range a.watches {
+		w.stopLocked()
+	}
+	a.touchLocked()
 	a.mu.Unlock()
 
+	a.probers.Wait()
 	rerr := a.rt.Close(ctx)
 	if rerr != nil {
 		rerr = fmt.Errorf("close runtime: %w", rerr)
@@ -564,19 +683,24 @@ func (a *Agent) Close(ctx context.Context) error {
 	return errors.Join(rerr, cerr, jerr, lerr)
 }
 
-// declared is the report's view of d just applied: every container starting,
-// except one declared exactly as it already runs, which keeps running.
+// declared is the report's view of d just applied: every container starting
+// and not judged yet, except one declared exactly as it already runs, which
+// keeps running, and keeps its health and restarts.
 func declared(d mesh.Declaration, prev []mesh.RunningContainer, ts string) []mesh.RunningContainer {
 	out := make([]mesh.RunningContainer, 0, len(d.Containers))
 	for _, c := range d.Containers {
+		c = host.CloneContainer(c)
 		rc := mesh.RunningContainer{
 			Module: c.Module, Digest: c.Digest, Generation: c.Generation,
 			Plan: d.Plan, Seq: d.Seq, State: mesh.StateStarting, Since: ts,
-			Commit: c.Commit, Image: c.Image, Args: slices.Clone(c.Args), Env: maps.Clone(c.Env),
+			Commit: c.Commit, Image: c.Image, Args: c.Args, Env: c.Env, Check: c.Health,
+			Health: mesh.HealthUnknown,
 		}
 		if i := slices.IndexFunc(prev, func(p mesh.RunningContainer) bool { return p.Module == c.Module }); i >= 0 &&
 			prev[i].State == mesh.StateRunning && sameSpec(prev[i].Declared(), c) {
-			rc.State, rc.Since = mesh.StateRunning, prev[i].Since
+			p := cloneRunning(prev[i])
+			rc.State, rc.Since = mesh.StateRunning, p.Since
+			rc.Health, rc.HealthySince, rc.Restarts, rc.LastProbe = p.Health, p.HealthySince, p.Restarts, p.LastProbe
 		}
 		out = append(out, rc)
 	}
@@ -587,6 +711,15 @@ func declared(d mesh.Declaration, prev []mesh.RunningContainer, ts string) []mes
 func cloneRunning(rc mesh.RunningContainer) mesh.RunningContainer {
 	rc.Args = slices.Clone(rc.Args)
 	rc.Env = maps.Clone(rc.Env)
+	rc.Check = host.CloneHealth(rc.Check)
+	if rc.LastProbe != nil {
+		p := *rc.LastProbe
+		if p.ExitCode != nil {
+			code := *p.ExitCode
+			p.ExitCode = &code
+		}
+		rc.LastProbe = &p
+	}
 	return rc
 }
 

@@ -12,9 +12,11 @@
 // every declaration applied, acknowledged as a repeat or refused (with the
 // refusal as the caller got it), with its sequence, plan, request, the merge
 // the plan names, force (and the floor it overrode), every container and
-// digest as told, and the runtime; and every container reaching running,
-// crash-looping or exiting. It is the record that answers "which plan put
-// this digest on this machine, and was it forced", newest first, paged by
+// digest as told, and the runtime; every container reaching running,
+// crash-looping or exiting; and every change of a probed container's health
+// (healthy, unhealthy, with what the probe said) and its floor rising
+// (floor-raised). It is the record that answers "which plan put this digest
+// on this machine, was it forced, and why did it fail", newest first, paged by
 // entry index (declaration sequences cannot page it: a refused stale
 // declaration carries a sequence below ones already journalled).
 //
@@ -50,8 +52,10 @@
 //     fsync, rename, fsync the directory);
 //  4. hand the containers to the runtime and answer.
 //
-// A container reaching running is journalled (append, fsync) before it
-// raises the floor (host.Ledger.Ran), and checkpointed after. So the
+// A container counting healthy is journalled (append, fsync) before it
+// raises the floor (host.Ledger.Ran), and checkpointed after: its running
+// entry for a container without a check, its floor-raised entry for one
+// with. So the
 // checkpoint may lag the journal but never lead it, and on start the agent
 // replays the entries after the checkpoint's journal_index: a crash between
 // 2 and 3 leaves an applied entry the checkpoint lacks, and the restarted
@@ -72,6 +76,31 @@
 // On start the agent also hands the current declaration to the runtime again
 // (reconcile): every container reports starting until the runtime says it
 // runs, since nothing the agent started survives the agent.
+//
+// # Health
+//
+// The agent judges each container's health itself (health.go), whatever
+// the runtime: a runtime only says what state a container is in and how
+// often it restarted it. A container declared without a check is healthy
+// while it runs and raises its floor when it reaches running, as before
+// health existed. One with a check is probed every interval once it runs (an
+// http GET or a tcp connect on loopback, or a command the runtime runs in
+// the container: Execer), is healthy from its first passing probe, and
+// raises its floor once it has been healthy for min_healthy without a break:
+// a failed probe, an exit or a restart empties healthy_since, and the next
+// pass starts it again. The noop runtime runs nothing, so its probes are
+// taken as passed. The clock behind intervals and min_healthy is injected,
+// so tests advance it instead of sleeping.
+//
+// A probe port of mesh.PortAuto gets a free loopback port, picked when the
+// declaration is applied and kept while the container is declared
+// unchanged; the runtime is handed the container with that port as its
+// probe's and in its environment as mesh.EnvPort, while the report keeps
+// the check as declared. The journal names the ports picked.
+//
+// The report has a revision that moves on with every change of it (a probe
+// repeating the last outcome aside), so the report can be long-polled
+// (WaitReport; GET /v1/report?after=&wait=, see package host).
 //
 // # Runtimes
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,8 +36,15 @@ const DefaultDockerSocket = "/var/run/docker.sock"
 // DockerRuntime runs declared containers through the Docker Engine API, so
 // that a machine with Docker or Podman runs exactly the images the
 // declaration pins by digest. It speaks the API's JSON over HTTP itself
-// (create, start, inspect, stop, remove, pull) rather than taking the Docker
-// client library and its dependencies into the agent.
+// (create, start, inspect, stop, remove, pull, exec) rather than taking the
+// Docker client library and its dependencies into the agent.
+//
+// A container's http or tcp probe port (the one the agent picked, for
+// mesh.PortAuto) is published on 127.0.0.1 under the same number, so that
+// the agent's probe reaches it where it reaches an exec runtime's process
+// (the process listens on the container's address, which the published
+// port reaches, not on the container's loopback); an exec probe runs in the
+// container through the engine's exec API.
 type DockerRuntime struct {
 	machine string
 	hc      *http.Client
@@ -54,12 +63,17 @@ type dockerContainer struct {
 	spec mesh.Container
 	id   string
 	hash string
-	// state and since are the last state reported, under the runtime's mu.
-	state string
-	since time.Time
+	// state, since and restarts are the last reported, under the
+	// runtime's mu.
+	state    string
+	since    time.Time
+	restarts int
 }
 
-var _ Runtime = (*DockerRuntime)(nil)
+var (
+	_ Runtime = (*DockerRuntime)(nil)
+	_ Execer  = (*DockerRuntime)(nil)
+)
 
 // NewDockerRuntime returns a runtime for machine talking to the engine at
 // socket (a unix socket path) or, when socket starts with http://, at that
@@ -116,7 +130,7 @@ func (r *DockerRuntime) Apply(ctx context.Context, cs []mesh.Container, update f
 		hash := specHash(c)
 		if old, ok := r.current[c.Module]; ok && old.hash == hash && old.id != "" {
 			next[c.Module] = old
-			update(Update{Module: c.Module, State: old.state, Since: old.since})
+			update(Update{Module: c.Module, State: old.state, Since: old.since, Restarts: old.restarts})
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
@@ -166,13 +180,19 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 	for k, v := range c.Env {
 		env = append(env, k+"="+v)
 	}
+	hostConfig := map[string]any{"RestartPolicy": map[string]any{"Name": "on-failure"}}
 	body := map[string]any{
 		"Image": ref,
 		"Env":   env,
 		"Labels": map[string]string{
 			labelMachine: r.machine, labelModule: c.Module, labelSpec: dc.hash,
 		},
-		"HostConfig": map[string]any{"RestartPolicy": map[string]any{"Name": "on-failure"}},
+		"HostConfig": hostConfig,
+	}
+	if port := probePort(c.Health); port > 0 {
+		p := strconv.Itoa(port) + "/tcp"
+		body["ExposedPorts"] = map[string]any{p: struct{}{}}
+		hostConfig["PortBindings"] = map[string]any{p: []map[string]string{{"HostIp": "127.0.0.1", "HostPort": strconv.Itoa(port)}}}
 	}
 	if len(c.Args) > 0 {
 		body["Cmd"] = c.Args
@@ -199,10 +219,10 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 }
 
 // follow inspects the container until ctx ends, reporting each change of
-// state.
+// state and each restart the engine counts.
 func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update func(Update)) {
 	r.mu.Lock()
-	last := dc.state
+	last, restarts := dc.state, dc.restarts
 	r.mu.Unlock()
 	t := time.NewTicker(r.poll)
 	defer t.Stop()
@@ -226,9 +246,9 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			case st.State.Status == "exited" || st.State.Status == "dead":
 				state, reason = mesh.StateExited, fmt.Sprintf("exit code %d %s", st.State.ExitCode, st.State.Error)
 			}
-			if state != last && ctx.Err() == nil {
-				last = state
-				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: time.Now().UTC(), Reason: strings.TrimSpace(reason)}, update)
+			if (state != last || st.RestartCount != restarts) && ctx.Err() == nil {
+				last, restarts = state, st.RestartCount
+				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: time.Now().UTC(), Reason: strings.TrimSpace(reason), Restarts: restarts}, update)
 			}
 		}
 		select {
@@ -242,9 +262,84 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 // report records and passes on a state change of dc.
 func (r *DockerRuntime) report(dc *dockerContainer, u Update, update func(Update)) {
 	r.mu.Lock()
-	dc.state, dc.since = u.State, u.Since
+	if dc.state != u.State {
+		dc.since = u.Since
+	}
+	dc.state, dc.restarts = u.State, u.Restarts
+	u.Since = dc.since
 	r.mu.Unlock()
 	update(u)
+}
+
+// Exec runs argv in module's container through the engine's exec API (as
+// docker exec does, without a terminal) and waits for it, writing its
+// output, stdout and stderr as they came, to out. It returns the command's
+// exit code, or an error when it could not run or outlived ctx (the engine
+// then still runs it to its end: it has no way to stop an exec).
+func (r *DockerRuntime) Exec(ctx context.Context, module string, argv []string, out io.Writer) (int, error) {
+	r.mu.Lock()
+	var id string
+	if dc := r.current[module]; dc != nil {
+		id = dc.id
+	}
+	r.mu.Unlock()
+	if id == "" {
+		return 0, fmt.Errorf("runtime docker: container %s has not started", module)
+	}
+	var created struct {
+		ID string `json:"Id"`
+	}
+	if err := r.call(ctx, http.MethodPost, "/containers/"+id+"/exec", map[string]any{
+		"Cmd": argv, "AttachStdout": true, "AttachStderr": true,
+	}, &created); err != nil {
+		return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, err)
+	}
+	resp, err := r.request(ctx, http.MethodPost, "/exec/"+created.ID+"/start", map[string]any{"Detach": false, "Tty": false})
+	if err != nil {
+		return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, err)
+	}
+	err = demux(out, resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return 0, fmt.Errorf("runtime docker: exec in %s: read output: %w", module, err)
+	}
+	// The output ends when the command does; the engine may note its exit
+	// code a moment later.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var st struct {
+			Running  bool `json:"Running"`
+			ExitCode int  `json:"ExitCode"`
+		}
+		if err := r.call(ctx, http.MethodGet, "/exec/"+created.ID+"/json", nil, &st); err != nil {
+			return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, err)
+		}
+		if !st.Running {
+			return st.ExitCode, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, ctx.Err())
+		}
+	}
+}
+
+// demux copies the engine's multiplexed output (frames of an 8-byte header,
+// stream and big-endian length, then that many bytes) to out.
+func demux(out io.Writer, r io.Reader) error {
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if _, err := io.CopyN(out, r, int64(binary.BigEndian.Uint32(hdr[4:]))); err != nil {
+			return err
+		}
+	}
 }
 
 // remove stops a container (SIGTERM, then SIGKILL after ten seconds) and
@@ -276,41 +371,16 @@ func (r *DockerRuntime) Close(ctx context.Context) error {
 	return waitGroup(ctx, &r.wg, "runtime docker: close")
 }
 
-// call does one Engine API request; a non-2xx answer is an error with the
-// engine's message (304, "already started/stopped", counts as success).
+// call does one Engine API request (see request) and decodes its answer
+// into out.
 func (r *DockerRuntime) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, r.base+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := r.hc.Do(req)
+	resp, err := r.request(ctx, method, path, in)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotModified {
 		return nil
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Message string `json:"message"`
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(b, &e) != nil || e.Message == "" {
-			e.Message = strings.TrimSpace(string(b))
-		}
-		return fmt.Errorf("docker %s %s: %d %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Message)
 	}
 	if out == nil {
 		// The pull answers a stream of progress objects; an error in it
@@ -329,6 +399,43 @@ func (r *DockerRuntime) call(ctx context.Context, method, path string, in, out a
 		}
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// request does one Engine API request with in as its JSON body; a non-2xx
+// answer is an error with the engine's message (304, "already
+// started/stopped", counts as success). The caller closes the answer's body.
+func (r *DockerRuntime) request(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusNotModified {
+		defer resp.Body.Close()
+		var e struct {
+			Message string `json:"message"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(b, &e) != nil || e.Message == "" {
+			e.Message = strings.TrimSpace(string(b))
+		}
+		return nil, fmt.Errorf("docker %s %s: %d %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Message)
+	}
+	return resp, nil
 }
 
 // specHash names a container spec, so that an unchanged re-declaration is

@@ -2,16 +2,19 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -28,19 +31,28 @@ type fakeEngine struct {
 	containers map[string]*fakeContainer
 	n          int
 	pullFail   string
+	// execs are the exec instances made, by ID: the command's argv. Its
+	// last argument is its exit code; it prints its argv to stdout and
+	// "to stderr" to stderr.
+	execs map[string][]string
 }
 
 type fakeContainer struct {
-	Image   string
-	Labels  map[string]string
-	Env     []string
-	Cmd     []string
-	Status  string
-	Removed bool
+	Image        string
+	Labels       map[string]string
+	Env          []string
+	Cmd          []string
+	ExposedPorts map[string]struct{}
+	HostConfig   struct {
+		PortBindings map[string][]map[string]string
+	}
+	Status       string
+	RestartCount int
+	Removed      bool
 }
 
 func newFakeEngine(t *testing.T) (*fakeEngine, string) {
-	e := &fakeEngine{containers: map[string]*fakeContainer{}}
+	e := &fakeEngine{containers: map[string]*fakeContainer{}, execs: map[string][]string{}}
 	srv := httptest.NewServer(http.HandlerFunc(e.serve))
 	t.Cleanup(srv.Close)
 	return e, srv.URL
@@ -91,7 +103,40 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 			c.Status = "exited"
 			w.WriteHeader(http.StatusNoContent)
 		case len(parts) == 2 && parts[1] == "json":
-			_ = json.NewEncoder(w).Encode(map[string]any{"State": map[string]any{"Status": c.Status}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"State": map[string]any{"Status": c.Status}, "RestartCount": c.RestartCount})
+		case len(parts) == 2 && parts[1] == "exec":
+			var x struct{ Cmd []string }
+			if err := json.NewDecoder(r.Body).Decode(&x); err != nil {
+				http.Error(w, `{"message":"bad body"}`, http.StatusBadRequest)
+				return
+			}
+			e.n++
+			id := fmt.Sprintf("x%d", e.n)
+			e.execs[id] = x.Cmd
+			_ = json.NewEncoder(w).Encode(map[string]string{"Id": id})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	case strings.HasPrefix(path, "/exec/"):
+		parts := strings.Split(strings.TrimPrefix(path, "/exec/"), "/")
+		argv, ok := e.execs[parts[0]]
+		if !ok || len(parts) != 2 {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		switch parts[1] {
+		case "start":
+			w.Header().Set("Content-Type", "application/vnd.docker.raw-stream")
+			frame := func(stream byte, s string) {
+				hdr := []byte{stream, 0, 0, 0, 0, 0, 0, 0}
+				binary.BigEndian.PutUint32(hdr[4:], uint32(len(s)))
+				_, _ = w.Write(append(hdr, s...))
+			}
+			frame(1, strings.Join(argv, " ")+"\n")
+			frame(2, "to stderr\n")
+		case "json":
+			code, _ := strconv.Atoi(argv[len(argv)-1])
+			_ = json.NewEncoder(w).Encode(map[string]any{"Running": false, "ExitCode": code})
 		default:
 			w.WriteHeader(http.StatusNotFound)
 		}
@@ -135,13 +180,23 @@ func (s *states) update(u Update) {
 // waitFor blocks until every module listed is in state.
 func (s *states) waitFor(t *testing.T, state string, modules ...string) {
 	t.Helper()
+	s.waitMatch(t, fmt.Sprintf("modules %v reaching %s", modules, state), func(last map[string]Update) bool {
+		for _, m := range modules {
+			if last[m].State != state {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitMatch blocks until ok accepts the last updates, by module.
+func (s *states) waitMatch(t *testing.T, what string, ok func(map[string]Update) bool) {
+	t.Helper()
 	deadline := time.After(waitLimit)
 	for {
 		s.mu.Lock()
-		done := true
-		for _, m := range modules {
-			done = done && s.last[m].State == state
-		}
+		done := ok(s.last)
 		s.mu.Unlock()
 		if done {
 			return
@@ -149,7 +204,9 @@ func (s *states) waitFor(t *testing.T, state string, modules ...string) {
 		select {
 		case <-s.ch:
 		case <-deadline:
-			t.Fatalf("modules %v did not reach %s: %+v", modules, state, s.last)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			t.Fatalf("never: %s: %+v", what, s.last)
 		}
 	}
 }
@@ -195,6 +252,39 @@ func TestDockerRuntimeChoreography(t *testing.T) {
 
 	require.NoError(t, r.Close(ctx))
 	require.Empty(t, e.live(), "close stops and removes what the runtime started")
+}
+
+// TestDockerRuntimeHealth: a probe's port is published on loopback under
+// its own number, with the picked port in the environment; an exec probe
+// runs through the engine's exec API, its streams and exit code read back;
+// the engine's restarts are reported.
+func TestDockerRuntimeHealth(t *testing.T) {
+	e, url := newFakeEngine(t)
+	r := NewDockerRuntime("edge-1", url)
+	r.poll = 5 * time.Millisecond
+	ctx := context.Background()
+	s := newStates()
+	web := resolved(checked(dockerCtr("web", 1), mesh.Health{HTTP: &mesh.HTTPProbe{Path: "/healthz"}}), 41234)
+	require.NoError(t, r.Apply(ctx, []mesh.Container{web}, s.update))
+	s.waitFor(t, mesh.StateRunning, "web")
+	c := e.live()["web"]
+	assert.Contains(t, c.Env, mesh.EnvPort+"=41234")
+	assert.Equal(t, map[string]struct{}{"41234/tcp": {}}, c.ExposedPorts)
+	assert.Equal(t, map[string][]map[string]string{"41234/tcp": {{"HostIp": "127.0.0.1", "HostPort": "41234"}}}, c.HostConfig.PortBindings)
+
+	var out strings.Builder
+	code, err := r.Exec(ctx, "web", []string{"check", "--deep", "3"}, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 3, code)
+	assert.Equal(t, "check --deep 3\nto stderr\n", out.String())
+	_, err = r.Exec(ctx, "api", []string{"check"}, &out)
+	assert.ErrorContains(t, err, "container api has not started")
+
+	e.mu.Lock()
+	c.RestartCount = 2
+	e.mu.Unlock()
+	s.waitMatch(t, "the engine's restarts reported", func(last map[string]Update) bool { return last["web"].Restarts == 2 })
+	require.NoError(t, r.Close(ctx))
 }
 
 func TestDockerRuntimePullFailureExits(t *testing.T) {

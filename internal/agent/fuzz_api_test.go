@@ -66,6 +66,14 @@ func FuzzHostAPI(f *testing.F) {
 		{2, host.PathDeclarations, "Bearer " + token, "", good},
 		{0, host.PathReport, "Bearer " + token, "", ""},
 		{0, host.PathReport, "", "", ""},
+		{0, host.PathReport + "?after=1&wait=1s", "Bearer " + token, "", ""},
+		{0, host.PathReport + "?wait=60s", "Bearer " + token, "", ""},
+		{0, host.PathReport + "?after=18446744073709551615&wait=-1ns", "Bearer " + token, "", ""},
+		{0, host.PathReport + "?after=1&after=1&wait=1h", "", "", ""},
+		{1, host.PathDeclarations, "Bearer " + token, "application/json", `{"machine":"m1","seq":2,"plan":"p","request":"r","containers":[{"module":"host","digest":"` + digest + `","generation":3,` +
+			`"health":{"http":{"path":"/healthz"},"interval_ms":100,"min_healthy_ms":1000}}]}`},
+		{1, host.PathDeclarations, "Bearer " + token, "application/json", `{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,` +
+			`"health":{"tcp":{"port":70000}},"health_since":"x","restarts":1}]}`},
 		{0, host.PathJournal + "?before=1&limit=2", "Bearer " + token, "", ""},
 		{0, host.PathJournal + "?limit=99999999999999999999", "Bearer " + token, "", ""},
 		{0, host.PathJournal + "?before=-1&before=2", "Bearer " + token, "", ""},
@@ -87,7 +95,9 @@ func FuzzHostAPI(f *testing.F) {
 		f.Add(s.method, s.target, s.auth, s.ctype, []byte(s.body))
 	}
 
-	a, err := Open(context.Background(), Options{Machine: "m1", StateDir: f.TempDir(), Runtime: NewNoopRuntime(0), Log: zerolog.Nop()})
+	// A clock that never moves: no probe runs and no min_healthy passes
+	// behind the fuzzer's back, so the floor moves only by its doing.
+	a, err := Open(context.Background(), Options{Machine: "m1", StateDir: f.TempDir(), Runtime: NewNoopRuntime(0), Log: zerolog.Nop(), clock: newFakeClock()})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -115,7 +125,11 @@ func FuzzHostAPI(f *testing.F) {
 
 		before := snapshot(t, a)
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req.WithContext(context.Background()))
+		// A long poll on the current revision ends with the context, as
+		// when its client leaves.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		h.ServeHTTP(rec, req.WithContext(ctx))
+		cancel()
 		after := snapshot(t, a)
 
 		if rec.Code >= 500 {
@@ -236,6 +250,12 @@ func TestHostAPIHostileRequests(t *testing.T) {
 		{"unknown field", "POST", host.PathDeclarations, "Bearer " + token, `{"machine":"m1","seq":1,"containers":[],"colour":"red"}`, 400, `colour`},
 		{"huge body", "POST", host.PathDeclarations, "Bearer " + token, `{"machine":"` + strings.Repeat("m", host.MaxBodyBytes+10) + `"}`, 413, "body exceeds"},
 		{"wrong method", "DELETE", host.PathDeclarations, "Bearer " + token, "", 405, ""},
+		{"long poll without token", "GET", host.PathReport + "?after=1&wait=1s", "", "", 401, "unauthorized"},
+		{"long poll with a bad wait", "GET", host.PathReport + "?wait=forever", "Bearer " + token, "", 400, "wait="},
+		{"two probes", "POST", host.PathDeclarations, "Bearer " + token,
+			`{"machine":"m1","seq":1,"plan":"p","request":"r","containers":[{"module":"host","digest":"` + good.Digest + `","generation":1,"health":{"http":{},"tcp":{}}}]}`, 400, "2 probes declared"},
+		{"report field in a declaration", "POST", host.PathDeclarations, "Bearer " + token,
+			`{"machine":"m1","seq":1,"plan":"p","request":"r","containers":[{"module":"host","digest":"` + good.Digest + `","generation":1,"healthy_since":"x"}]}`, 400, "healthy_since"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

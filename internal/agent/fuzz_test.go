@@ -26,11 +26,24 @@ func FuzzDeclarationDecoder(f *testing.F) {
 		`{"machine":"other","seq":18446744073709551615,"containers":[]}`,
 		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":-9,"image":"reg/x:latest"}]}`,
 		`{"machine":"m1"} {"machine":"m1"}`,
+		// Health checks: good, impossible, and a report's fields where a
+		// declaration's belong.
+		`{"machine":"m1","seq":1,"plan":"p","request":"r","containers":[{"module":"host","digest":"` + digest + `","generation":3,` +
+			`"health":{"http":{"port":0,"path":"/healthz"},"interval_ms":100,"timeout_ms":50,"min_healthy_ms":1000,"deadline_ms":60000}}]}`,
+		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,"health":{"tcp":{"port":8080},"min_healthy_ms":0}}]}`,
+		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,"health":{"exec":["/bin/check","-q"],"min_healthy_ms":5}}]}`,
+		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,"health":{"http":{"port":1},"tcp":{"port":2},"exec":[]}}]}`,
+		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,"health":{"http":{"port":-1,"path":"@evil"},"interval_ms":-5}}]}`,
+		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,"health":"healthy","healthy_since":"2026-12-03T00:00:00Z"}]}`,
+		`{"machine":"m1","seq":2,"containers":[{"module":"host","digest":"` + digest + `","generation":3,"check":{"min_healthy_ms":1},"restarts":2,` +
+			`"last_probe":{"at":"2026-12-03T00:00:00Z","ok":false,"status":500,"exit_code":1,"output":"boom"}}]}`,
 		`[`, ``, `null`, `{"seq":"1"}`,
 	} {
 		f.Add([]byte(seed))
 	}
-	a, err := Open(context.Background(), Options{Machine: "m1", StateDir: f.TempDir(), Runtime: NewNoopRuntime(0), Log: zerolog.Nop()})
+	// A clock that never moves: no probe runs and no min_healthy passes
+	// behind the fuzzer's back, so the report changes only by its doing.
+	a, err := Open(context.Background(), Options{Machine: "m1", StateDir: f.TempDir(), Runtime: NewNoopRuntime(0), Log: zerolog.Nop(), clock: newFakeClock()})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -107,26 +107,19 @@ func (a *Agent) serveJournal(w http.ResponseWriter, r *http.Request) {
 // journalQuery reads ?before and ?limit, refusing anything else: a parameter
 // the agent does not know is one it would silently ignore.
 func journalQuery(r *http.Request) (before uint64, limit int, err error) {
-	q := r.URL.Query()
+	q, err := host.Query(r, "before", "limit")
+	if err != nil {
+		return 0, 0, err
+	}
 	limit = DefaultJournalLimit
-	for k, vs := range q {
-		if len(vs) != 1 {
-			return 0, 0, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+	if v, ok := q["before"]; ok {
+		if before, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("before=%q: want a journal index (0 or more): %w", v, err)
 		}
-		v := vs[0]
-		switch k {
-		case "before":
-			before, err = strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return 0, 0, fmt.Errorf("before=%q: want a journal index (0 or more): %w", v, err)
-			}
-		case "limit":
-			limit, err = strconv.Atoi(v)
-			if err != nil || limit < 1 || limit > MaxJournalLimit {
-				return 0, 0, fmt.Errorf("limit=%q: want 1 to %d", v, MaxJournalLimit)
-			}
-		default:
-			return 0, 0, fmt.Errorf("unknown query parameter %q (want before, limit)", k)
+	}
+	if v, ok := q["limit"]; ok {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > MaxJournalLimit {
+			return 0, 0, fmt.Errorf("limit=%q: want 1 to %d", v, MaxJournalLimit)
 		}
 	}
 	return before, limit, nil

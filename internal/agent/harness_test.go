@@ -67,6 +67,7 @@ type harness struct {
 	dir     string
 	held    bool
 	token   string
+	clock   clock
 	gate    *gate
 	updates chan Update
 	crash   atomic.Value // string: the point to crash at next, "" for none
@@ -83,6 +84,9 @@ type harnessOpt func(*harness)
 func held(h *harness) { h.held = true }
 
 func withToken(tok string) harnessOpt { return func(h *harness) { h.token = tok } }
+
+// withClock judges health by c instead of the wall clock.
+func withClock(c clock) harnessOpt { return func(h *harness) { h.clock = c } }
 
 func newHarness(t *testing.T, dir string, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -121,6 +125,7 @@ func (h *harness) open() {
 		Log:      zerolog.New(syncWriter{h.logMu, h.log}),
 		crash:    func(p string) bool { return h.crash.CompareAndSwap(p, "") },
 		observed: func(u Update) { h.updates <- u },
+		clock:    h.clock,
 	})
 	require.NoError(h.t, err)
 	h.a = a
@@ -204,18 +209,27 @@ func (h *harness) report() mesh.Report {
 	return rep
 }
 
-func (h *harness) floor(module string) (host.Mark, bool) {
-	h.a.mu.Lock()
-	defer h.a.mu.Unlock()
-	m, ok := h.a.ledger.Floor[module]
-	return m, ok
-}
+func (h *harness) floor(module string) (host.Mark, bool) { return floorOf(h.a, module) }
 
 // journal reads the whole journal through the agent, newest first.
 func (h *harness) journal() []Entry {
 	h.t.Helper()
-	es, err := h.a.Journal(context.Background(), 0, MaxJournalLimit)
-	require.NoError(h.t, err)
+	return journalOf(h.t, h.a)
+}
+
+// floorOf is a's floor for module.
+func floorOf(a *Agent, module string) (host.Mark, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m, ok := a.ledger.Floor[module]
+	return m, ok
+}
+
+// journalOf reads a's whole journal, newest first.
+func journalOf(t *testing.T, a *Agent) []Entry {
+	t.Helper()
+	es, err := a.Journal(context.Background(), 0, MaxJournalLimit)
+	require.NoError(t, err)
 	return es
 }
 

@@ -29,9 +29,22 @@ const (
 	// OutcomeRefused: the declaration was refused; Code and Message say
 	// why, exactly as the caller was told.
 	OutcomeRefused = "refused"
-	// OutcomeRunning: the container in Containers reached running, which
-	// raised its module's floor.
+	// OutcomeRunning: the container in Containers reached running. For a
+	// container without a check (Health nil) that raised its module's
+	// floor, as it did for every container before health existed.
 	OutcomeRunning = "running"
+	// OutcomeHealthy: the container in Containers passed its probe after
+	// not being healthy (Message: what the probe said).
+	OutcomeHealthy = "healthy"
+	// OutcomeUnhealthy: the container in Containers failed its probe after
+	// not being unhealthy (Message: what the probe said: the HTTP status,
+	// the exit code and the first of the output, or the error). An exit or
+	// a crash-loop breaks health too; its own entry says why.
+	OutcomeUnhealthy = "unhealthy"
+	// OutcomeFloorRaised: the container in Containers, having a check, has
+	// been healthy for its min_healthy without a break, which raised its
+	// module's floor.
+	OutcomeFloorRaised = "floor-raised"
 	// OutcomeCrashLooping: the container in Containers crash-loops.
 	OutcomeCrashLooping = "crash-looping"
 	// OutcomeExited: the container in Containers exited.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -75,6 +76,21 @@ type Update struct {
 	// On a starting update it says why the container has not started yet
 	// (a pull the runtime retries); that is logged.
 	Reason string
+	// Restarts counts how often the runtime restarted the container since
+	// it was handed over (each exit it answers by starting it again). It
+	// is reported, and breaks the container's health like the exit does.
+	Restarts int
+}
+
+// Execer is a Runtime that can run a command in a container's environment,
+// which is what an exec probe asks for: the exec runtime runs it beside the
+// process, the docker runtime through the engine's exec API. A runtime
+// without it fails every exec probe, saying so.
+type Execer interface {
+	// Exec runs argv in module's container and waits for it, writing its
+	// output to out. It returns the exit code of a command that ran, and an
+	// error for one that could not run or outlived ctx.
+	Exec(ctx context.Context, module string, argv []string, out io.Writer) (int, error)
 }
 
 // RuntimeOptions configures NewRuntime.
@@ -136,7 +152,10 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 // import this package, to Runtime.
 type execRuntime struct{ *execrt.Runtime }
 
-var _ Runtime = execRuntime{}
+var (
+	_ Runtime = execRuntime{}
+	_ Execer  = execRuntime{}
+)
 
 func (r execRuntime) Name() string { return RuntimeExec }
 

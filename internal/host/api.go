@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Paths of the host API, shared by the handler and the client so that the two
@@ -11,6 +12,26 @@ const (
 	PathReport       = "/v1/report"
 	PathDeclarations = "/v1/declarations"
 	PathHealthz      = "/v1/healthz"
+)
+
+// The report's long poll: GET PathReport?after=REVISION&wait=DURATION
+// answers at once when the report's revision is no longer REVISION, and
+// otherwise when it changes or DURATION (Go syntax: 30s, 1500ms) passes,
+// whichever is first. Every answer of an agent that long-polls names its
+// report's revision in HeaderReportRevision; a host without the header
+// (an older or a fleet's own agent) answers at once and must be polled.
+const (
+	// HeaderReportRevision names the revision of the report in the
+	// answer: an opaque number that changes whenever the report does
+	// (except a probe that only repeats the last one's outcome), so that a
+	// waiter passes it back as after= and is woken by the next change.
+	HeaderReportRevision = "X-Meshroll-Report-Revision"
+	// QueryAfter and QueryWait are the long poll's parameters.
+	QueryAfter = "after"
+	QueryWait  = "wait"
+	// MaxReportWait caps wait=, so that no proxy or server timeout on the
+	// way cuts a poll short; a longer wait is taken as this one.
+	MaxReportWait = 60 * time.Second
 )
 
 // MaxBodyBytes bounds every request and response body, so a confused or

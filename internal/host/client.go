@@ -32,6 +32,19 @@ type Client interface {
 	Apply(ctx context.Context, d mesh.Declaration) (ApplyResult, error)
 }
 
+// ReportWaiter is a host whose report can be long-polled: the agent in
+// process, and HTTPClient over the wire. It is apart from Client so that a
+// host without it (the test host, an agent that does not long-poll) is
+// still a Client.
+type ReportWaiter interface {
+	// WaitReport returns the report and its revision at once when the
+	// revision is not after, and otherwise once it changes or wait has
+	// passed (at most MaxReportWait), whichever is first. Revisions are
+	// opaque: compare them for equality only. after 0 or wait 0 answers
+	// at once.
+	WaitReport(ctx context.Context, after uint64, wait time.Duration) (mesh.Report, uint64, error)
+}
+
 // DefaultTimeout bounds one request of a client made without an
 // *http.Client. Declarations are answered once recorded, not once running,
 // so every call is short; a hung host must surface as unreachable quickly.
@@ -47,7 +60,10 @@ type HTTPClient struct {
 	hc    *http.Client
 }
 
-var _ Client = (*HTTPClient)(nil)
+var (
+	_ Client       = (*HTTPClient)(nil)
+	_ ReportWaiter = (*HTTPClient)(nil)
+)
 
 // NewHTTPClient returns a client for the agent at baseURL (http or https, an
 // optional path prefix, no credentials, query or fragment). token, when not
@@ -144,7 +160,7 @@ func (c *HTTPClient) Journal(ctx context.Context, before uint64, limit int) (Jou
 		path += "?" + q.Encode()
 	}
 	var page JournalPage
-	if err := c.do(ctx, http.MethodGet, path, nil, "journal", &page); err != nil {
+	if _, err := c.do(ctx, c.hc, http.MethodGet, path, nil, "journal", &page); err != nil {
 		return JournalPage{}, err
 	}
 	return page, nil
@@ -153,10 +169,49 @@ func (c *HTTPClient) Journal(ctx context.Context, before uint64, limit int) (Jou
 // Report fetches the host's report.
 func (c *HTTPClient) Report(ctx context.Context) (mesh.Report, error) {
 	var rep mesh.Report
-	if err := c.do(ctx, http.MethodGet, PathReport, nil, "report", &rep); err != nil {
+	if _, err := c.do(ctx, c.hc, http.MethodGet, PathReport, nil, "report", &rep); err != nil {
 		return mesh.Report{}, err
 	}
 	return rep, nil
+}
+
+// WaitReport long-polls the host's report (see ReportWaiter), so that a
+// caller waiting for a container to count healthy is told of each change
+// as it happens instead of polling. A revision of 0 means the host does not
+// long-poll (it sent no HeaderReportRevision) and answered at once: the
+// caller must then wait between calls itself. wait is capped at
+// MaxReportWait, and the client's own timeout is stretched by it.
+func (c *HTTPClient) WaitReport(ctx context.Context, after uint64, wait time.Duration) (mesh.Report, uint64, error) {
+	wait = min(max(wait, 0), MaxReportWait)
+	q := url.Values{}
+	if after != 0 {
+		q.Set(QueryAfter, strconv.FormatUint(after, 10))
+	}
+	hc := c.hc
+	if wait > 0 {
+		q.Set(QueryWait, wait.String())
+		if hc.Timeout > 0 {
+			stretched := *hc
+			stretched.Timeout += wait
+			hc = &stretched
+		}
+	}
+	path := PathReport
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var rep mesh.Report
+	h, err := c.do(ctx, hc, http.MethodGet, path, nil, "report", &rep)
+	if err != nil {
+		return mesh.Report{}, 0, err
+	}
+	var rev uint64
+	if v := h.Get(HeaderReportRevision); v != "" {
+		if rev, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return mesh.Report{}, 0, fmt.Errorf("host %s: report: %s %q is not a revision: %w", c.base, HeaderReportRevision, v, err)
+		}
+	}
+	return rep, rev, nil
 }
 
 // Apply sends d. A refusal is a *RefusedError, an unreachable or failing host
@@ -168,7 +223,7 @@ func (c *HTTPClient) Apply(ctx context.Context, d mesh.Declaration) (ApplyResult
 		return ApplyResult{}, fmt.Errorf("host %s: encode %s: %w", c.base, op, err)
 	}
 	var res ApplyResult
-	if err := c.do(ctx, http.MethodPost, PathDeclarations, body, op, &res); err != nil {
+	if _, err := c.do(ctx, c.hc, http.MethodPost, PathDeclarations, body, op, &res); err != nil {
 		return ApplyResult{}, err
 	}
 	if res.Seq != d.Seq {
@@ -177,14 +232,16 @@ func (c *HTTPClient) Apply(ctx context.Context, d mesh.Declaration) (ApplyResult
 	return res, nil
 }
 
-func (c *HTTPClient) do(ctx context.Context, method, path string, body []byte, op string, out any) error {
+// do sends one request with hc and decodes a 200 answer into out; it returns
+// the answer's header for what travels there (the report's revision).
+func (c *HTTPClient) do(ctx context.Context, hc *http.Client, method, path string, body []byte, op string, out any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return fmt.Errorf("host %s: %s: %w", c.base, op, err)
+		return nil, fmt.Errorf("host %s: %s: %w", c.base, op, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -193,14 +250,14 @@ func (c *HTTPClient) do(ctx context.Context, method, path string, body []byte, o
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		// The caller giving up is not the host's fault; a deadline, however,
 		// is the caller's way of saying the host did not answer in time.
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return fmt.Errorf("host %s: %s: %w", c.base, op, ctx.Err())
+			return nil, fmt.Errorf("host %s: %s: %w", c.base, op, ctx.Err())
 		}
-		return &UnreachableError{URL: c.base, Err: err}
+		return nil, &UnreachableError{URL: c.base, Err: err}
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBodyBytes))
@@ -212,29 +269,29 @@ func (c *HTTPClient) do(ctx context.Context, method, path string, body []byte, o
 	case resp.StatusCode == http.StatusOK:
 		b, err := io.ReadAll(lr)
 		if err != nil {
-			return &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: read answer: %w", op, err)}
+			return nil, &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: read answer: %w", op, err)}
 		}
 		if len(b) > MaxBodyBytes {
-			return fmt.Errorf("host %s: %s: answer exceeds %d bytes", c.base, op, MaxBodyBytes)
+			return nil, fmt.Errorf("host %s: %s: answer exceeds %d bytes", c.base, op, MaxBodyBytes)
 		}
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("host %s: %s: decode answer: %w", c.base, op, err)
+			return nil, fmt.Errorf("host %s: %s: decode answer: %w", c.base, op, err)
 		}
-		return nil
+		return resp.Header, nil
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
-		return &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: %s", op, statusText(resp.StatusCode, lr))}
+		return nil, &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: %s", op, statusText(resp.StatusCode, lr))}
 	case resp.StatusCode >= 400:
 		var eb errorBody
 		b, _ := io.ReadAll(lr)
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
-			return fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, bytes.NewReader(b)))
+			return nil, fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, bytes.NewReader(b)))
 		}
-		return &RefusedError{
+		return nil, &RefusedError{
 			URL: c.base, Op: op, Status: resp.StatusCode,
 			Code: eb.Error.Code, Message: eb.Error.Message, LastSeq: eb.Error.LastSeq,
 		}
 	default:
-		return fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, lr))
+		return nil, fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, lr))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -255,4 +256,68 @@ func TestUnreachableUnwraps(t *testing.T) {
 	err := error(&host.UnreachableError{URL: "http://h", Err: cause})
 	assert.ErrorIs(t, err, cause)
 	assert.Equal(t, "host http://h: unreachable: cause", err.Error())
+}
+
+func TestWaitReport(t *testing.T) {
+	t.Run("sends the poll and reads the revision", func(t *testing.T) {
+		srv, seen := reportServer(t, "17")
+		rep, rev, err := client(t, srv.URL).WaitReport(context.Background(), 9, 2*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(3), rep.LastSeq)
+		assert.Equal(t, uint64(17), rev)
+		assert.Equal(t, url.Values{host.QueryAfter: {"9"}, host.QueryWait: {"2s"}}, <-seen)
+	})
+	t.Run("a plain read sends no parameters", func(t *testing.T) {
+		srv, seen := reportServer(t, "")
+		_, rev, err := client(t, srv.URL).WaitReport(context.Background(), 0, 0)
+		require.NoError(t, err)
+		assert.Zero(t, rev, "a host without the header does not long-poll")
+		assert.Empty(t, <-seen)
+	})
+	t.Run("a bad revision is an error", func(t *testing.T) {
+		srv, _ := reportServer(t, "soon")
+		_, _, err := client(t, srv.URL).WaitReport(context.Background(), 0, 0)
+		assert.ErrorContains(t, err, "is not a revision")
+	})
+	t.Run("the wait stretches the client's timeout", func(t *testing.T) {
+		answer := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-answer
+			_, _ = io.WriteString(w, `{"machine":"m1","containers":[]}`)
+		}))
+		t.Cleanup(srv.Close)
+		c, err := host.NewHTTPClient(srv.URL, "", &http.Client{Timeout: 50 * time.Millisecond})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := c.WaitReport(context.Background(), 1, time.Minute)
+			done <- err
+		}()
+		// What is tested is that nothing happens for longer than the
+		// client's own timeout: four of them.
+		select {
+		case err := <-done:
+			t.Fatalf("answered before the host did: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		close(answer)
+		require.NoError(t, <-done)
+	})
+}
+
+// reportServer answers every request with a report of last_seq 3, naming
+// rev as its revision unless rev is empty, and sends each request's query
+// on the channel.
+func reportServer(t *testing.T, rev string) (*httptest.Server, <-chan url.Values) {
+	t.Helper()
+	seen := make(chan url.Values, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.URL.Query()
+		if rev != "" {
+			w.Header().Set(host.HeaderReportRevision, rev)
+		}
+		_, _ = io.WriteString(w, `{"machine":"m1","last_seq":3,"containers":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, seen
 }

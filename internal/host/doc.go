@@ -7,7 +7,8 @@
 //
 // The machine workflow is the only writer to a host. It reads the report,
 // checks that nothing is downgraded, sends a numbered declaration and polls
-// the report until the declared containers run.
+// the report (long-polled, where the host can) until the declared
+// containers count healthy.
 //
 // # Wire API
 //
@@ -15,7 +16,13 @@
 // with unknown fields refused. When the agent has a token, every request but
 // the health check must carry "Authorization: Bearer <token>".
 //
-//	GET  /v1/report        200 mesh.Report
+//	GET  /v1/report        200 mesh.Report, its revision in the header
+//	                       X-Meshroll-Report-Revision (an agent that
+//	                       long-polls)
+//	     ?after=REV&wait=D long poll: answered once the revision is not
+//	                       REV, at once if it is not now, else when it
+//	                       changes or D (a Go duration, at most
+//	                       MaxReportWait) has passed; no parameters: at once
 //	POST /v1/declarations  body mesh.Declaration
 //	                       200 ApplyResult once the declaration is durably
 //	                       recorded; the host then starts applying it and
@@ -32,7 +39,10 @@
 //	400 unpinned      a digest is not sha256:<hex>, or an image carries a tag
 //	                  or digest of its own
 //	400 invalid       malformed body, unknown fields, another machine's
-//	                  declaration, bad or duplicate module names
+//	                  declaration, bad or duplicate module names, a health
+//	                  check no agent could run (two probes, a bad port or
+//	                  path, an empty command, a negative time); an unknown
+//	                  or repeated query parameter
 //	401 unauthorized  token configured and the bearer token does not match
 //
 // An exact repeat of the last applied declaration (same Seq, same content)

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -18,7 +21,9 @@ import (
 // authentication, body limits, strict decoding and the mapping of a *Refusal
 // to its status. The real agent and hosttest share it so that the two cannot
 // answer differently. An empty token turns authentication off; the health
-// check never needs it, so probes need no secret.
+// check never needs it, so probes need no secret. An agent that is also a
+// ReportWaiter has its report long-polled (see HeaderReportRevision); any
+// other answers the report at once, whatever the query asks.
 func NewHandler(agent Client, token string) http.Handler {
 	h := &handler{agent: agent}
 	if token != "" {
@@ -74,9 +79,49 @@ func requireSum(want [sha256.Size]byte, next http.Handler) http.Handler {
 	})
 }
 
+// waitSlack is how much longer than its wait a long poll's answer may take
+// to write: the server's write timeout is for ordinary answers, and a long
+// poll answers late by design.
+const waitSlack = 10 * time.Second
+
 func (h *handler) report(w http.ResponseWriter, r *http.Request) {
-	rep, err := h.agent.Report(r.Context())
+	q, err := Query(r, QueryAfter, QueryWait)
+	var after uint64
+	var wait time.Duration
+	if err == nil && q[QueryAfter] != "" {
+		if after, err = strconv.ParseUint(q[QueryAfter], 10, 64); err != nil {
+			err = fmt.Errorf("%s=%q: want a revision the report was answered with", QueryAfter, q[QueryAfter])
+		}
+	}
+	if err == nil && q[QueryWait] != "" {
+		if wait, err = time.ParseDuration(q[QueryWait]); err != nil || wait < 0 {
+			err = fmt.Errorf("%s=%q: want a duration of 0 or more, like 30s (at most %s)", QueryWait, q[QueryWait], MaxReportWait)
+		}
+		wait = min(wait, MaxReportWait)
+	}
 	if err != nil {
+		WriteRefusal(w, &Refusal{Code: CodeInvalid, Message: err.Error()})
+		return
+	}
+	var rep mesh.Report
+	if rw, ok := h.agent.(ReportWaiter); ok {
+		if wait > 0 {
+			// Not every ResponseWriter can (a test recorder): then the
+			// server's own timeout stands.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + waitSlack))
+		}
+		var rev uint64
+		rep, rev, err = rw.WaitReport(r.Context(), after, wait)
+		if err == nil {
+			w.Header().Set(HeaderReportRevision, strconv.FormatUint(rev, 10))
+		}
+	} else {
+		rep, err = h.agent.Report(r.Context())
+	}
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the caller left; nobody hears an answer
+		}
 		writeError(w, err)
 		return
 	}
@@ -105,6 +150,23 @@ func (h *handler) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, res)
+}
+
+// Query returns r's query parameters, each given once and each one of
+// known, so that an endpoint never silently ignores a parameter it does not
+// know (a misspelt one would otherwise read as absent).
+func Query(r *http.Request, known ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, vs := range r.URL.Query() {
+		if !slices.Contains(known, k) {
+			return nil, fmt.Errorf("unknown query parameter %q (want %s)", k, strings.Join(known, ", "))
+		}
+		if len(vs) != 1 {
+			return nil, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+		}
+		out[k] = vs[0]
+	}
+	return out, nil
 }
 
 // decodeStrict decodes exactly one JSON value with unknown fields refused:

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,4 +125,56 @@ func TestHandlerMethods(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	resp, _ = do(t, h, http.MethodPost, host.PathReport, "", "")
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// waiter is a stub that long-polls: it records what it was asked.
+type waiter struct {
+	stub
+	after uint64
+	wait  time.Duration
+}
+
+func (w *waiter) WaitReport(_ context.Context, after uint64, wait time.Duration) (mesh.Report, uint64, error) {
+	w.after, w.wait = after, wait
+	return w.report, 42, nil
+}
+
+func TestHandlerLongPoll(t *testing.T) {
+	cases := []struct {
+		query     string
+		status    int
+		after     uint64
+		wait      time.Duration
+		errorPart string
+	}{
+		{"", http.StatusOK, 0, 0, ""},
+		{"?after=7&wait=1500ms", http.StatusOK, 7, 1500 * time.Millisecond, ""},
+		{"?after=7&wait=2h", http.StatusOK, 7, host.MaxReportWait, ""},
+		{"?wait=0s", http.StatusOK, 0, 0, ""},
+		{"?wait=-1s", http.StatusBadRequest, 0, 0, "wait="},
+		{"?wait=30", http.StatusBadRequest, 0, 0, "like 30s"},
+		{"?after=seven", http.StatusBadRequest, 0, 0, "after="},
+		{"?after=1&after=2", http.StatusBadRequest, 0, 0, "given 2 times"},
+		{"?since=1", http.StatusBadRequest, 0, 0, "unknown query parameter"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			w := &waiter{}
+			resp, body := do(t, host.NewHandler(w, ""), http.MethodGet, host.PathReport+tc.query, "", "")
+			assert.Equal(t, tc.status, resp.StatusCode, body)
+			if tc.status != http.StatusOK {
+				assert.Contains(t, body, `"code":"invalid"`)
+				assert.Contains(t, body, tc.errorPart)
+				return
+			}
+			assert.Equal(t, "42", resp.Header.Get(host.HeaderReportRevision))
+			assert.Equal(t, tc.after, w.after)
+			assert.Equal(t, tc.wait, w.wait)
+		})
+	}
+
+	// A host that cannot wait answers at once, with no revision.
+	resp, _ := do(t, host.NewHandler(&stub{}, ""), http.MethodGet, host.PathReport+"?after=7&wait=1s", "", "")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Empty(t, resp.Header.Get(host.HeaderReportRevision))
 }

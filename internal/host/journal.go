@@ -54,6 +54,10 @@ type JournalEntry struct {
 	// Containers is every container the declaration named, digests and
 	// settings as told; for a container outcome, that one container.
 	Containers []mesh.Container `json:"containers,omitempty"`
+	// Ports are the loopback ports the agent chose, by module, for the
+	// containers among Containers whose probe port is mesh.PortAuto (each
+	// finds its own in mesh.EnvPort).
+	Ports map[string]int `json:"ports,omitempty"`
 	// Runtime is the runtime that was to run them.
 	Runtime string `json:"runtime"`
 }

@@ -3,8 +3,10 @@ package host
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -31,11 +33,14 @@ type Ledger struct {
 	// Last is the last applied declaration, kept so that an exact repeat can
 	// be told from a stale sender.
 	Last *mesh.Declaration `json:"last,omitempty"`
-	// Floor holds, per module, the container that last reached running. A
-	// declaration may not go below its generation without Force. It is taken
-	// when a container runs, not when it is declared, so a new build that
-	// never comes up (crash-looping, stuck starting) can be rolled back
-	// without Force. A forced container that runs lowers the floor: the
+	// Floor holds, per module, the container that last counted healthy: it
+	// was healthy for its check's MinHealthy without a break (without a
+	// check, or with MinHealthy 0: it reached running, or passed its first
+	// probe). A declaration may not go below its generation without Force.
+	// It is taken when a container proves itself, not when it is declared
+	// or merely runs, so a new build that never comes up (crash-looping,
+	// stuck starting, failing its probe) can be rolled back without Force.
+	// A forced container that counts healthy lowers the floor: the
 	// operator's decision then stands for later pushes.
 	Floor map[string]Mark `json:"floor,omitempty"`
 }
@@ -68,14 +73,16 @@ func (l *Ledger) Admit(running []mesh.RunningContainer, d mesh.Declaration) (rep
 }
 
 // Record notes that d was applied. The floor is untouched: it moves only when
-// a container reaches running (Ran).
+// a container counts healthy (Ran).
 func (l *Ledger) Record(d mesh.Declaration) {
 	c := CloneDeclaration(d)
 	l.LastSeq = d.Seq
 	l.Last = &c
 }
 
-// Ran notes that c reached running, which sets its module's floor to c.
+// Ran notes that c counts healthy (see Floor), which sets its module's floor
+// to c. The agent calls it once the container has been healthy for its
+// MinHealthy, and journals that first.
 func (l *Ledger) Ran(c mesh.RunningContainer) {
 	if l.Floor == nil {
 		l.Floor = make(map[string]Mark)
@@ -116,8 +123,60 @@ func (l *Ledger) checkShape(d mesh.Declaration) *Refusal {
 			return l.refuse(CodeInvalid, "module %q declared twice", c.Module)
 		}
 		seen[c.Module] = true
+		if err := checkHealth(c.Health); err != nil {
+			return l.refuse(CodeInvalid, "module %s: health: %v", c.Module, err)
+		}
 	}
 	return nil
+}
+
+// checkHealth refuses a check no agent could run as declared, so that a
+// mistake in the mesh config is a refusal at the first push rather than a
+// container that never counts healthy: more than one probe, a port outside
+// 0-65535 (0 is mesh.PortAuto), an HTTP path that is not a path on the
+// loopback host, an empty command, a negative time.
+func checkHealth(h *mesh.Health) error {
+	if h == nil {
+		return nil
+	}
+	var errs []error
+	probes := 0
+	port := func(kind string, p int) {
+		if p < 0 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s port %d is not 0 (auto) to 65535", kind, p))
+		}
+	}
+	if h.HTTP != nil {
+		probes++
+		port("http", h.HTTP.Port)
+		if p := h.HTTP.Path; p != "" {
+			if u, err := url.ParseRequestURI(p); err != nil || !strings.HasPrefix(p, "/") || u.Host != "" {
+				errs = append(errs, fmt.Errorf("http path %q is not an absolute path like /healthz", p))
+			}
+		}
+	}
+	if h.TCP != nil {
+		probes++
+		port("tcp", h.TCP.Port)
+	}
+	if h.Exec != nil {
+		probes++
+		if len(h.Exec) == 0 || h.Exec[0] == "" {
+			errs = append(errs, errors.New("exec names no command"))
+		}
+	}
+	if probes > 1 {
+		errs = append(errs, fmt.Errorf("%d probes declared; give one of http, tcp and exec, or none", probes))
+	}
+	for _, d := range []struct {
+		name string
+		ms   int64
+	}{{"interval_ms", h.IntervalMS}, {"timeout_ms", h.TimeoutMS}, {"min_healthy_ms", h.MinHealthyMS}, {"deadline_ms", h.DeadlineMS}} {
+		if d.ms < 0 {
+			errs = append(errs, fmt.Errorf("%s %d is negative", d.name, d.ms))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (l *Ledger) checkPinned(d mesh.Declaration) *Refusal {
@@ -145,9 +204,12 @@ func (l *Ledger) checkFloor(running []mesh.RunningContainer, d mesh.Declaration)
 		floor[m] = f
 	}
 	// A running container the ledger was never told about (an agent that
-	// adopted what it found at start) still holds the floor.
+	// adopted what it found at start, or one whose rise it could not
+	// journal) still holds the floor, unless it has a check: running proves
+	// nothing then, and a build that runs but fails its probe must be
+	// reverted without force. Its floor is the ledger's, once it counted.
 	for _, rc := range running {
-		if rc.State != mesh.StateRunning {
+		if rc.State != mesh.StateRunning || rc.Check != nil {
 			continue
 		}
 		if f, ok := floor[rc.Module]; !ok || rc.Generation > f.Generation {
@@ -195,11 +257,37 @@ func CloneDeclaration(d mesh.Declaration) mesh.Declaration {
 	if d.Containers != nil {
 		cs := make([]mesh.Container, len(d.Containers))
 		for i, c := range d.Containers {
-			c.Args = slices.Clone(c.Args)
-			c.Env = maps.Clone(c.Env)
-			cs[i] = c
+			cs[i] = CloneContainer(c)
 		}
 		d.Containers = cs
 	}
 	return d
+}
+
+// CloneContainer returns a deep copy of c (its args, env and health check),
+// for the same reason as CloneDeclaration: the agent and its runtimes keep
+// containers while callers still hold them.
+func CloneContainer(c mesh.Container) mesh.Container {
+	c.Args = slices.Clone(c.Args)
+	c.Env = maps.Clone(c.Env)
+	c.Health = CloneHealth(c.Health)
+	return c
+}
+
+// CloneHealth returns a deep copy of h (nil for nil).
+func CloneHealth(h *mesh.Health) *mesh.Health {
+	if h == nil {
+		return nil
+	}
+	cp := *h
+	if h.HTTP != nil {
+		http := *h.HTTP
+		cp.HTTP = &http
+	}
+	if h.TCP != nil {
+		tcp := *h.TCP
+		cp.TCP = &tcp
+	}
+	cp.Exec = slices.Clone(h.Exec)
+	return &cp
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -62,4 +63,67 @@ func TestLedgerReport(t *testing.T) {
 	l.Record(mesh.Declaration{Machine: "m1", Seq: 3, Request: "plan/host/x@m1"})
 	running := []mesh.RunningContainer{{Module: "api", Digest: digestA, Generation: 4, Seq: 3, State: mesh.StateRunning}}
 	assert.Equal(t, mesh.Report{Machine: "m1", LastSeq: 3, LastRequest: "plan/host/x@m1", Containers: running}, l.Report(running))
+}
+
+func TestLedgerRunningContainerWithCheckHoldsNoFloorByRunning(t *testing.T) {
+	l := host.Ledger{Machine: "m1"}
+	running := []mesh.RunningContainer{{
+		Module: "api", Digest: digestA, Generation: 5, State: mesh.StateRunning,
+		Check: &mesh.Health{HTTP: &mesh.HTTPProbe{}}, Health: mesh.HealthUnhealthy,
+	}}
+	d := mesh.Declaration{Machine: "m1", Seq: 1, Containers: []mesh.Container{{Module: "api", Digest: digestA, Generation: 4}}}
+	_, err := l.Admit(running, d)
+	assert.NoError(t, err, "a build that runs but has not counted healthy is reverted without force")
+
+	l.Ran(running[0])
+	_, err = l.Admit(running, d)
+	var r *host.Refusal
+	assert.ErrorAs(t, err, &r, "once it counted, the ledger's floor holds")
+}
+
+func TestLedgerRefusesBadChecks(t *testing.T) {
+	cases := []struct {
+		name  string
+		check mesh.Health
+		want  string // in the refusal; "" for accepted
+	}{
+		{"none", mesh.Health{MinHealthyMS: 3000}, ""},
+		{"http auto", mesh.Health{HTTP: &mesh.HTTPProbe{Path: "/healthz?deep=1"}, IntervalMS: 1000}, ""},
+		{"tcp", mesh.Health{TCP: &mesh.TCPProbe{Port: 8080}}, ""},
+		{"exec", mesh.Health{Exec: []string{"/bin/check", "-q"}}, ""},
+		{"two probes", mesh.Health{HTTP: &mesh.HTTPProbe{}, TCP: &mesh.TCPProbe{}}, "2 probes declared"},
+		{"port too big", mesh.Health{TCP: &mesh.TCPProbe{Port: 65536}}, "tcp port 65536"},
+		{"negative port", mesh.Health{HTTP: &mesh.HTTPProbe{Port: -1}}, "http port -1"},
+		{"path to another host", mesh.Health{HTTP: &mesh.HTTPProbe{Path: "@evil.example/"}}, "not an absolute path"},
+		{"path with a newline", mesh.Health{HTTP: &mesh.HTTPProbe{Path: "/a\nb"}}, "not an absolute path"},
+		{"empty command", mesh.Health{Exec: []string{}}, "exec names no command"},
+		{"blank command", mesh.Health{Exec: []string{""}}, "exec names no command"},
+		{"negative interval", mesh.Health{IntervalMS: -1}, "interval_ms -1 is negative"},
+		{"negative min_healthy", mesh.Health{MinHealthyMS: -5}, "min_healthy_ms -5 is negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := host.Ledger{Machine: "m1"}
+			check := tc.check
+			d := mesh.Declaration{Machine: "m1", Seq: 1, Containers: []mesh.Container{{Module: "api", Digest: digestA, Health: &check}}}
+			_, err := l.Admit(nil, d)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var r *host.Refusal
+			require.ErrorAs(t, err, &r)
+			assert.Equal(t, host.CodeInvalid, r.Code)
+			assert.Contains(t, r.Message, "module api: health: ")
+			assert.Contains(t, r.Message, tc.want)
+		})
+	}
+}
+
+func TestCloneContainerIsDeep(t *testing.T) {
+	a := mesh.Container{Module: "api", Health: &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 1}, TCP: &mesh.TCPProbe{Port: 2}, Exec: []string{"x"}}}
+	b := host.CloneContainer(a)
+	b.Health.HTTP.Port, b.Health.TCP.Port, b.Health.Exec[0], b.Health.MinHealthyMS = 9, 9, "y", 9
+	assert.Equal(t, &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 1}, TCP: &mesh.TCPProbe{Port: 2}, Exec: []string{"x"}}, a.Health)
+	assert.Nil(t, host.CloneHealth(nil))
 }

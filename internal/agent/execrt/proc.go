@@ -1,6 +1,7 @@
 package execrt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -48,17 +49,7 @@ func (r *Runtime) start(ct *container, img *image, logPath string) (*proc, error
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("image %s@%s names no Entrypoint or Cmd and none is declared: %w", spec.Image, spec.Digest, ErrBadImage)
 	}
-	env := environ(cfg.Env, spec)
-	root, err := os.OpenRoot(img.rootfs)
-	if err != nil {
-		return nil, fmt.Errorf("open rootfs: %w", err)
-	}
-	defer root.Close()
-	wd, err := workDir(root, cfg.WorkingDir)
-	if err != nil {
-		return nil, err
-	}
-	exe, err := lookPath(root, argv[0], wd, env)
+	inv, err := resolve(spec, img, argv)
 	if err != nil {
 		return nil, err
 	}
@@ -66,20 +57,8 @@ func (r *Runtime) start(ct *container, img *image, logPath string) (*proc, error
 	if err != nil {
 		return nil, fmt.Errorf("log: %w", err)
 	}
-	hostExe := filepath.Join(img.rootfs, filepath.FromSlash(exe))
-	newCmd := func() *exec.Cmd {
-		return &exec.Cmd{
-			Path:        hostExe,
-			Args:        append([]string{hostExe}, argv[1:]...),
-			Dir:         filepath.Join(img.rootfs, filepath.FromSlash(wd)),
-			Env:         env,
-			Stdout:      logf,
-			Stderr:      logf,
-			SysProcAttr: sysProcAttr(),
-		}
-	}
 	logLine(logf, "starting %s %s: %s", spec.Module, spec.Digest, quoteArgs(argv))
-	cmd, err := startRetryingBusy(newCmd)
+	cmd, err := startRetryingBusy(func() *exec.Cmd { return inv.command(context.Background(), logf) })
 	if err != nil {
 		logLine(logf, "could not start %s: %v", spec.Module, err)
 		_ = logf.Close()
@@ -92,6 +71,102 @@ func (r *Runtime) start(ct *container, img *image, logPath string) (*proc, error
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// Exec runs argv beside module's process, as that process runs (resolved
+// inside the rootfs, in the image's working directory, with the same
+// environment; see start), and waits for it, writing its output to out:
+// what an exec health probe needs. The command has a process group of its
+// own, killed whole when it exits or ctx ends. A command that ran returns
+// its exit code (-1 when a signal ended it) and no error; one that could
+// not start, or outlived ctx, returns an error saying so.
+func (r *Runtime) Exec(ctx context.Context, module string, argv []string, out io.Writer) (int, error) {
+	r.mu.Lock()
+	ct := r.current[module]
+	var img *image
+	if ct != nil {
+		img = ct.img
+	}
+	r.mu.Unlock()
+	if img == nil {
+		return 0, fmt.Errorf("runtime exec: container %s has no process to run a command beside", module)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return 0, errors.New("runtime exec: no command")
+	}
+	inv, err := resolve(ct.spec, img, argv)
+	if err != nil {
+		return 0, err
+	}
+	cmd, err := startRetryingBusy(func() *exec.Cmd {
+		cmd := inv.command(ctx, out)
+		cmd.Cancel = func() error {
+			signalGroup(cmd.Process.Pid, sigKill)
+			return nil
+		}
+		// Whatever it started and left holding its output does not keep
+		// the probe waiting.
+		cmd.WaitDelay = time.Second
+		return cmd
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	err = cmd.Wait()
+	signalGroup(cmd.Process.Pid, sigKill)
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("%s did not finish in time: %w", argv[0], ctx.Err())
+	case errors.As(err, &exit):
+		return exit.ExitCode(), nil
+	case err != nil:
+		return 0, fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	return 0, nil
+}
+
+// invocation is a program of an image resolved to run on the host: what a
+// container's process and a command run beside it share.
+type invocation struct {
+	path string   // the program, on the host
+	args []string // its arguments after argv[0]
+	dir  string   // the working directory, on the host
+	env  []string
+}
+
+// resolve finds argv's program inside img's rootfs for spec's container
+// (see start for the rules).
+func resolve(spec mesh.Container, img *image, argv []string) (invocation, error) {
+	cfg := img.config
+	env := environ(cfg.Env, spec)
+	root, err := os.OpenRoot(img.rootfs)
+	if err != nil {
+		return invocation{}, fmt.Errorf("open rootfs: %w", err)
+	}
+	defer root.Close()
+	wd, err := workDir(root, cfg.WorkingDir)
+	if err != nil {
+		return invocation{}, err
+	}
+	exe, err := lookPath(root, argv[0], wd, env)
+	if err != nil {
+		return invocation{}, err
+	}
+	return invocation{
+		path: filepath.Join(img.rootfs, filepath.FromSlash(exe)),
+		args: argv[1:],
+		dir:  filepath.Join(img.rootfs, filepath.FromSlash(wd)),
+		env:  env,
+	}, nil
+}
+
+// command is the invocation as a command writing to out, in a process
+// group of its own.
+func (inv invocation) command(ctx context.Context, out io.Writer) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, inv.path, inv.args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = inv.dir, inv.env, out, out, sysProcAttr()
+	return cmd
 }
 
 // stop ends a running process: SIGTERM to its group, SIGKILL once the

@@ -59,6 +59,19 @@
 // registry that is down for a moment must not read as a broken build to
 // whoever waits for the container to run (the push waits until its running
 // timeout).
+//
+// Every exit the runtime answers by starting the process again is a
+// restart, counted from the container's hand-over and told with the exit
+// (Update.Restarts), also while the container stays crash-looping: a
+// restart breaks a container's health, however quickly it comes back.
+//
+// # Commands beside a process
+//
+// Exec runs a command as the container's process runs (found in the image,
+// in its working directory, with its environment, MESHROLL_PORT included)
+// and waits for it: what the agent's exec health probes need. Like the
+// process it has a process group of its own, killed whole when it ends or
+// its context does.
 package execrt
 
 import (
@@ -66,16 +79,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/registry"
 )
@@ -129,6 +141,10 @@ type Update struct {
 	Since time.Time
 	// Reason says why a container exited or crash-loops.
 	Reason string
+	// Restarts counts the restarts of the container's process since it was
+	// handed over: every exit the runtime answers by starting it again
+	// (counted when the exit is reported, with the restart ahead).
+	Restarts int
 }
 
 // Options configures New. Zero durations take the defaults above.
@@ -206,6 +222,9 @@ type container struct {
 	since  time.Time
 	reason string
 	pid    int
+	img    *image // once pulled and unpacked
+	// restarts counts restarts; told is the count last passed to update.
+	restarts, told int
 }
 
 // New returns an exec runtime keeping its images and logs under
@@ -319,13 +338,14 @@ func (r *Runtime) Apply(_ context.Context, cs []mesh.Container, update func(Upda
 	for _, c := range cs {
 		if old, ok := r.current[c.Module]; ok && sameSpec(old.spec, c) {
 			old.update = update
+			old.told = old.restarts
 			next[c.Module] = old
-			update(Update{Module: c.Module, State: old.state, Since: old.since, Reason: old.reason})
+			update(Update{Module: c.Module, State: old.state, Since: old.since, Reason: old.reason, Restarts: old.restarts})
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		ct := &container{
-			spec: cloneSpec(c), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+			spec: host.CloneContainer(c), ctx: ctx, cancel: cancel, done: make(chan struct{}),
 			update: update, state: mesh.StateStarting, since: time.Now().UTC(),
 		}
 		if prev := r.last[c.Module]; prev != nil {
@@ -401,11 +421,15 @@ func (r *Runtime) Close(ctx context.Context) error {
 
 // report records ct's new state and passes it on unless ct is silenced.
 // Updates are made with r.mu held so that, for any one container, they
-// arrive in the order they happened and none follows Close.
-func (r *Runtime) report(ct *container, state, reason string) {
+// arrive in the order they happened and none follows Close. restarted
+// counts a restart ahead (the process exited and will be started again).
+func (r *Runtime) report(ct *container, state, reason string, restarted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ct.state == state && ct.reason == reason {
+	if restarted {
+		ct.restarts++
+	}
+	if ct.state == state && ct.reason == reason && ct.restarts == ct.told {
 		return
 	}
 	changed := ct.state != state
@@ -414,10 +438,12 @@ func (r *Runtime) report(ct *container, state, reason string) {
 		ct.since = time.Now().UTC()
 	}
 	// A failed pull that will be retried stays starting; each failure is
-	// still told, with its reason, so that the agent can log it.
+	// still told, with its reason, so that the agent can log it. So is a
+	// restart of a crash-looping process, which stays crash-looping.
 	retrying := state == mesh.StateStarting && reason != ""
-	if ct.update != nil && ct.ctx.Err() == nil && (changed || retrying) {
-		ct.update(Update{Module: ct.spec.Module, State: state, Since: ct.since, Reason: reason})
+	if ct.update != nil && ct.ctx.Err() == nil && (changed || retrying || ct.restarts != ct.told) {
+		ct.told = ct.restarts
+		ct.update(Update{Module: ct.spec.Module, State: state, Since: ct.since, Reason: reason, Restarts: ct.restarts})
 	}
 }
 
@@ -472,11 +498,11 @@ func (r *Runtime) supervise(ct *container) {
 		retire(ct.prev)
 		ct.prev = nil
 		if permanent(err) {
-			r.report(ct, mesh.StateExited, err.Error()+"; not running it")
+			r.report(ct, mesh.StateExited, err.Error()+"; not running it", false)
 			return
 		}
 		d := bo.next()
-		r.report(ct, mesh.StateStarting, fmt.Sprintf("%v; retrying in %s", err, d))
+		r.report(ct, mesh.StateStarting, fmt.Sprintf("%v; retrying in %s", err, d), false)
 		if r.sleep(ct.ctx, d) != nil {
 			return
 		}
@@ -489,6 +515,9 @@ func (r *Runtime) supervise(ct *container) {
 	}
 	retire(ct.prev)
 	ct.prev = nil
+	r.mu.Lock()
+	ct.img = img
+	r.mu.Unlock()
 	r.run(ct, img, bo)
 }
 
@@ -506,7 +535,7 @@ func (r *Runtime) run(ct *container, img *image, bo *backoff) {
 		p, err := r.start(ct, img, logPath)
 		switch {
 		case permanent(err):
-			r.report(ct, mesh.StateExited, fmt.Sprintf("%v; not running it; log %s", err, logPath))
+			r.report(ct, mesh.StateExited, fmt.Sprintf("%v; not running it; log %s", err, logPath), false)
 			return
 		case err != nil:
 			why = fmt.Sprintf("could not start: %v", err)
@@ -516,7 +545,7 @@ func (r *Runtime) run(ct *container, img *image, bo *backoff) {
 			select {
 			case <-p.exited:
 			case <-healthy.C:
-				r.report(ct, mesh.StateRunning, "")
+				r.report(ct, mesh.StateRunning, "", false)
 				select {
 				case <-p.exited:
 				case <-ct.ctx.Done():
@@ -541,15 +570,15 @@ func (r *Runtime) run(ct *container, img *image, bo *backoff) {
 		short++
 		d := bo.next()
 		if short >= r.o.CrashLoopAfter {
-			r.report(ct, mesh.StateCrashLooping, fmt.Sprintf("%s; %d short runs in a row; restarting in %s; log %s", why, short, d, logPath))
+			r.report(ct, mesh.StateCrashLooping, fmt.Sprintf("%s; %d short runs in a row; restarting in %s; log %s", why, short, d, logPath), true)
 		} else {
-			r.report(ct, mesh.StateExited, fmt.Sprintf("%s; restarting in %s; log %s", why, d, logPath))
+			r.report(ct, mesh.StateExited, fmt.Sprintf("%s; restarting in %s; log %s", why, d, logPath), true)
 		}
 		if r.sleep(ct.ctx, d) != nil {
 			return
 		}
 		if short < r.o.CrashLoopAfter {
-			r.report(ct, mesh.StateStarting, "")
+			r.report(ct, mesh.StateStarting, "", false)
 		}
 	}
 }
@@ -588,10 +617,4 @@ func sameSpec(a, b mesh.Container) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)
-}
-
-func cloneSpec(c mesh.Container) mesh.Container {
-	c.Args = slices.Clone(c.Args)
-	c.Env = maps.Clone(c.Env)
-	return c
 }

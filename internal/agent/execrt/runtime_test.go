@@ -165,15 +165,7 @@ func readLog(t *testing.T, dir, module string) string {
 // no update announces.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		<-tick.C
-	}
+	execrttest.Eventually(t, waitLimit, what, cond)
 }
 
 func logHas(t *testing.T, dir, module, s string) {
@@ -580,4 +572,99 @@ func TestRelativeStateDir(t *testing.T) {
 	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", p)}, rec.update))
 	rec.waitFor(0, "web", mesh.StateRunning)
 	logHas(t, filepath.Join("state", "host"), "web", "testapp v1 mode serve")
+}
+
+// TestRestartsCounted: every exit the runtime answers by starting the
+// process again is counted, in the exit's own update, also while the
+// container stays crash-looping; a permanent exit counts nothing.
+func TestRestartsCounted(t *testing.T) {
+	t.Parallel()
+	reg := execrttest.NewRegistry(t)
+	p := reg.Push(t, "meshroll/crash", execrttest.AppImage(t, nil, "exit", "3"))
+	r, rec := newRuntime(t, t.TempDir(), reg, func(o *Options) { o.HealthyAfter = 5 * time.Second })
+	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("crash", p)}, rec.update))
+	rec.waitMatch(0, "a fifth restart", func(u Update) bool { return u.Module == "crash" && u.Restarts == 5 })
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var counts []int
+	for _, u := range rec.all {
+		if n := len(counts); n == 0 || counts[n-1] != u.Restarts {
+			counts = append(counts, u.Restarts)
+		}
+	}
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5}, counts[:6], "one more each exit, never fewer")
+	for _, u := range rec.all {
+		if u.State == mesh.StateCrashLooping && u.Restarts >= 4 {
+			return
+		}
+	}
+	t.Errorf("no restart counted while crash-looping: %v", rec.all)
+}
+
+// TestExec runs commands beside a container's process as it runs: in the
+// image, with its environment, its exit code told, its output written, and
+// killed whole when the context ends.
+func TestExec(t *testing.T) {
+	t.Parallel()
+	reg := execrttest.NewRegistry(t)
+	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
+	dir := t.TempDir()
+	r, rec := newRuntime(t, dir, reg)
+	ctx := context.Background()
+
+	var out strings.Builder
+	_, err := r.Exec(ctx, "web", []string{execrttest.AppPath, "probe", "v1", "0"}, &out)
+	assert.ErrorContains(t, err, "container web has no process", "nothing declared yet")
+
+	c := ctr("web", p)
+	c.Env = map[string]string{"MESHROLL_PORT": "1234"}
+	require.NoError(t, r.Apply(ctx, []mesh.Container{c}, rec.update))
+	rec.waitFor(0, "web", mesh.StateRunning)
+
+	cases := []struct {
+		name   string
+		argv   []string
+		code   int
+		output string
+		err    string
+	}{
+		{"passes", []string{execrttest.AppPath, "probe", "v1", "0"}, 0, "probe v1 module web exits 0\n", ""},
+		{"fails", []string{execrttest.AppPath, "probe", "v1", "3"}, 3, "probe v1 module web exits 3\n", ""},
+		{"relative to the working directory", []string{"app/testapp", "probe", "v1", "1"}, 1, "probe v1 module web exits 1\n", ""},
+		{"not in the image", []string{"/bin/nope"}, 0, "", "/bin/nope is not in the image"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			code, err := r.Exec(ctx, "web", tc.argv, &out)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.code, code)
+			assert.Equal(t, tc.output, out.String())
+		})
+	}
+
+	t.Run("environment", func(t *testing.T) {
+		var out strings.Builder
+		_, err := r.Exec(ctx, "web", []string{execrttest.AppPath, "exit", "0"}, &out)
+		require.NoError(t, err)
+		assert.Contains(t, out.String(), "env MESHROLL_PORT=1234")
+		assert.Contains(t, out.String(), "env MESHROLL_MODULE=web")
+		assert.Contains(t, out.String(), "cwd "+filepath.Join(dir, "images", strings.TrimPrefix(p.Digest, "sha256:"), "rootfs"))
+	})
+	t.Run("outlives its context", func(t *testing.T) {
+		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		var out strings.Builder
+		_, err := r.Exec(tctx, "web", []string{execrttest.AppPath, "ignore-term", "stuck"}, &out)
+		assert.ErrorContains(t, err, "did not finish in time")
+		var pid int
+		_, serr := fmt.Sscanf(out.String(), "testapp stuck mode ignore-term pid %d", &pid)
+		require.NoError(t, serr, out.String())
+		assert.True(t, gone(pid), "killed")
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -42,16 +43,27 @@ const AppPath = "/app/testapp"
 // appSource is the test program. Its first argument is the mode, its second
 // a version it prints:
 //
-//	serve V        print, then block until SIGTERM; print "got SIGTERM", exit 0
-//	exit N         print, then exit with code N
-//	ignore-term V  print, ignore SIGTERM and block until killed
+//	serve V             print, then block until SIGTERM; print "got SIGTERM", exit 0
+//	exit N              print, then exit with code N
+//	ignore-term V       print, ignore SIGTERM and block until killed
+//	http V [STATUS]     print, then serve HTTP on 127.0.0.1:$MESHROLL_PORT,
+//	                    answering every request STATUS (default 200) with
+//	                    "testapp V status STATUS", or 500 "testapp V failing"
+//	                    while the file $TESTAPP_FAIL_FILE exists (a probe
+//	                    a test makes flap); until SIGTERM, as serve
+//	http-exit V DUR     as http 200, then exit with code 1 after DUR (a Go
+//	                    duration): healthy for a while, then gone
+//	probe V CODE        print "probe V module $MESHROLL_MODULE exits CODE"
+//	                    and exit CODE, printing nothing else: an exec probe
 //
-// It prints "testapp V mode M pid P", its working directory as "cwd D" and
-// every variable of its environment as "env K=V", sorted.
+// Every mode but probe prints "testapp V mode M pid P", its working
+// directory as "cwd D" and every variable of its environment as "env K=V",
+// sorted.
 const appSource = `package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -68,11 +80,20 @@ func main() {
 	if len(os.Args) > 2 {
 		version = os.Args[2]
 	}
+	arg := ""
+	if len(os.Args) > 3 {
+		arg = os.Args[3]
+	}
+	if mode == "probe" {
+		code, _ := strconv.Atoi(arg)
+		fmt.Printf("probe %s module %s exits %d\n", version, os.Getenv("MESHROLL_MODULE"), code)
+		os.Exit(code)
+	}
 	if mode == "ignore-term" {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	term := make(chan os.Signal, 1)
-	if mode == "serve" {
+	if mode == "serve" || mode == "http" || mode == "http-exit" {
 		signal.Notify(term, syscall.SIGTERM)
 	}
 	fmt.Printf("testapp %s mode %s pid %d\n", version, mode, os.Getpid())
@@ -92,6 +113,40 @@ func main() {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case "http", "http-exit":
+		status := 200
+		if mode == "http" && arg != "" {
+			status, _ = strconv.Atoi(arg)
+		}
+		fail := os.Getenv("TESTAPP_FAIL_FILE")
+		http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if _, err := os.Stat(fail); fail != "" && err == nil {
+				w.WriteHeader(500)
+				fmt.Fprintf(w, "testapp %s failing: %s exists\n", version, fail)
+				return
+			}
+			w.WriteHeader(status)
+			fmt.Fprintf(w, "testapp %s status %d\n", version, status)
+		})
+		addr := "127.0.0.1:" + os.Getenv("MESHROLL_PORT")
+		go func() {
+			err := http.ListenAndServe(addr, nil)
+			fmt.Printf("testapp %s: serve %s: %v\n", version, addr, err)
+			os.Exit(2)
+		}()
+		fmt.Printf("testapp %s serving %s\n", version, addr)
+		if mode == "http-exit" {
+			d, _ := time.ParseDuration(arg)
+			select {
+			case <-term:
+			case <-time.After(d):
+				fmt.Printf("testapp %s exits after %s\n", version, d)
+				os.Exit(1)
+			}
+		} else {
+			<-term
+		}
+		fmt.Printf("testapp %s got SIGTERM\n", version)
 	default:
 		<-term
 		fmt.Printf("testapp %s got SIGTERM\n", version)
@@ -380,6 +435,22 @@ func mediaType(raw []byte) string {
 		return "application/vnd.docker.distribution.manifest.v2+json"
 	}
 	return string(m.MediaType)
+}
+
+// Eventually waits until cond holds, checking every few milliseconds, and
+// fails t after limit: for what a child process does (write its log, exit)
+// that no update announces.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		<-tick.C
+	}
 }
 
 // Digest is the sha256 digest of b, for declaring digests that exist
