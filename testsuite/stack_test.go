@@ -58,7 +58,7 @@ type stack struct {
 type stackOptions struct {
 	// health is every module's health key in YAML flow style (default:
 	// healthYAML's).
-	health string
+	health   string
 	machines []machineSpec
 	// tiers is the tiers: section in YAML flow style, if any.
 	tiers string

@@ -1,0 +1,138 @@
+package testsuite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// exitsAfterTwoSeconds is a build that starts, prints its version, runs for
+// two seconds and exits 1: the commoner road to the 2026-10-02 outage.
+const exitsAfterTwoSeconds = `package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+func main() {
+	fmt.Println(%q)
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		return
+	}
+	time.Sleep(2 * time.Second)
+	fmt.Println("giving up")
+	os.Exit(1)
+}
+`
+
+// healthServer is a build that serves GET /healthz on $MESHROLL_PORT,
+// answering with the status it was built with.
+const healthServer = `package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+)
+
+func main() {
+	fmt.Println(%q)
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		return
+	}
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(%d)
+		fmt.Fprintln(w, "status %d")
+	})
+	if err := http.ListenAndServe("127.0.0.1:"+os.Getenv("MESHROLL_PORT"), nil); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+}
+`
+
+// A bad build stops at its first machine (issue 13), on real host agents
+// running real processes: tier 1's two machines are pushed one at a time;
+// the build fails on the first, which is put back on the build it ran, the
+// plan halts saying why, and the second machine and tier 2 are untouched.
+func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		health    string
+		good, bad func(version string) string
+		why       string // in the plan's reason
+	}{
+		{
+			name:   "a build that exits two seconds in",
+			health: "{min_healthy: 3s, deadline: 1m}",
+			good:   func(v string) string { return fmt.Sprintf(exampleProgram, v) },
+			bad:    func(v string) string { return fmt.Sprintf(exitsAfterTwoSeconds, v) },
+			why:    "host (",
+		},
+		{
+			name:   "an http probe that answers 500",
+			health: "{http: {port: auto, path: /healthz}, interval: 200ms, min_healthy: 1s, deadline: 6s}",
+			good:   func(v string) string { return fmt.Sprintf(healthServer, v, 200, 200) },
+			bad:    func(v string) string { return fmt.Sprintf(healthServer, v, 500, 500) },
+			why:    "http probe (GET :$MESHROLL_PORT/healthz)",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := imageMesh()
+			o.exec = true
+			o.modules = []string{"host"}
+			o.machines = []machineSpec{
+				{name: "edge-1", tier: 1, modules: []string{"host"}},
+				{name: "edge-2", tier: 1, modules: []string{"host"}},
+				{name: "control-node", tier: 2, modules: []string{"host"}},
+			}
+			o.tiers = "{1: {max_parallel: 1}}"
+			o.health = tc.health
+			s := newStack(t, o)
+
+			good := s.commitSource("host", tc.good("host good"))
+			s.converge("host", good)
+			goodBuild := s.build("host", good)
+			before := map[string]int{}
+			for m, h := range s.hosts {
+				before[m] = len(h.Applied())
+			}
+
+			bad := s.commitSource("host", tc.bad("host bad"))
+			id := s.start("host", bad).ID
+			st := s.wait(id)
+			require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
+			require.Contains(t, st.Reason, "tier 1 halted: 1 of its 2 machines failed")
+			require.Contains(t, st.Reason, "its 1 machines not yet pushed and later tiers untouched")
+			require.Contains(t, st.Reason, tc.why)
+			require.Contains(t, st.Reason, "put back on what it ran")
+			e1, _ := st.Machine("edge-1")
+			require.Equal(t, meshapi.MachineFailed, e1.State)
+			e2, _ := st.Machine("edge-2")
+			require.Equal(t, meshapi.MachineWaiting, e2.State, "the second machine of the tier is never pushed")
+			require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
+
+			s.runs("edge-1", goodBuild)
+			applied := s.hosts["edge-1"].Applied()
+			require.Len(t, applied, before["edge-1"]+2, "the bad build, then the revert")
+			revert := applied[len(applied)-1]
+			c, _ := revert.Container("host")
+			require.Equal(t, goodBuild.Digest, c.Digest, "the revert is the build it ran before")
+			for _, m := range []string{"edge-2", "control-node"} {
+				require.Len(t, s.hosts[m].Applied(), before[m], "%s was told nothing", m)
+				s.runs(m, goodBuild)
+			}
+
+			out, err := s.starter("plan", "show", id)
+			require.NoError(t, err, out)
+			require.Contains(t, out, "halted")
+			require.True(t, strings.Contains(out, "put back on what it ran"), "plan show says why:\n%s", out)
+		})
+	}
+}
