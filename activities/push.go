@@ -134,7 +134,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		}
 		sent = res.Declaration
 		sent.Seq = max(in.Seq, rep.LastSeq+1)
-		sent.Plan, sent.Request, sent.Force = req.Plan, req.Request, req.Force
+		sent.Plan, sent.Request, sent.Force, sent.Reason = req.Plan, req.Request, req.Force, out.HostLostState
 		if len(res.Rebased) > 0 {
 			log.Warn().Strs("rebased", res.Rebased).Msg("stale containers rebased onto what the machine runs")
 		}

@@ -405,6 +405,7 @@ func TestPushToAHostThatLostItsStateUsesTheFloor(t *testing.T) {
 	require.Equal(t, uint64(8), applied[0].Seq, "numbered after what the workflow sent")
 	require.Contains(t, out.HostLostState, "reported last sequence 0, below the 7 its machine workflow had sent: it lost its state")
 	require.Contains(t, out.Reason, "lost its state", "the plan's machine reason says so")
+	require.Contains(t, applied[0].Reason, "lost its state", "and the declaration, which the host's new journal records")
 	require.Equal(t, []string{"mesh-controller"}, out.Rebased)
 }
 

@@ -124,6 +124,9 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			revert := applied[len(applied)-1]
 			c, _ := revert.Container("host")
 			require.Equal(t, goodBuild.Digest, c.Digest, "the revert is the build it ran before")
+			require.True(t, revert.Revert, "journalled as a revert")
+			require.Equal(t, id, revert.Plan, "naming the plan")
+			require.Contains(t, revert.Reason, tc.why, "and the failure")
 			for _, m := range []string{"edge-2", "control-node"} {
 				require.Len(t, s.hosts[m].Applied(), before[m], "%s was told nothing", m)
 				s.runs(m, goodBuild)

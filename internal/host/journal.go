@@ -51,6 +51,12 @@ type JournalEntry struct {
 	Force bool `json:"force,omitempty"`
 	// ForcedPast is the downgrade refusal Force overrode, when it did.
 	ForcedPast string `json:"forced_past,omitempty"`
+	// Revert and Reason are the declaration's: a revert puts the machine
+	// back on what it ran before Plan, whose build failed here as Reason
+	// says (the one downgrade a plan makes, so the journal names it); on
+	// the first declaration to a host that lost its state, Reason says so.
+	Revert bool   `json:"revert,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Containers is every container the declaration named, digests and
 	// settings as told; for a container outcome, that one container.
 	Containers []mesh.Container `json:"containers,omitempty"`

@@ -66,8 +66,10 @@ type Declaration struct {
 	// catalogue does not know; the host journals it.
 	Force bool `json:"force,omitempty"`
 	// Revert marks a declaration that puts the machine back on what it ran
-	// before Plan, whose build failed there; Reason says how it failed. The
-	// host journals both, so the journal answers why a machine went back.
+	// before Plan, whose build failed there. Reason says why a declaration
+	// is not an ordinary push: how the build failed (a revert), or that the
+	// host had lost its state. The host journals both, so its journal
+	// answers why a machine went back, or why it starts anew.
 	Revert     bool        `json:"revert,omitempty"`
 	Reason     string      `json:"reason,omitempty"`
 	Containers []Container `json:"containers"`

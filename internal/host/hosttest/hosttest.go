@@ -76,6 +76,8 @@ type container struct {
 	rc   mesh.RunningContainer
 	// pending is how many more report reads show it starting.
 	pending int
+	// floored is set once the container raised its module's floor.
+	floored bool
 }
 
 // New starts a host for machine on an httptest server that is closed when
@@ -258,6 +260,7 @@ func (a agent) Report(context.Context) (mesh.Report, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reads++
+	h.raiseFloorsLocked()
 	rep := h.reportLocked()
 	for _, c := range h.containers {
 		if c.rc.State == mesh.StateStarting && c.pending > 0 {
@@ -338,13 +341,33 @@ func (h *Host) settleLocked() {
 }
 
 // toRunningLocked starts c, healthy at once: a test that wants it otherwise
-// says so with SetHealth. The floor rises at once too; the real agent
-// raises it only after the declared MinHealthy.
+// says so with SetHealth. As the real agent does, a container without a
+// check raises its floor by running; one with a check, once it has been
+// healthy for its MinHealthy (see raiseFloorsLocked).
 func (h *Host) toRunningLocked(c *container) {
 	ts := now()
 	c.rc.State, c.rc.Since = mesh.StateRunning, ts
 	c.rc.Health, c.rc.HealthySince = mesh.HealthHealthy, ts
-	h.ledger.Ran(c.rc)
+	if c.spec.Health == nil {
+		h.ledger.Ran(c.rc)
+		c.floored = true
+	}
+	h.raiseFloorsLocked()
+}
+
+// raiseFloorsLocked raises the floor of every running container with a
+// check that has been healthy for its MinHealthy, as of now.
+func (h *Host) raiseFloorsLocked() {
+	for _, c := range h.containers {
+		if c.floored || c.spec.Health == nil || c.rc.State != mesh.StateRunning || c.rc.Health != mesh.HealthHealthy {
+			continue
+		}
+		since, err := time.Parse(time.RFC3339Nano, c.rc.HealthySince)
+		if err == nil && time.Since(since) >= c.spec.Health.MinHealthy() {
+			h.ledger.Ran(c.rc)
+			c.floored = true
+		}
+	}
 }
 
 // SetHealth sets what the host reports of module's health, and its last
