@@ -73,7 +73,7 @@ func (p *plan) details(ctx workflow.Context, now string) {
 	}
 	fmt.Fprintf(&b, ": %s\n", now)
 	for _, t := range p.st.Tiers {
-		fmt.Fprintf(&b, "- tier %d: %s\n", t.Tier, t.State)
+		fmt.Fprintf(&b, "- tier %d: %s%s\n", t.Tier, t.State, t.Notes())
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
 }

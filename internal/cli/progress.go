@@ -192,21 +192,7 @@ func formatElapsed(d time.Duration) string {
 // allowed") and when its bake ends ("baking until 14:05:00 UTC").
 func tierLine(t meshapi.TierState) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tier %d: %s", t.Tier, t.State)
-	var notes []string
-	if t.Batches > 0 && t.State == meshapi.TierPushing {
-		notes = append(notes, fmt.Sprintf("batch %d of %d", t.Batch, t.Batches))
-	}
-	if t.Failed > 0 && t.Policy != nil {
-		notes = append(notes, fmt.Sprintf("%d failed of %d allowed", t.Failed, t.Policy.MaxFailed))
-	}
-	if t.BakeUntil != nil {
-		notes = append(notes, "until "+t.BakeUntil.UTC().Format("15:04:05 MST"))
-	}
-	if len(notes) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(notes, ", "))
-	}
-	b.WriteString(" ")
+	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
 	for _, m := range t.Machines {
 		fmt.Fprintf(&b, " %s=%s", m.Machine, m.State)
 	}

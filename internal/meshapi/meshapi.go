@@ -7,6 +7,7 @@
 package meshapi
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -250,6 +251,26 @@ type TierState struct {
 	Failed int `json:"failed,omitempty"`
 	// BakeUntil is when the tier's bake ends, while it bakes.
 	BakeUntil *time.Time `json:"bake_until,omitempty"`
+}
+
+// Notes is what the tier's policy adds to a line about it, for the Web
+// UI's details and the CLI alike: " (batch 2 of 3, 1 failed of 1 allowed,
+// until 14:05:00 UTC)", or "" when there is nothing to add.
+func (t TierState) Notes() string {
+	var notes []string
+	if t.Batches > 0 && t.State == TierPushing {
+		notes = append(notes, fmt.Sprintf("batch %d of %d", t.Batch, t.Batches))
+	}
+	if t.Failed > 0 && t.Policy != nil {
+		notes = append(notes, fmt.Sprintf("%d failed of %d allowed", t.Failed, t.Policy.MaxFailed))
+	}
+	if t.BakeUntil != nil {
+		notes = append(notes, "until "+t.BakeUntil.UTC().Format("15:04:05 MST"))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, ", ") + ")"
 }
 
 // MachineProgress is one machine within a plan's tier.
