@@ -2,11 +2,14 @@ package testsuite
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -137,5 +140,50 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			require.Contains(t, out, "halted")
 			require.True(t, strings.Contains(out, "put back on what it ran"), "plan show says why:\n%s", out)
 		})
+	}
+}
+
+// With max_parallel 1, no two machines of a tier are ever between their
+// declaration and their floor rising (healthy for min_healthy) at once, as
+// the hosts' own journals tell it: each machine's window, from the applied
+// entry to the floor-raised entry, ends before the next machine's begins.
+func TestMaxParallelOneNeverOverlapsInTheJournals(t *testing.T) {
+	o := exampleMesh()
+	o.modules = []string{"host"}
+	o.machines = []machineSpec{
+		{name: "edge-1", tier: 1, modules: []string{"host"}},
+		{name: "edge-2", tier: 1, modules: []string{"host"}},
+		{name: "edge-3", tier: 1, modules: []string{"host"}},
+		{name: "control-node", tier: 2, modules: []string{"host"}},
+	}
+	o.tiers = "{1: {max_parallel: 1}}"
+	o.health = "{min_healthy: 1s}"
+	s := newStack(t, o)
+	h1 := s.commit("host")
+	id := s.converge("host", h1).Plan
+
+	type window struct {
+		machine    string
+		start, end time.Time
+	}
+	var ws []window
+	for _, m := range []string{"edge-1", "edge-2", "edge-3"} {
+		w := window{machine: m}
+		for _, e := range s.hosts[m].journal() {
+			switch {
+			case e.Outcome == agent.OutcomeApplied && e.Plan == id:
+				w.start = e.Time
+			case e.Outcome == agent.OutcomeFloorRaised && !w.start.IsZero() && w.end.IsZero():
+				w.end = e.Time
+			}
+		}
+		require.False(t, w.start.IsZero() || w.end.IsZero(), "%s journalled its apply and its floor rising: %+v", m, w)
+		ws = append(ws, w)
+	}
+	slices.SortFunc(ws, func(a, b window) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(ws); i++ {
+		require.False(t, ws[i].start.Before(ws[i-1].end),
+			"%s was declared at %s, before %s had been healthy for min_healthy (%s)",
+			ws[i].machine, ws[i].start.Format(time.RFC3339Nano), ws[i-1].machine, ws[i-1].end.Format(time.RFC3339Nano))
 	}
 }
