@@ -27,6 +27,10 @@ type agentHost struct {
 	// dir is the agent's state directory.
 	dir         string
 	a           *agent.Agent
+	api         atomic.Pointer[http.Handler]
+	machine     string
+	token       string
+	runtime     func(dir string) agent.Runtime
 	srv         *httptest.Server
 	down        atomic.Bool
 	inFlight    atomic.Int64
@@ -42,16 +46,8 @@ func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.R
 // (none when empty).
 func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string) agent.Runtime, token string) *agentHost {
 	t.Helper()
-	dir := t.TempDir()
-	a, err := agent.Open(context.Background(), agent.Options{
-		Machine:  machine,
-		StateDir: dir,
-		Runtime:  runtime(dir),
-		Log:      zerolog.Nop(),
-	})
-	require.NoError(t, err)
-	h := &agentHost{t: t, a: a, dir: dir}
-	api := agent.NewHandler(a, token)
+	h := &agentHost{t: t, machine: machine, token: token, runtime: runtime}
+	h.open()
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -64,13 +60,38 @@ func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string
 			for m := h.maxInFlight.Load(); n > m && !h.maxInFlight.CompareAndSwap(m, n); m = h.maxInFlight.Load() {
 			}
 		}
-		api.ServeHTTP(w, r)
+		(*h.api.Load()).ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
 		h.srv.Close()
-		require.NoError(t, a.Close(context.Background()))
+		require.NoError(t, h.a.Close(context.Background()))
 	})
 	return h
+}
+
+// open starts an agent on a new, empty state directory and serves it.
+func (h *agentHost) open() {
+	h.t.Helper()
+	dir := h.t.TempDir()
+	a, err := agent.Open(context.Background(), agent.Options{
+		Machine:  h.machine,
+		StateDir: dir,
+		Runtime:  h.runtime(dir),
+		Log:      zerolog.Nop(),
+	})
+	require.NoError(h.t, err)
+	api := agent.NewHandler(a, h.token)
+	h.a, h.dir = a, dir
+	h.api.Store(&api)
+}
+
+// forget replaces the agent with one that has lost its state, at the same
+// address, as a machine whose disk was replaced, or that was re-imaged,
+// comes back: nothing running, no journal, no floor, sequence 0.
+func (h *agentHost) forget() {
+	h.t.Helper()
+	require.NoError(h.t, h.a.Close(context.Background()))
+	h.open()
 }
 
 func (h *agentHost) URL() string { return h.srv.URL }

@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
 )
 
 // exitsAfterTwoSeconds is a build that starts, prints its version, runs for
@@ -18,6 +20,7 @@ import (
 const exitsAfterTwoSeconds = `package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -39,6 +42,7 @@ func main() {
 const healthServer = `package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -186,4 +190,52 @@ func TestMaxParallelOneNeverOverlapsInTheJournals(t *testing.T) {
 			"%s was declared at %s, before %s had been healthy for min_healthy (%s)",
 			ws[i].machine, ws[i].start.Format(time.RFC3339Nano), ws[i-1].machine, ws[i-1].end.Format(time.RFC3339Nano))
 	}
+}
+
+// The amnesia case of issue 13: a host plan held at its gate was composed
+// with controller k1; controller k2 then rolled out to the control node;
+// the control node's agent lost its state (a replaced disk) and came back
+// empty; the held plan, approved, must send the control node controller k2,
+// from the fleet's own record of its floor, never the k1 it recorded, and
+// say that the host lost its state: in the plan's words, the machine
+// workflow's state, and the first entry of the host's new journal.
+func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	k1, h1 := s.commit("mesh-controller"), s.commit("host")
+	s.converge("mesh-controller", k1)
+	s.converge("host", h1)
+
+	h2 := s.commit("host")
+	held := s.start("host", h2, 2).ID
+	waitFor(t, s, held, meshapi.PlanGated)
+	k2 := s.commit("mesh-controller")
+	s.converge("mesh-controller", k2)
+	s.runs("control-node", s.build("mesh-controller", k2), s.build("host", h1))
+
+	cn := s.hosts["control-node"]
+	cn.forget()
+	require.Zero(t, cn.Report().LastSeq, "the agent came back with nothing")
+
+	_, err := controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "amnesia test"})
+	require.NoError(t, err)
+	st := s.wait(held)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	s.runs("control-node", s.build("mesh-controller", k2), s.build("host", h2))
+
+	applied := cn.Applied()
+	require.Len(t, applied, 1, "one declaration since it forgot")
+	for _, c := range applied[0].Containers {
+		require.NotEqual(t, s.build("mesh-controller", k1).Digest, c.Digest, "the held plan's controller is never sent")
+	}
+	require.Contains(t, applied[0].Reason, "lost its state", "the host's new journal says why it starts anew")
+	m, _ := st.Machine("control-node")
+	require.Contains(t, m.Reason, "lost its state", "the plan says so")
+	require.Contains(t, m.Rebased, "mesh-controller")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ms, err := plans.MachineState(ctx, s.c, "control-node")
+	require.NoError(t, err)
+	require.Contains(t, ms.HostLostState, "lost its state", "and the machine workflow's state")
+	require.Equal(t, s.build("mesh-controller", k2).Digest, ms.Floor["mesh-controller"].Digest, "whose floor holds controller k2")
 }
