@@ -20,7 +20,6 @@ import (
 const exitsAfterTwoSeconds = `package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
@@ -42,7 +41,6 @@ func main() {
 const healthServer = `package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -134,6 +132,7 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			require.True(t, revert.Revert, "journalled as a revert")
 			require.Equal(t, id, revert.Plan, "naming the plan")
 			require.Contains(t, revert.Reason, tc.why, "and the failure")
+			s.checkJournal("edge-1") // one writer, growing sequences, nothing below the floor
 			for _, m := range []string{"edge-2", "control-node"} {
 				require.Len(t, s.hosts[m].Applied(), before[m], "%s was told nothing", m)
 				s.runs(m, goodBuild)

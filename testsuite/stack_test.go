@@ -324,13 +324,32 @@ func (s *stack) checkJournal(machine string) {
 	h := s.hosts[machine]
 	require.LessOrEqual(s.t, h.MaxInFlight(), 1, "%s: declarations overlapped in flight", machine)
 	var last uint64
-	high := map[string]int64{}
-	for _, d := range h.Received() {
-		require.Greater(s.t, d.Seq, last, "%s: sequence %d sent after %d", machine, d.Seq, last)
-		last = d.Seq
-		for _, c := range d.Containers {
-			require.GreaterOrEqual(s.t, c.Generation, high[c.Module],
-				"%s: declaration %d (plan %s) sends %s generation %d after %d", machine, d.Seq, d.Plan, c.Module, c.Generation, high[c.Module])
+	high := map[string]int64{}  // newest generation declared, by module
+	floor := map[string]int64{} // newest generation healthy for min_healthy, by module
+	for _, e := range h.journal() {
+		switch e.Outcome {
+		case agent.OutcomeFloorRaised, agent.OutcomeRunning:
+			for _, c := range e.Containers {
+				if e.Outcome == agent.OutcomeFloorRaised || c.Health == nil {
+					floor[c.Module] = max(floor[c.Module], c.Generation)
+				}
+			}
+			continue
+		case agent.OutcomeApplied, agent.OutcomeRepeat, agent.OutcomeRefused:
+		default:
+			continue
+		}
+		require.Greater(s.t, e.Seq, last, "%s: sequence %d sent after %d", machine, e.Seq, last)
+		last = e.Seq
+		for _, c := range e.Containers {
+			// The one sanctioned downgrade: a revert, back to the floor and
+			// never below it.
+			bound := high[c.Module]
+			if e.Revert {
+				bound = floor[c.Module]
+			}
+			require.GreaterOrEqual(s.t, c.Generation, bound,
+				"%s: declaration %d (plan %s, revert %v) sends %s generation %d below %d", machine, e.Seq, e.Plan, e.Revert, c.Module, c.Generation, bound)
 			high[c.Module] = c.Generation
 		}
 	}
