@@ -253,10 +253,21 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 			if e.Code != "" {
 				outcome += " (" + e.Code + ")"
 			}
+			if e.Revert {
+				outcome += " (revert)"
+			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Index, e.Time.Local().Format(timeLayout), outcome, e.Seq,
 				dash(e.Plan), dash(strings.Join(cs, ",")), oneLine(force))
 		}
 		_ = tw.Flush()
+		for _, e := range v.Journal {
+			switch {
+			case e.Revert:
+				fmt.Fprintf(&b, "  %d: put back on what it ran after %s failed here: %s\n", e.Index, e.Plan, oneLine(e.Reason))
+			case e.Reason != "":
+				fmt.Fprintf(&b, "  %d: %s\n", e.Index, oneLine(e.Reason))
+			}
+		}
 		if v.JournalError != "" {
 			fmt.Fprintf(&b, "%s\n", v.JournalError)
 		}

@@ -293,3 +293,18 @@ func TestWriteMachineView(t *testing.T) {
 		"host http://h unreachable: connection refused\n\n"+
 		"workflow machine/edge-1: no machine workflow yet (no plan has pushed it)\n\n", b.String())
 }
+
+// A revert in the journal says so, and why, so that the person on call does
+// not read it as the failed plan's build applied; a lost-state note too.
+func TestMachineViewNamesRevertsAndWhy(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, writeMachineView(&b, machines.Detail{Machine: "edge-1", Journal: []machines.JournalEntry{
+		{Index: 7, Outcome: "applied", Seq: 3, Plan: "plan/host/bad", Revert: true, Reason: "host (sha256:…) is exited",
+			Containers: []machines.JournalContainer{{Module: "host", Digest: "sha256:7f87c20e5f670000"}}},
+		{Index: 1, Outcome: "applied", Seq: 8, Plan: "plan/host/x", Reason: "host edge-1 reported last sequence 0, below the 7 ...: it lost its state"},
+	}}))
+	out := b.String()
+	assert.Contains(t, out, "applied (revert)")
+	assert.Contains(t, out, "  7: put back on what it ran after plan/host/bad failed here: host (sha256:…) is exited")
+	assert.Contains(t, out, "  1: host edge-1 reported last sequence 0, below the 7 ...: it lost its state")
+}

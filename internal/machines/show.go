@@ -99,16 +99,21 @@ func floors(f map[string]mesh.Container) []Floor {
 // JournalEntry is a host journal entry with the containers cut to what
 // says which build was meant.
 type JournalEntry struct {
-	Index      uint64             `json:"index"`
-	Time       time.Time          `json:"time"`
-	Outcome    string             `json:"outcome"`
-	Seq        uint64             `json:"seq"`
-	Plan       string             `json:"plan"`
-	Request    string             `json:"request,omitempty"`
-	Force      bool               `json:"force"`
-	ForcedPast string             `json:"forced_past,omitempty"`
-	Code       string             `json:"code,omitempty"`
-	Message    string             `json:"message,omitempty"`
+	Index      uint64    `json:"index"`
+	Time       time.Time `json:"time"`
+	Outcome    string    `json:"outcome"`
+	Seq        uint64    `json:"seq"`
+	Plan       string    `json:"plan"`
+	Request    string    `json:"request,omitempty"`
+	Force      bool      `json:"force"`
+	ForcedPast string    `json:"forced_past,omitempty"`
+	Code       string    `json:"code,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	// Revert marks a declaration that put the machine back after its
+	// plan's build failed; Reason says how it failed (or, on the first
+	// declaration to a host that lost its state, that it had).
+	Revert     bool               `json:"revert,omitempty"`
+	Reason     string             `json:"reason,omitempty"`
 	Containers []JournalContainer `json:"containers"`
 }
 
@@ -249,7 +254,7 @@ func journal(ctx context.Context, hc *host.HTTPClient, n int) ([]JournalEntry, e
 			je := JournalEntry{
 				Index: e.Index, Time: e.Time, Outcome: e.Outcome, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
 				Force: e.Force, ForcedPast: e.ForcedPast, Code: e.Code, Message: e.Message,
-				Containers: []JournalContainer{},
+				Revert: e.Revert, Reason: e.Reason, Containers: []JournalContainer{},
 			}
 			for _, c := range e.Containers {
 				je.Containers = append(je.Containers, JournalContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
