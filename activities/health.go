@@ -127,6 +127,22 @@ func (w *healthWatch) judge(c mesh.Container, r mesh.RunningContainer, now time.
 	return true, "", false
 }
 
+// wake is how long a long-poll of the report may wait before the watch
+// must look again even if nothing changes: until the first healthy window
+// still running completes, at most most. A window already complete does
+// not count: its container is counted at the next look.
+func (w *healthWatch) wake(now time.Time, most time.Duration) time.Duration {
+	d := most
+	for _, c := range w.decl.Containers {
+		if win := w.windows[c.Module]; win != nil && win.healthyKey != "" && c.Health != nil {
+			if left := win.start.Add(c.Health.MinHealthy()).Sub(now); left > 0 {
+				d = min(d, left)
+			}
+		}
+	}
+	return d
+}
+
 // deadline is how long the push waits for the declaration to count
 // healthy: the longest declared Deadline, at most limit (the push policy's
 // running timeout, which bounds the activity itself).

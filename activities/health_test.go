@@ -150,3 +150,27 @@ func TestHealthWatchDeadline(t *testing.T) {
 		})
 	}
 }
+
+// The long poll wakes when the first running window could complete, and no
+// sooner for one already complete.
+func TestHealthWatchWake(t *testing.T) {
+	a, b := bld("a", 1), bld("b", 1)
+	ca, cb := declared(a), declared(b)
+	ca.Health = &mesh.Health{MinHealthyMS: 10_000}
+	cb.Health = &mesh.Health{MinHealthyMS: 3_000}
+	w := newHealthWatch(mesh.Declaration{Machine: "m", Containers: []mesh.Container{ca, cb}}, 1)
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	healthy := func(c mesh.Container) mesh.RunningContainer {
+		return mesh.RunningContainer{Module: c.Module, Digest: c.Digest, State: mesh.StateRunning, Health: mesh.HealthHealthy, HealthySince: "h"}
+	}
+	if got := w.wake(t0, 5*time.Second); got != 5*time.Second {
+		t.Fatalf("before any window: wake %s, want the most, 5s", got)
+	}
+	w.step(mesh.Report{LastSeq: 1, Containers: []mesh.RunningContainer{healthy(ca), healthy(cb)}}, t0)
+	if got := w.wake(t0.Add(time.Second), 5*time.Second); got != 2*time.Second {
+		t.Errorf("wake %s, want 2s (b's window ends first)", got)
+	}
+	if got := w.wake(t0.Add(4*time.Second), 5*time.Second); got != 5*time.Second {
+		t.Errorf("wake %s, want 5s: b's window is complete and a's ends in 6s", got)
+	}
+}

@@ -216,7 +216,7 @@ func refusalType(code string) string {
 	return meshapi.ErrHostRefused
 }
 
-// waitHealthy polls the host's report until the sent declaration counts
+// waitHealthy reads the host's report until the sent declaration counts
 // healthy (see healthWatch), heartbeating, and fails permanently at the
 // first crash, exit, restart or break inside a container's MinHealthy, or
 // when the deadline passes, naming the module, its probe and the probe's
@@ -225,10 +225,23 @@ func (a *Activities) waitHealthy(ctx context.Context, hc host.Client, req meshap
 	watch := newHealthWatch(out.Declaration, out.Seq)
 	limit := watch.deadline(req.Policy.WithDefaults().RunningTimeout)
 	deadline := time.Now().Add(limit)
+	// A host that long-polls its report is asked to answer when it changes
+	// (or when a healthy window could have ended), so a push hears of a
+	// container turning healthy, or crashing, at once; one that does not
+	// (revision 0) is polled.
+	waiter, _ := hc.(host.ReportWaiter)
+	var rev uint64
 	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
 	defer t.Stop()
 	for {
-		rep, err := hc.Report(ctx)
+		var rep mesh.Report
+		var err error
+		if waiter != nil {
+			wait := watch.wake(time.Now(), min(time.Until(deadline), reportWaitMax))
+			rep, rev, err = waiter.WaitReport(ctx, rev, max(wait, 0))
+		} else {
+			rep, err = hc.Report(ctx)
+		}
 		if err == nil {
 			done, bad := watch.step(rep, time.Now())
 			if done {
@@ -258,6 +271,9 @@ func (a *Activities) waitHealthy(ctx context.Context, hc host.Client, req meshap
 			out.Outcome, out.Reason = meshapi.MachineFailed, reason
 			return temporal.NewNonRetryableApplicationError(reason, meshapi.ErrUnhealthy, err, out)
 		}
+		if err == nil && rev != 0 {
+			continue // the long poll did the waiting
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -265,6 +281,10 @@ func (a *Activities) waitHealthy(ctx context.Context, hc host.Client, req meshap
 		}
 	}
 }
+
+// reportWaitMax bounds one long-poll of a host's report, well inside the
+// push's heartbeat timeout, so that the push heartbeats while it waits.
+const reportWaitMax = 5 * time.Second
 
 // declaredFromReport rebuilds the declaration the host last applied from its
 // report, for a retry that finds its own declaration already there.
