@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/meshroll/meshroll/internal/cmdrun"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -15,31 +16,27 @@ import (
 // Exit codes of the starter. They are part of its interface: CI jobs and
 // scripts branch on them, so a plan that ended badly (3) can be told from a
 // starter that could not do its job (1) or was called wrongly (2).
+// The first three are the worker's and the host agent's too (package
+// cmdrun).
 const (
-	ExitOK = 0
+	ExitOK = cmdrun.ExitOK
 	// ExitError: the command failed (config, Temporal, plan not found, a
 	// refused approve/pause/resume/abort, ...).
-	ExitError = 1
+	ExitError = cmdrun.ExitError
 	// ExitUsage: the command line was wrong (unknown command or flag,
 	// missing argument, unknown module, malformed commit, bad gate) and
 	// nothing was sent to Temporal.
-	ExitUsage = 2
+	ExitUsage = cmdrun.ExitUsage
 	// ExitPlanFailed: --wait followed the plan to an end other than
 	// converged or superseded (halted, refused, aborted).
 	ExitPlanFailed = 3
 )
 
-// UsageError is a command line the starter refuses before doing anything. It
-// is a type, not a message, so that ExitCode can tell it apart (exit 2)
-// without matching text.
-type UsageError struct {
-	Err error
-}
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-
-// Unwrap lets errors.Is/As see the cause (config.ErrUnknownModule, ...).
-func (e *UsageError) Unwrap() error { return e.Err }
+// UsageError is a command line the starter refuses before doing anything
+// (its cause, such as config.ErrUnknownModule, is unwrapped): the same
+// type the worker and the host agent refuse theirs with, so that ExitCode
+// tells it apart (exit 2) without matching text.
+type UsageError = cmdrun.UsageError
 
 // PlanEndedError reports that --wait saw the plan end in a state other than
 // converged or superseded. It carries the final state so that in-process

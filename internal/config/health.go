@@ -1,7 +1,6 @@
 package config
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -70,22 +69,15 @@ func (m Module) HealthCheck() mesh.Health {
 	if m.Health != nil {
 		h = *m.Health
 	}
-	out := mesh.Health{
-		Exec:         slices.Clone(h.Exec),
+	return mesh.Health{
+		HTTP:         h.HTTP,
+		TCP:          h.TCP,
+		Exec:         h.Exec,
 		IntervalMS:   h.Interval.Milliseconds(),
 		TimeoutMS:    h.Timeout.Milliseconds(),
 		MinHealthyMS: h.MinHealthy.Milliseconds(),
 		DeadlineMS:   h.Deadline.Milliseconds(),
-	}
-	if h.HTTP != nil {
-		p := *h.HTTP
-		out.HTTP = &p
-	}
-	if h.TCP != nil {
-		p := *h.TCP
-		out.TCP = &p
-	}
-	return out
+	}.Clone()
 }
 
 // portRule is what a probe's port must be, in the loader's messages and

@@ -279,15 +279,6 @@ func CloneHealth(h *mesh.Health) *mesh.Health {
 	if h == nil {
 		return nil
 	}
-	cp := *h
-	if h.HTTP != nil {
-		http := *h.HTTP
-		cp.HTTP = &http
-	}
-	if h.TCP != nil {
-		tcp := *h.TCP
-		cp.TCP = &tcp
-	}
-	cp.Exec = slices.Clone(h.Exec)
+	cp := h.Clone()
 	return &cp
 }

@@ -1,6 +1,9 @@
 package mesh
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Health says how a container is judged healthy on its machine: by one
 // probe (an HTTP GET, a TCP connect or a command), or, with none, by its
@@ -57,6 +60,21 @@ type HTTPProbe struct {
 type TCPProbe struct {
 	// Port is the container's port, or PortAuto.
 	Port int `json:"port"`
+}
+
+// Clone is a deep copy of h, so that a check kept by a ledger, a runtime or
+// a config shares nothing with its caller's.
+func (h Health) Clone() Health {
+	if h.HTTP != nil {
+		p := *h.HTTP
+		h.HTTP = &p
+	}
+	if h.TCP != nil {
+		p := *h.TCP
+		h.TCP = &p
+	}
+	h.Exec = slices.Clone(h.Exec)
+	return h
 }
 
 // Interval is IntervalMS as a duration.
