@@ -20,7 +20,7 @@ type killPoint struct {
 	machine string
 	// n kills on the proxy's n-th request of the round to machine (1: the
 	// compose's report, 2: the push's report, 3: the declaration, 4: the
-	// first report while waiting for running), before it is forwarded;
+	// first report while waiting for health), before it is forwarded;
 	// then relays it anyway (the agent acts for a dead worker) or drops it.
 	n      int64
 	relay  bool
@@ -48,7 +48,7 @@ func pickKill(rng *rand.Rand, machines []string, soak bool) killPoint {
 	case 1, 2, 3:
 		n := int64(k + 1)
 		relay := rng.IntN(2) == 0
-		what := map[int64]string{2: "the push's report", 3: "the declaration", 4: "the first report while waiting for running"}[n]
+		what := map[int64]string{2: "the push's report", 3: "the declaration", 4: "the first report while waiting for health"}[n]
 		return killPoint{machine: m, n: n, relay: relay, desc: fmt.Sprintf("%s: on %s (request %d), then %s", m, what, n, map[bool]string{true: "relayed", false: "dropped"}[relay])}
 	case 4:
 		return killPoint{machine: m, n: 1, relay: rng.IntN(2) == 0, desc: fmt.Sprintf("%s: on the compose's report (request 1)", m)}
@@ -72,7 +72,13 @@ func TestFaultWorkerKilled(t *testing.T) {
 	if *faultSoak {
 		rounds = 10
 	}
-	fs := newFaultStack(t, faultStackOptions{stackOptions: exampleMesh()})
+	o := exampleMesh()
+	// Every push waits a second of health, so that a kill on the first
+	// report after the declaration lands while the push waits for health:
+	// the retry, on another worker, must wait it out again and apply
+	// nothing twice.
+	o.health = "{min_healthy: 1s}"
+	fs := newFaultStack(t, faultStackOptions{stackOptions: o})
 	fs.workers.start()
 
 	// Both modules run everywhere they should before the faults start.
