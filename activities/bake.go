@@ -82,7 +82,7 @@ func bakeProblem(rep mesh.Report, b mesh.Build, baseline map[string]int, machine
 		}
 		return fmt.Sprintf("runs %s generation %d (%s), not the plan's", b.Module, r.Generation, mesh.ShortDigest(r.Digest))
 	case r.State != mesh.StateRunning:
-		return fmt.Sprintf("%s is %s%s", b.Module, r.State, probeSuffix(r))
+		return fmt.Sprintf("%s is %s%s", b.Module, stateWords(r), probeSuffix(r))
 	case r.Health == mesh.HealthUnhealthy:
 		return fmt.Sprintf("%s turned unhealthy%s", b.Module, probeSuffix(r))
 	}

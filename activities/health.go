@@ -89,10 +89,10 @@ func (w *healthWatch) step(rep mesh.Report, now time.Time) (done bool, failed st
 func (w *healthWatch) judge(c mesh.Container, r mesh.RunningContainer, now time.Time) (counted bool, why string, fail bool) {
 	switch r.State {
 	case mesh.StateCrashLooping, mesh.StateExited:
-		return false, "is " + r.State + probeSuffix(r), true
+		return false, "is " + stateWords(r) + probeSuffix(r), true
 	case mesh.StateRunning:
 	default:
-		return false, "is " + r.State, false
+		return false, "is " + stateWords(r), false
 	}
 	if c.Health == nil {
 		return true, "", false
@@ -169,6 +169,15 @@ func (w *healthWatch) stillPending() string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// stateWords is a container's state with its runtime's reason, when it
+// gave one: "exited (exit status 1)".
+func stateWords(r mesh.RunningContainer) string {
+	if r.Reason == "" {
+		return r.State
+	}
+	return r.State + " (" + r.Reason + ")"
 }
 
 // probeName says what judges a container, as a person reads it.

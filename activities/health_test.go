@@ -73,6 +73,11 @@ func TestHealthWatch(t *testing.T) {
 			{sec(12), running(mesh.HealthHealthy, "h1", 2)},
 		}, true, ""},
 		{"crash-looping fails at once", probe, []healthStep{{sec(1), state(mesh.StateCrashLooping)}}, false, "is crash-looping"},
+		{"the runtime's reason is said", nil, []healthStep{{sec(1), func() mesh.RunningContainer {
+			rc := state(mesh.StateExited)
+			rc.Reason = "exit status 1"
+			return rc
+		}()}}, false, "is exited (exit status 1)"},
 		{"exited fails at once", nil, []healthStep{{sec(1), state(mesh.StateExited)}}, false, "is exited"},
 		{"starting waits", probe, []healthStep{{sec(1), state(mesh.StateStarting)}}, false, ""},
 		{"without Health, running counts at once", nil, []healthStep{{sec(1), running("", "", 0)}}, true, ""},

@@ -430,7 +430,7 @@ func (a *Agent) handToRuntime(ctx context.Context, epoch uint64, specs []mesh.Co
 	declared := make([]mesh.Container, len(a.containers))
 	for i := range a.containers {
 		rc := &a.containers[i]
-		rc.State, rc.Since = mesh.StateExited, ts
+		rc.State, rc.Since, rc.Reason = mesh.StateExited, ts, "the runtime could not take the declaration: "+err.Error()
 		a.judgeStateLocked(rc, a.watches[rc.Module])
 		declared[i] = rc.Declared()
 	}
@@ -486,8 +486,14 @@ func (a *Agent) observeLocked(epoch uint64, u Update) bool {
 	}
 	restarted := rc.Restarts != u.Restarts
 	rc.Restarts = u.Restarts
+	reason := u.Reason
+	if u.State == mesh.StateRunning {
+		reason = ""
+	}
+	explained := rc.Reason != reason
+	rc.Reason = reason
 	if rc.State == u.State {
-		if restarted {
+		if restarted || explained {
 			a.touchLocked()
 		}
 		return true

@@ -647,6 +647,7 @@ func TestRuntimeFailure(t *testing.T) {
 	rep, err := a.Report(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, mesh.StateExited, rep.Containers[0].State)
+	assert.Contains(t, rep.Containers[0].Reason, "no engine", "the report says why, for the push to say it")
 	es, err := a.Journal(context.Background(), 0, 0)
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeRuntimeFailed, es[0].Outcome)

@@ -99,7 +99,7 @@ func TestHostBinaryExecRuntime(t *testing.T) {
 			return false
 		}
 		l, ok := rep.Running("liar")
-		return ok && l.State == mesh.StateExited
+		return ok && l.State == mesh.StateExited && l.Reason != ""
 	})
 	_, err = os.Stat(filepath.Join(state, "logs", "liar.log"))
 	assert.True(t, os.IsNotExist(err), "the mismatched image never started")

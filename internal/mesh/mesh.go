@@ -105,6 +105,10 @@ type RunningContainer struct {
 	Seq        uint64 `json:"seq"`
 	State      string `json:"state"`
 	Since      string `json:"since,omitempty"`
+	// Reason says why the container is not running, as its runtime tells
+	// it: why it exited or crash-loops, or why it has not started yet (a
+	// pull it retries). Empty while it runs; new in the v1 API.
+	Reason string `json:"reason,omitempty"`
 	// The settings it was declared with, so that a push can keep a
 	// container exactly as the machine runs it.
 	Commit string            `json:"commit,omitempty"`
