@@ -112,9 +112,10 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			bad := s.commitSource("host", tc.bad("host bad"))
 			id := s.start("host", bad).ID
 			st := s.wait(id)
+			t.Logf("the plan's words: %s: %s", st.State, st.Reason)
 			require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
 			require.Contains(t, st.Reason, "tier 1 halted: 1 of its 2 machines failed")
-			require.Contains(t, st.Reason, "its 1 machines not yet pushed and later tiers untouched")
+			require.Contains(t, st.Reason, "its 1 machine not yet pushed and later tiers untouched")
 			require.Contains(t, st.Reason, tc.why)
 			require.Contains(t, st.Reason, "put back on what it ran")
 			e1, _ := st.Machine("edge-1")

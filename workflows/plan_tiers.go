@@ -184,6 +184,14 @@ func batchesOf(machines []meshapi.MachineProgress, alone map[string]bool, maxPar
 	return out
 }
 
+// plural is one or many, by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // tally names the tier's machines that failed and those that refused (or
 // were withdrawn), each with its reason.
 func tally(tier *meshapi.TierState) (failed, refused []string) {
@@ -212,7 +220,7 @@ func haltReason(tier *meshapi.TierState, policy meshapi.TierPolicy, batchesLeft 
 				waiting++
 			}
 		}
-		untouched = fmt.Sprintf("its %d machines not yet pushed and later tiers untouched", waiting)
+		untouched = fmt.Sprintf("its %d %s not yet pushed and later tiers untouched", waiting, plural(waiting, "machine", "machines"))
 	}
 	return fmt.Sprintf("tier %d halted: %d of its %d machines failed, more than the %d it may lose; %s: %s",
 		tier.Tier, tier.Failed, len(tier.Machines), policy.MaxFailed, untouched, strings.Join(problems, "; "))
