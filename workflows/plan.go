@@ -66,9 +66,6 @@ type plan struct {
 	tierPolicies bool
 	// alone names the machines pushed in a batch of their own.
 	alone map[string]bool
-	// withinBudget names the machines that failed within their tier's
-	// budget (each put back on what it ran), for the plan's end.
-	withinBudget []string
 }
 
 // versionTierPolicies gates pushing tiers by their policy; plans started
@@ -214,12 +211,19 @@ func (p *plan) outcome(b mesh.Build) error {
 	if superseded == total {
 		return endAs(meshapi.PlanSuperseded, fmt.Sprintf("a newer build of %s runs, or is queued ahead, on every machine (%d)", p.in.Module, total))
 	}
-	failed := len(p.withinBudget)
+	// A plan that got here halted on no failure: every failed machine was
+	// within its tier's budget (and put back on what it ran).
+	var withinBudget []string
+	for _, t := range p.st.Tiers {
+		f, _ := tally(&t)
+		withinBudget = append(withinBudget, f...)
+	}
+	failed := len(withinBudget)
 	reason := fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
 		p.in.Module, b.Generation, total-superseded-failed, superseded)
 	if failed > 0 {
 		reason += fmt.Sprintf("; %d failed within their tier's budget and were put back on what they ran: %s",
-			failed, strings.Join(p.withinBudget, "; "))
+			failed, strings.Join(withinBudget, "; "))
 	}
 	return endAs(meshapi.PlanConverged, reason)
 }

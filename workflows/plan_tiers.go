@@ -54,7 +54,6 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		tier.Batches = len(batches)
 	}
 	p.st.State, tier.State = meshapi.PlanPushing, meshapi.TierPushing
-	var failed, refused []string
 	for bi, batch := range batches {
 		if tier.Batches > 0 {
 			tier.Batch = bi + 1
@@ -65,7 +64,7 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		if err := p.pushBatch(ctx, tier, batch, decls); err != nil {
 			return err
 		}
-		failed, refused = tally(tier)
+		failed, refused := tally(tier)
 		tier.Failed = len(failed)
 		if len(failed) > policy.MaxFailed {
 			tier.State = meshapi.TierHalted
@@ -79,7 +78,6 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		}
 	}
 	tier.State = meshapi.TierConverged
-	p.withinBudget = append(p.withinBudget, failed...)
 	tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start)
 	return nil
 }
