@@ -29,8 +29,10 @@ import (
 	// The drivers: PostgreSQL through pgx's database/sql adapter, SQLite
 	// through a pure-Go build, so that the worker needs no cgo.
 	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/meshroll/meshroll/internal/backoff"
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -83,7 +85,7 @@ func Open(ctx context.Context, dsn string) (*Catalogue, error) {
 		db.SetMaxIdleConns(postgresMaxConns)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, c.fail("open catalogue "+t.shown, err)
 	}
@@ -92,6 +94,35 @@ func Open(ctx context.Context, dsn string) (*Catalogue, error) {
 		return nil, c.fail("open catalogue "+t.shown+": migrate", err)
 	}
 	return c, nil
+}
+
+// openBusyFor bounds how long Open retries a connection that SQLite refuses
+// with SQLITE_BUSY: as long as the busy timeout every statement waits.
+const openBusyFor = 10 * time.Second
+
+// ping makes the pool's first connection, retrying while SQLite answers
+// SQLITE_BUSY. Workers that start at once on a new file all switch it to
+// write-ahead logging as they connect, and SQLite refuses all but one of
+// those switches at once, without calling the busy handler (waiting there
+// could deadlock); the losers find the file in WAL mode when they retry.
+func ping(ctx context.Context, db *sql.DB) error {
+	b := backoff.New(10*time.Millisecond, 500*time.Millisecond)
+	deadline := time.Now().Add(openBusyFor)
+	for {
+		err := db.PingContext(ctx)
+		if !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		if werr := b.Wait(ctx); werr != nil {
+			return err
+		}
+	}
+}
+
+// isBusy is whether err is SQLite's SQLITE_BUSY (any extended code of it).
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes the connection pool; calls after it fail.
