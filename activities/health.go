@@ -215,7 +215,8 @@ func probeSuffix(r mesh.RunningContainer) string {
 		fmt.Fprintf(&b, " exited %d", *p.ExitCode)
 	}
 	if out := strings.TrimSpace(p.Output); out != "" {
-		fmt.Fprintf(&b, ": %s", out)
+		// One line, so that the reason reads as one in a list or a log.
+		fmt.Fprintf(&b, ": %s", strings.Join(strings.Fields(strings.ReplaceAll(out, "\n", " / ")), " "))
 	}
 	return b.String()
 }

@@ -60,6 +60,14 @@ func TestHealthWatch(t *testing.T) {
 			{sec(1), running(mesh.HealthHealthy, "h1", 0)},
 			{sec(4), failedProbe(running(mesh.HealthUnhealthy, "", 0))},
 		}, false, "failed its http probe (GET :$MESHROLL_PORT/healthz) after 3s healthy, before 10s; last probe answered 500: database unreachable"},
+		{"a probe's output of several lines is quoted on one", probe, []healthStep{
+			{sec(1), running(mesh.HealthHealthy, "h1", 0)},
+			{sec(4), func() mesh.RunningContainer {
+				rc := running(mesh.HealthUnhealthy, "", 0)
+				rc.LastProbe = &mesh.ProbeResult{Status: 503, Output: "warming caches\n  shard 3 of 8\n"}
+				return rc
+			}()},
+		}, false, "last probe answered 503: warming caches / shard 3 of 8"},
 		{"a break between two reads (a new healthy_since) fails", probe, []healthStep{
 			{sec(1), running(mesh.HealthHealthy, "h1", 0)},
 			{sec(4), running(mesh.HealthHealthy, "h2", 0)},

@@ -3,6 +3,8 @@ package testsuite
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -238,4 +240,114 @@ func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, ms.HostLostState, "lost its state", "and the machine workflow's state")
 	require.Equal(t, s.build("mesh-controller", k2).Digest, ms.Floor["mesh-controller"].Digest, "whose floor holds controller k2")
+}
+
+// probedProgram is a build that runs until stopped and answers its own exec
+// probe ("probe" as its argument): healthy unless a file named after its
+// machine ($MESHROLL_MACHINE) is in the marks directory it was built with,
+// so that one build can fail its probe on chosen machines only. Built with
+// marks "" it never fails.
+const probedProgram = `package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+func main() {
+	fmt.Println(%q)
+	marks := %q
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "version":
+		return
+	case len(os.Args) > 1 && os.Args[1] == "probe":
+		machine := os.Getenv("MESHROLL_MACHINE")
+		if _, err := os.Stat(filepath.Join(marks, machine)); marks != "" && err == nil {
+			fmt.Println("marked bad on", machine)
+			os.Exit(3)
+		}
+		fmt.Println("fine on", machine)
+		return
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	<-term
+}
+`
+
+// max_failed 1 of a tier of 4, with an exec probe judged by the real host
+// agents (issue 13): one machine failing its probe is put back on what it
+// ran and the plan goes on and converges naming it; two failing halt the
+// plan at tier 1, the control node untouched.
+func TestMaxFailedOneOfFourWithAnExecProbe(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		failing []string
+		state   meshapi.PlanStatus
+		words   string
+	}{
+		{"one fails: reverted, the plan converges naming it", []string{"edge-2"}, meshapi.PlanConverged,
+			"failed within their tier's budget and put back on what they ran (1): edge-2: "},
+		{"two fail: the plan halts", []string{"edge-2", "edge-3"}, meshapi.PlanHalted,
+			"tier 1 halted: 2 of its 4 machines failed, more than the 1 it may lose"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := imageMesh()
+			o.exec = true
+			o.modules = []string{"host"}
+			o.machines = []machineSpec{
+				{name: "edge-1", tier: 1, modules: []string{"host"}},
+				{name: "edge-2", tier: 1, modules: []string{"host"}},
+				{name: "edge-3", tier: 1, modules: []string{"host"}},
+				{name: "edge-4", tier: 1, modules: []string{"host"}},
+				{name: "control-node", tier: 2, modules: []string{"host"}},
+			}
+			o.tiers = "{1: {max_failed: 1}}"
+			o.health = "{exec: [/app/host, probe], interval: 200ms, min_healthy: 1s, deadline: 4s}"
+			s := newStack(t, o)
+
+			good := s.commitSource("host", fmt.Sprintf(probedProgram, "host good", ""))
+			s.converge("host", good)
+			goodBuild := s.build("host", good)
+			marks := t.TempDir()
+			for _, m := range tc.failing {
+				require.NoError(t, os.WriteFile(filepath.Join(marks, m), nil, 0o644))
+			}
+			bad := s.commitSource("host", fmt.Sprintf(probedProgram, "host marked", marks))
+			id := s.start("host", bad).ID
+			st := s.wait(id)
+			t.Logf("the plan's words: %s: %s", st.State, st.Reason)
+			require.Equal(t, tc.state, st.State, st.Reason)
+			require.Contains(t, st.Reason, tc.words)
+			badBuild := s.build("host", bad)
+			for _, m := range tc.failing {
+				require.Contains(t, st.Reason, m+": machine "+m+" did not report", "the plan names %s", m)
+				require.Contains(t, st.Reason, "exec probe (/app/host probe); last probe exited 3: host marked / marked bad on "+m,
+					"and the probe with its output, on one line")
+				ms, _ := st.Machine(m)
+				require.Equal(t, meshapi.MachineFailed, ms.State)
+				s.runs(m, goodBuild)
+				applied := s.hosts[m].Applied()
+				revert := applied[len(applied)-1]
+				require.True(t, revert.Revert, "%s's last declaration is the revert", m)
+				c, _ := revert.Container("host")
+				require.Equal(t, goodBuild.Digest, c.Digest, "back on the build it ran")
+			}
+			for _, m := range []string{"edge-1", "edge-4"} {
+				s.runs(m, badBuild) // healthy where not marked
+			}
+			if tc.state == meshapi.PlanConverged {
+				s.runs("control-node", badBuild)
+			} else {
+				s.runs("control-node", goodBuild)
+				require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
+			}
+			for m := range s.hosts {
+				s.checkJournal(m)
+			}
+		})
+	}
 }

@@ -155,7 +155,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		if o.tokens {
 			token = machineToken(m.name)
 		}
-		h := newAgentHostWithToken(t, m.name, s.runtime(o), token)
+		h := newAgentHostWithToken(t, m.name, s.runtime(o, m.name), token)
 		s.hosts[m.name] = h
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s], token: %q}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "), token)
 	}
@@ -172,14 +172,14 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
-// runtime is the host agents' runtime for the options.
-func (s *stack) runtime(o stackOptions) func(dir string) agent.Runtime {
+// runtime is machine's host agent's runtime for the options.
+func (s *stack) runtime(o stackOptions, machine string) func(dir string) agent.Runtime {
 	return func(dir string) agent.Runtime {
 		if !o.exec {
 			return agent.NewNoopRuntime(0)
 		}
 		rt, err := agent.NewRuntime(agent.RuntimeExec, agent.RuntimeOptions{
-			StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
+			Machine: machine, StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
 		})
 		require.NoError(s.t, err)
 		return rt

@@ -222,7 +222,7 @@ func (p *plan) outcome(b mesh.Build) error {
 	reason := fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
 		p.in.Module, b.Generation, total-superseded-failed, superseded)
 	if failed > 0 {
-		reason += fmt.Sprintf("; %d failed within their tier's budget and were put back on what they ran: %s",
+		reason += fmt.Sprintf("; failed within their tier's budget and put back on what they ran (%d): %s",
 			failed, strings.Join(withinBudget, "; "))
 	}
 	return endAs(meshapi.PlanConverged, reason)

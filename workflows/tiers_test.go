@@ -69,7 +69,7 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			version:  1,
 			batches:  [][]string{{"e1", "e2", "e3", "e4"}},
 			state:    meshapi.PlanConverged,
-			reason:   "host generation 7 runs on 3 machines (0 already ran newer); 1 failed within their tier's budget and were put back on what they ran: e2: host (sha256:…) is crash-looping",
+			reason:   "host generation 7 runs on 3 machines (0 already ran newer); failed within their tier's budget and put back on what they ran (1): e2: host (sha256:…) is crash-looping",
 			failedIn: 1,
 		},
 		{

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,9 +178,16 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 		fail(fmt.Errorf("pull %s: %w", ref, err))
 		return
 	}
-	env := make([]string, 0, len(c.Env))
-	for k, v := range c.Env {
-		env = append(env, k+"="+v)
+	// The runtime's variables are set here, not in the spec, so that the
+	// spec's hash (which names the container) stays the declaration's.
+	vars := maps.Clone(c.Env)
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	maps.Copy(vars, mesh.RuntimeEnv(r.machine, c))
+	env := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
 	}
 	hostConfig := map[string]any{"RestartPolicy": map[string]any{"Name": "on-failure"}}
 	body := map[string]any{

@@ -233,7 +233,8 @@ func TestDockerRuntimeChoreography(t *testing.T) {
 	require.Len(t, live, 2)
 	require.Equal(t, web1.Image+"@"+web1.Digest, live["web"].Image, "the image is pulled and run by digest")
 	require.Equal(t, "edge-1", live["web"].Labels[labelMachine])
-	require.Equal(t, []string{"GEN=1"}, live["web"].Env)
+	require.Equal(t, []string{"GEN=1", "MESHROLL_DIGEST=" + web1.Digest, "MESHROLL_MACHINE=edge-1", "MESHROLL_MODULE=web"}, live["web"].Env,
+		"the declared environment and the runtime's variables over it")
 	apiBefore := live["api"]
 
 	// Replace web, keep api untouched.

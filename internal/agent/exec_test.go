@@ -32,7 +32,7 @@ type execAgent struct {
 func openExecAgent(t *testing.T, dir string, reg *execrttest.Registry) *execAgent {
 	t.Helper()
 	rt, err := NewRuntime(RuntimeExec, RuntimeOptions{
-		StateDir: dir, Registry: reg.Options(), HealthyAfter: 100 * time.Millisecond, StopGrace: 5 * time.Second,
+		Machine: testMachine, StateDir: dir, Registry: reg.Options(), HealthyAfter: 100 * time.Millisecond, StopGrace: 5 * time.Second,
 	})
 	require.NoError(t, err)
 	e := &execAgent{t: t, updates: make(chan Update, 1024)}

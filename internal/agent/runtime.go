@@ -98,7 +98,8 @@ type RuntimeOptions struct {
 	// StartDelay is how long the noop runtime reports a container starting
 	// before it reports it running. Zero reports it running at once.
 	StartDelay time.Duration
-	// Machine names the machine, for the docker runtime's container labels.
+	// Machine names the machine, for the docker runtime's container labels
+	// and every runtime's mesh.EnvMachine.
 	Machine string
 	// DockerSocket is the Docker engine's unix socket (default
 	// DefaultDockerSocket) or an http:// URL.
@@ -124,6 +125,9 @@ type RuntimeOptions struct {
 // registry options are unusable, so that the agent refuses to start rather
 // than fail every declaration.
 func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
+	if o.Machine == "" && (name == RuntimeDocker || name == RuntimeExec) {
+		return nil, fmt.Errorf("runtime %s: no machine named (it labels containers and passes %s)", name, mesh.EnvMachine)
+	}
 	switch name {
 	case RuntimeNoop:
 		if o.StartDelay < 0 {
@@ -139,7 +143,7 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 		}
 		return r, nil
 	case RuntimeExec:
-		r, err := execrt.New(execrt.Options{StateDir: o.StateDir, Registry: o.Registry, StopGrace: o.StopGrace, HealthyAfter: o.HealthyAfter})
+		r, err := execrt.New(execrt.Options{Machine: o.Machine, StateDir: o.StateDir, Registry: o.Registry, StopGrace: o.StopGrace, HealthyAfter: o.HealthyAfter})
 		if err != nil {
 			return nil, err
 		}

@@ -48,6 +48,21 @@ const PortAuto = 0
 // its port in.
 const EnvPort = "MESHROLL_PORT"
 
+// The variables every runtime sets in a container's environment (and its
+// exec probe's), over any declared value of the same name, so that a
+// process, its logs and its probe can tell which machine, module and build
+// they are without the declaration repeating it per machine.
+const (
+	EnvMachine = "MESHROLL_MACHINE"
+	EnvModule  = "MESHROLL_MODULE"
+	EnvDigest  = "MESHROLL_DIGEST"
+)
+
+// RuntimeEnv is the variables a runtime sets for c on machine.
+func RuntimeEnv(machine string, c Container) map[string]string {
+	return map[string]string{EnvMachine: machine, EnvModule: c.Module, EnvDigest: c.Digest}
+}
+
 // HTTPProbe is an HTTP health check.
 type HTTPProbe struct {
 	// Port is the container's port, or PortAuto.

@@ -35,8 +35,8 @@ type proc struct {
 // start starts one run of ct's process: the image's Entrypoint followed by
 // the declared Args, or the image's Cmd when none are declared, resolved
 // inside the rootfs, in the image's working directory, with the image's
-// environment, the declared one over it and MESHROLL_MODULE and
-// MESHROLL_DIGEST over both. Nothing of the agent's own environment is
+// environment, the declared one over it and mesh.RuntimeEnv (the machine,
+// module and digest) over both. Nothing of the agent's own environment is
 // passed on: it may hold the registry password. The process gets its own
 // process group, so that stopping it reaches whatever it started.
 func (r *Runtime) start(ct *container, img *image, logPath string) (*proc, error) {
@@ -49,7 +49,7 @@ func (r *Runtime) start(ct *container, img *image, logPath string) (*proc, error
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("image %s@%s names no Entrypoint or Cmd and none is declared: %w", spec.Image, spec.Digest, ErrBadImage)
 	}
-	inv, err := resolve(spec, img, argv)
+	inv, err := resolve(r.o.Machine, spec, img, argv)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (r *Runtime) Exec(ctx context.Context, module string, argv []string, out io
 	if len(argv) == 0 || argv[0] == "" {
 		return 0, errors.New("runtime exec: no command")
 	}
-	inv, err := resolve(ct.spec, img, argv)
+	inv, err := resolve(r.o.Machine, ct.spec, img, argv)
 	if err != nil {
 		return 0, err
 	}
@@ -136,10 +136,10 @@ type invocation struct {
 }
 
 // resolve finds argv's program inside img's rootfs for spec's container
-// (see start for the rules).
-func resolve(spec mesh.Container, img *image, argv []string) (invocation, error) {
+// on machine (see start for the rules).
+func resolve(machine string, spec mesh.Container, img *image, argv []string) (invocation, error) {
 	cfg := img.config
-	env := environ(cfg.Env, spec)
+	env := environ(cfg.Env, spec, mesh.RuntimeEnv(machine, spec))
 	root, err := os.OpenRoot(img.rootfs)
 	if err != nil {
 		return invocation{}, fmt.Errorf("open rootfs: %w", err)
@@ -203,8 +203,9 @@ func (p *proc) finish(why string) {
 // exitReason names the exit code or the signal; only valid once exited.
 func (p *proc) exitReason() string { return exitReason(p.cmd.ProcessState) }
 
-// environ is the process's environment, in a stable order.
-func environ(image []string, spec mesh.Container) []string {
+// environ is the process's environment, in a stable order: the image's, the
+// declared one over it, and the runtime's own variables over both.
+func environ(image []string, spec mesh.Container, runtime map[string]string) []string {
 	var keys []string
 	vals := map[string]string{}
 	set := func(k, v string) {
@@ -221,8 +222,9 @@ func environ(image []string, spec mesh.Container) []string {
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		set(k, spec.Env[k])
 	}
-	set("MESHROLL_MODULE", spec.Module)
-	set("MESHROLL_DIGEST", spec.Digest)
+	for _, k := range slices.Sorted(maps.Keys(runtime)) {
+		set(k, runtime[k])
+	}
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = k + "=" + vals[k]

@@ -149,6 +149,9 @@ type Update struct {
 
 // Options configures New. Zero durations take the defaults above.
 type Options struct {
+	// Machine is the machine the runtime runs containers for, passed to
+	// them as mesh.EnvMachine.
+	Machine string
 	// StateDir holds the image cache and the logs (see the package
 	// comment); the agent passes its own state directory. Required; a
 	// relative one is made absolute at New.

@@ -111,6 +111,7 @@ type rtOpt func(*Options)
 func newRuntime(t *testing.T, dir string, reg *execrttest.Registry, opts ...rtOpt) (*Runtime, *recorder) {
 	t.Helper()
 	o := Options{
+		Machine:        "edge-1",
 		StateDir:       dir,
 		Registry:       reg.Options(),
 		StopGrace:      5 * time.Second,
@@ -192,7 +193,7 @@ func TestRunsImage(t *testing.T) {
 	r, rec := newRuntime(t, dir, reg)
 
 	c := ctr("web", p)
-	c.Env = map[string]string{"OVERRIDE": "declared", "DECLARED": "yes"}
+	c.Env = map[string]string{"OVERRIDE": "declared", "DECLARED": "yes", "MESHROLL_MACHINE": "declared"}
 	require.NoError(t, r.Apply(context.Background(), []mesh.Container{c}, rec.update))
 	assert.Equal(t, []string{mesh.StateStarting}, rec.states(0, "web"), "reported before Apply returned")
 	rec.waitFor(0, "web", mesh.StateRunning)
@@ -208,6 +209,8 @@ func TestRunsImage(t *testing.T) {
 	assert.Contains(t, log, "env IMAGE_ENV=from-image")
 	assert.Contains(t, log, "env OVERRIDE=declared", "declared env wins over the image's")
 	assert.Contains(t, log, "env DECLARED=yes")
+	assert.Contains(t, log, "env MESHROLL_MACHINE=edge-1", "the runtime's variables win over the declared ones")
+	assert.Contains(t, log, "env MESHROLL_DIGEST="+p.Digest)
 	assert.Contains(t, log, "env MESHROLL_DIGEST="+p.Digest)
 	assert.NotContains(t, log, "hunter2", "the agent's environment is not passed on")
 	assert.Contains(t, log, "meshroll exec: started pid "+strconv.Itoa(pid))
@@ -654,6 +657,7 @@ func TestExec(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, out.String(), "env MESHROLL_PORT=1234")
 		assert.Contains(t, out.String(), "env MESHROLL_MODULE=web")
+		assert.Contains(t, out.String(), "env MESHROLL_MACHINE=edge-1")
 		assert.Contains(t, out.String(), "cwd "+filepath.Join(dir, "images", strings.TrimPrefix(p.Digest, "sha256:"), "rootfs"))
 	})
 	t.Run("outlives its context", func(t *testing.T) {
