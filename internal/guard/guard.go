@@ -53,6 +53,12 @@ type Input struct {
 	// lost its state (and reports less than ran there, or nothing) from
 	// being taken below what the fleet knows ran.
 	Floor map[string]mesh.Container
+	// Rejected says whether an operator rejected a digest and, in words,
+	// by whom and why; nil when nothing is rejected. A rejected digest is
+	// never sent to a machine that does not run it already, forced or not:
+	// a rejection stops a build spreading, while what runs is kept (it
+	// never pushes anything by itself).
+	Rejected func(digest string) (why string, rejected bool, err error)
 }
 
 // Result is the guard's conclusion.
@@ -83,7 +89,9 @@ type Result struct {
 //   - a running module the declaration does not name is kept, never dropped;
 //   - then every container is compared again with the higher of what runs
 //     and the floor: none may have a lower generation, and a running digest
-//     the catalogue does not know is refused, unless forced.
+//     the catalogue does not know is refused, unless forced;
+//   - last, no container the machine does not run already may be of a
+//     rejected build, forced or not.
 func Check(in Input) (Result, error) {
 	d := in.Declaration
 	pinned, ok := d.Container(in.Module)
@@ -184,11 +192,40 @@ func Check(in Input) (Result, error) {
 		}
 	}
 
+	if why, err := rejectedToSend(in, out.Containers, running); err != nil || why != "" {
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Decision: Refused, Code: meshapi.ErrRejected, Rebased: rebased, Reason: why}, nil
+	}
+
 	if sameAsRunning(out.Containers, in.Report) {
 		return Result{Decision: AlreadyRunning, Declaration: out, Rebased: rebased,
 			Reason: fmt.Sprintf("machine %s already runs this declaration", d.Machine)}, nil
 	}
 	return Result{Decision: Send, Declaration: out, Rebased: rebased}, nil
+}
+
+// rejectedToSend says why one of cs, which the machine does not run with
+// its digest yet, may not be sent ("" when none is rejected).
+func rejectedToSend(in Input, cs []mesh.Container, running map[string]mesh.RunningContainer) (string, error) {
+	if in.Rejected == nil {
+		return "", nil
+	}
+	for _, c := range cs {
+		if r, ok := running[c.Module]; ok && r.Digest == c.Digest {
+			continue
+		}
+		why, rejected, err := in.Rejected(c.Digest)
+		if err != nil {
+			return "", fmt.Errorf("look up whether %s %s is rejected: %w", c.Module, c.Digest, err)
+		}
+		if rejected {
+			return fmt.Sprintf("%s generation %d (%s) was rejected (%s); it is not sent to %s",
+				c.Module, c.Generation, c.Digest, why, in.Declaration.Machine), nil
+		}
+	}
+	return "", nil
 }
 
 // sameAsRunning reports whether every declared container runs with its

@@ -27,6 +27,18 @@ func lookup(unknown ...int) Lookup {
 	}
 }
 
+// rejected: the digests numbered ns were rejected by an operator.
+func rejected(ns ...int) func(string) (string, bool, error) {
+	return func(d string) (string, bool, error) {
+		for _, n := range ns {
+			if d == dg(n) {
+				return "by ops: crashes under load", true, nil
+			}
+		}
+		return "", false, nil
+	}
+}
+
 func ctr(module string, n int) mesh.Container {
 	return mesh.Container{Module: module, Digest: dg(n), Generation: int64(n)}
 }
@@ -55,6 +67,7 @@ func TestCheck(t *testing.T) {
 		unknown  []int
 		floor    map[string]int // module -> generation (and digest) known healthy there
 		force    bool
+		rejected []int // digest numbers an operator rejected
 		want     Decision
 		code     string
 		rebased  []string
@@ -193,6 +206,49 @@ func TestCheck(t *testing.T) {
 			wantSent: map[string]int{"host": 7, "mesh-controller": 3},
 		},
 		{
+			name:     "a rejected own build is never sent",
+			decl:     []mesh.Container{ctr("host", 5), ctr("ctl", 3)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			rejected: []int{5},
+			want:     Refused,
+			code:     meshapi.ErrRejected,
+		},
+		{
+			name:     "not even forced",
+			decl:     []mesh.Container{ctr("host", 5)},
+			running:  []mesh.RunningContainer{run("host", 4)},
+			rejected: []int{5},
+			force:    true,
+			want:     Refused,
+			code:     meshapi.ErrRejected,
+		},
+		{
+			name:     "a rejected build composed for a machine that lacks the module is not sent",
+			decl:     []mesh.Container{ctr("host", 5), ctr("ctl", 3)},
+			running:  []mesh.RunningContainer{run("host", 4)},
+			rejected: []int{3},
+			want:     Refused,
+			code:     meshapi.ErrRejected,
+		},
+		{
+			name:     "nor one a lost host's floor would lift it to",
+			decl:     []mesh.Container{ctr("host", 5), ctr("ctl", 2)},
+			floor:    map[string]int{"ctl": 3},
+			rejected: []int{3},
+			want:     Refused,
+			code:     meshapi.ErrRejected,
+			rebased:  []string{"ctl"},
+		},
+		{
+			name:     "a rejected build the machine runs is kept: a rejection never pushes by itself",
+			decl:     []mesh.Container{ctr("host", 5), ctr("ctl", 2)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			rejected: []int{3, 4},
+			want:     Send,
+			rebased:  []string{"ctl"},
+			wantSent: map[string]int{"host": 5, "ctl": 3},
+		},
+		{
 			name:     "forced, the floor is not applied",
 			decl:     []mesh.Container{ctr("host", 4), ctr("mesh-controller", 1)},
 			floor:    map[string]int{"host": 5, "mesh-controller": 3},
@@ -210,6 +266,7 @@ func TestCheck(t *testing.T) {
 				Lookup:      lookup(tt.unknown...),
 				Force:       tt.force,
 				Floor:       floors(tt.floor),
+				Rejected:    rejected(tt.rejected...),
 			}
 			got, err := Check(in)
 			if err != nil {
@@ -299,6 +356,22 @@ func TestCheckLookupError(t *testing.T) {
 		Module:      "host",
 		Report:      mesh.Report{Containers: []mesh.RunningContainer{run("host", 1)}},
 		Lookup:      func(string) (int64, bool, error) { return 0, false, boom },
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want wrapping %v", err, boom)
+	}
+}
+
+// A catalogue that cannot say whether a build is rejected fails the check
+// (the push is retried): a push that does not know does not send.
+func TestCheckRejectedLookupError(t *testing.T) {
+	boom := errors.New("catalogue down")
+	_, err := Check(Input{
+		Declaration: mesh.Declaration{Containers: []mesh.Container{ctr("host", 2)}},
+		Module:      "host",
+		Report:      mesh.Report{Containers: []mesh.RunningContainer{run("host", 1)}},
+		Lookup:      lookup(),
+		Rejected:    func(string) (string, bool, error) { return "", false, boom },
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want wrapping %v", err, boom)

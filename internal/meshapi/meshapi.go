@@ -67,6 +67,9 @@ const (
 	// ErrDowngradeRefused: sending would lower a container's generation
 	// below what the machine runs.
 	ErrDowngradeRefused = "DowngradeRefused"
+	// ErrRejected: an operator rejected the build (starter build reject,
+	// or a rollback from it); it is never sent again, whoever asks.
+	ErrRejected = "BuildRejected"
 	// ErrHostRefused: the host agent refused the declaration (its floor, an
 	// unpinned image, a malformed declaration).
 	ErrHostRefused = "HostRefused"
