@@ -23,8 +23,10 @@ import (
 
 // QueryTimeout bounds a machine workflow's state query. A query needs a
 // worker to answer it; with none polling it would wait for the caller's
-// whole deadline.
-const QueryTimeout = 5 * time.Second
+// whole deadline. It is generous because a worker answers by replaying the
+// workflow's history, which on a loaded worker, or one just restarted (its
+// cache cold), takes seconds; 5 s was seen to time out under load.
+const QueryTimeout = 15 * time.Second
 
 // Dial connects to Temporal. List and Show take it rather than a client so
 // that the hosts are asked while it connects: an unreachable Temporal then
