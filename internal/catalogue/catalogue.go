@@ -1,11 +1,27 @@
 // Package catalogue is the store of builds: which digests exist for each
-// module, their generations, and which have converged on some machine. The
-// push path asks it to turn a running digest into a generation, because
-// digests are not orderable and a host's own claim is not trusted.
+// module, their generations, which have converged on some machine, and which
+// an operator rejected. The push path asks it to turn a running digest into a
+// generation, because digests are not orderable and a host's own claim is not
+// trusted, and whether a digest was rejected, because a rejected build must
+// never be sent again.
 //
-// Catalogue is the contract; Memory and File are the implementations of this
-// stage (File is the worker's default, so a restarted worker still knows every
-// build). A SQL catalogue drops in behind the same interface.
+// A rejection is recorded per build (module and commit) but judged per digest:
+// reproducible builds can give several commits one digest, and the bits are
+// what is bad. It only ever narrows what may be sent: the answers that keep a
+// machine's floor (NewestConvergedOn, Lookup, Newest) still count a rejected
+// build, so that a rejection never takes a machine below what it ran, while
+// the answers that choose a build to send (NewestConverged, NewestHealthyBelow)
+// skip it.
+//
+// Catalogue is the contract; Memory and File are the in-process
+// implementations (File, a Memory kept in one JSON file, is for a single
+// worker), and catalogue/sqlcat keeps it in SQLite or PostgreSQL behind the
+// same interface. catalogue/catalogtest is the conformance suite every
+// implementation passes.
+//
+// Builds and rejections are only ever added, never changed or removed (a fix
+// is a new build), which is what lets every implementation answer a retried
+// or concurrent call by what it finds stored.
 package catalogue
 
 import (
@@ -17,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,10 +45,25 @@ import (
 // of it will agree with the first.
 var ErrNotReproducible = errors.New("the build is not reproducible")
 
+// ErrUnknownBuild is returned (wrapped, naming the module and commit) by
+// Reject for a build the catalogue never recorded, so that an operator's typo
+// is told apart from a store that failed.
+var ErrUnknownBuild = errors.New("the build is not in the catalogue")
+
+// ErrAmbiguousCommit is returned (wrapped, naming the candidates) by Build
+// when a commit prefix begins more than one of the module's recorded commits:
+// picking one would act on a build the operator may not have meant.
+var ErrAmbiguousCommit = errors.New("the commit prefix names more than one build")
+
+// MinCommitPrefix is the fewest hex digits Build takes as a commit prefix:
+// git's own short form, and enough that a prefix rarely names two builds.
+const MinCommitPrefix = 7
+
 // Catalogue records builds and answers for them. Implementations are safe
 // for concurrent use, and for concurrent use by several workers where the
 // store is shared: recording the same build twice (a retried build
-// activity, two workers) records it once.
+// activity, two workers) records it once, and rejecting it twice keeps one
+// rejection.
 type Catalogue interface {
 	// Record adds a build made by a plan; recording the same module and
 	// commit again with the same digest is a no-op, with another digest an
@@ -39,12 +71,23 @@ type Catalogue interface {
 	Record(ctx context.Context, b mesh.Build, plan string) error
 	// Lookup returns the build a digest belongs to. When reproducible builds
 	// gave several commits one digest, it returns the highest generation, so
-	// that what runs is never judged older than it is.
+	// that what runs is never judged older than it is. A rejected build is
+	// found like any other: what runs must still be judged by its generation.
 	Lookup(ctx context.Context, digest string) (mesh.Build, bool, error)
-	// Newest returns the module's build with the highest generation.
+	// Build returns the module's build at commit, so that an operator's
+	// --commit can be checked and completed. commit is a full commit as
+	// recorded or a prefix of at least MinCommitPrefix hex digits (any case);
+	// a prefix that begins several of the module's commits is an error
+	// wrapping ErrAmbiguousCommit that names them, a shorter one that names
+	// no commit exactly is an error saying so. false when no build matches.
+	Build(ctx context.Context, module, commit string) (mesh.Build, bool, error)
+	// Newest returns the module's build with the highest generation,
+	// rejected or not: it answers what exists, not what may be sent.
 	Newest(ctx context.Context, module string) (mesh.Build, bool, error)
 	// NewestConverged returns the module's newest build that some machine
-	// has reported running.
+	// has reported running and that is not rejected (by its digest, see
+	// Rejected). It is what a composition gives a machine that lacks the
+	// module, so a rejected build must never be the answer.
 	NewestConverged(ctx context.Context, module string) (mesh.Build, bool, error)
 	// NewestConvergedOn returns the module's build with the highest
 	// generation that was marked converged on machine; false when none was.
@@ -53,10 +96,29 @@ type Catalogue interface {
 	// disk, a re-imaged machine) and comes back empty is still not taken
 	// below what the fleet knows ran there. Convergence is per digest, so
 	// when reproducible builds gave several commits one digest it answers,
-	// as Lookup does, with the highest generation among them.
+	// as Lookup does, with the highest generation among them. It does not
+	// skip rejected builds: floors are kept, and a rejection never by itself
+	// moves a machine, up or down.
 	NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error)
+	// NewestHealthyBelow returns the module's highest-generation build below
+	// generation that some machine reported running and that is not
+	// rejected: the default target of a roll-back from the build at
+	// generation. false when there is none.
+	NewestHealthyBelow(ctx context.Context, module string, generation int64) (mesh.Build, bool, error)
 	// MarkConverged notes that a machine reported the build running.
 	MarkConverged(ctx context.Context, digest, machine string) error
+	// Reject records that the module's build at commit (a full commit, as
+	// Build returns it) must not be sent again, by whom and why. The build
+	// must be recorded, else the error wraps ErrUnknownBuild; reason must
+	// not be blank. Rejecting a build already rejected keeps the first
+	// rejection and returns it, so that a retried activity, or two operators
+	// at once, record one rejection. It returns the rejection as stored.
+	Reject(ctx context.Context, module, commit, by, reason string) (Rejection, error)
+	// Rejected answers whether digest is rejected: it is when any build
+	// with that digest is (reproducible builds can give several commits one
+	// digest, and the bits are what is bad). It returns the earliest such
+	// rejection.
+	Rejected(ctx context.Context, digest string) (Rejection, bool, error)
 	// Builds lists a module's builds, newest first, at most limit (0: all).
 	Builds(ctx context.Context, module string, limit int) ([]Entry, error)
 }
@@ -67,6 +129,62 @@ type Entry struct {
 	Plan      string     `json:"plan,omitempty"`
 	BuiltAt   time.Time  `json:"built_at"`
 	Converged []string   `json:"converged,omitempty"`
+	// Rejected is, from Builds, the earliest rejection of the build's digest
+	// as Rejected answers it: the build's own, or another commit's that
+	// built the same bits (its Commit says which); nil when the digest may
+	// be sent. An operator listing builds sees what the guard will refuse.
+	Rejected *Rejection `json:"rejected,omitempty"`
+}
+
+// Rejection is an operator's word that a build must never be sent again:
+// kept in the catalogue so that every worker, and every later plan, refuses
+// it, and so that the list of builds can say who rejected it and why.
+type Rejection struct {
+	Module string `json:"module"`
+	Commit string `json:"commit"`
+	// Digest is the rejected build's digest, copied so that a rejection is
+	// judged by the bits without a second look-up.
+	Digest string    `json:"digest"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// CommitPrefix returns commit as the prefix Build matches against recorded
+// commits once no commit equals it: lower-cased hex of at least
+// MinCommitPrefix digits. ok is false when commit is not hex (no prefix of a
+// commit; look it up exactly only), err set when it is hex but too short to
+// name a build safely (callers add which module and commit). Implementations share it so that every catalogue takes
+// the same short forms.
+func CommitPrefix(commit string) (prefix string, ok bool, err error) {
+	lower := strings.ToLower(commit)
+	if lower == "" || strings.Trim(lower, "0123456789abcdef") != "" {
+		return "", false, nil
+	}
+	if len(lower) < MinCommitPrefix {
+		return "", false, fmt.Errorf("a commit prefix needs at least %d hex digits", MinCommitPrefix)
+	}
+	return lower, true, nil
+}
+
+// AmbiguousCommit is the error Build returns when prefix begins several of
+// module's commits, naming each (newest first, as candidates come) so that
+// the operator can pick one. It wraps ErrAmbiguousCommit.
+func AmbiguousCommit(module, prefix string, candidates []mesh.Build) error {
+	names := make([]string, 0, len(candidates))
+	for _, b := range candidates {
+		names = append(names, fmt.Sprintf("%s (generation %d)", b.Commit, b.Generation))
+	}
+	return fmt.Errorf("find build of %s at %s: %w: %s", module, prefix, ErrAmbiguousCommit, strings.Join(names, ", "))
+}
+
+// ValidReason checks the reason given to Reject: a rejection without one
+// would leave the next operator guessing why a build may not be sent.
+func ValidReason(reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return errors.New("a rejection needs a reason")
+	}
+	return nil
 }
 
 // Memory is an in-process catalogue, for tests and as File's cache.
@@ -114,43 +232,150 @@ func (m *Memory) Lookup(_ context.Context, digest string) (mesh.Build, bool, err
 	return best, found, nil
 }
 
+// Build implements Catalogue.
+func (m *Memory) Build(_ context.Context, module, commit string) (mesh.Build, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.entries {
+		if e.Build.Module == module && e.Build.Commit == commit {
+			return e.Build, true, nil
+		}
+	}
+	prefix, ok, err := CommitPrefix(commit)
+	if err != nil {
+		return mesh.Build{}, false, fmt.Errorf("find build of %s at %s: %w", module, commit, err)
+	}
+	if !ok {
+		return mesh.Build{}, false, nil
+	}
+	var found []mesh.Build
+	for _, e := range m.entries {
+		if e.Build.Module == module && strings.HasPrefix(e.Build.Commit, prefix) {
+			found = append(found, e.Build)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return mesh.Build{}, false, nil
+	case 1:
+		return found[0], true, nil
+	}
+	slices.SortStableFunc(found, func(a, b mesh.Build) int { return cmp.Compare(b.Generation, a.Generation) })
+	return mesh.Build{}, false, AmbiguousCommit(module, commit, found)
+}
+
 // Newest implements Catalogue.
 func (m *Memory) Newest(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, func(Entry) bool { return true })
+	return m.newest(module, false, func(Entry) bool { return true })
 }
 
 // NewestConverged implements Catalogue.
 func (m *Memory) NewestConverged(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, func(e Entry) bool { return len(e.Converged) > 0 })
+	return m.newest(module, true, func(e Entry) bool { return len(e.Converged) > 0 })
 }
 
 // NewestConvergedOn implements Catalogue.
 func (m *Memory) NewestConvergedOn(_ context.Context, module, machine string) (mesh.Build, bool, error) {
-	return m.newest(module, func(e Entry) bool { return slices.Contains(e.Converged, machine) })
+	return m.newest(module, false, func(e Entry) bool { return slices.Contains(e.Converged, machine) })
 }
 
-// newest returns the module's highest-generation entry that keep accepts.
-func (m *Memory) newest(module string, keep func(Entry) bool) (mesh.Build, bool, error) {
+// NewestHealthyBelow implements Catalogue.
+func (m *Memory) NewestHealthyBelow(_ context.Context, module string, generation int64) (mesh.Build, bool, error) {
+	return m.newest(module, true, func(e Entry) bool { return e.Build.Generation < generation && len(e.Converged) > 0 })
+}
+
+// newest returns the module's highest-generation entry that keep accepts,
+// leaving out rejected digests when skipRejected.
+func (m *Memory) newest(module string, skipRejected bool, keep func(Entry) bool) (mesh.Build, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var rejected map[string]*Rejection
+	if skipRejected {
+		rejected = m.rejections()
+	}
 	var best mesh.Build
 	found := false
 	for _, e := range m.entries {
-		if e.Build.Module == module && keep(e) && (!found || e.Build.Generation > best.Generation) {
+		if e.Build.Module != module || !keep(e) || rejected[e.Build.Digest] != nil {
+			continue
+		}
+		if !found || e.Build.Generation > best.Generation {
 			best, found = e.Build, true
 		}
 	}
 	return best, found, nil
 }
 
+// rejections returns each rejected digest's earliest rejection (among equal
+// times, that of the build recorded first). m.mu must be held.
+func (m *Memory) rejections() map[string]*Rejection {
+	out := map[string]*Rejection{}
+	for _, e := range m.entries {
+		r := e.Rejected
+		if r == nil {
+			continue
+		}
+		if first := out[r.Digest]; first == nil || r.At.Before(first.At) {
+			out[r.Digest] = r
+		}
+	}
+	return out
+}
+
+// Reject implements Catalogue. A rejection is kept on the build's own entry,
+// so File writes it with the build and files without any read as before.
+func (m *Memory) Reject(_ context.Context, module, commit, by, reason string) (Rejection, error) {
+	op := fmt.Sprintf("reject build of %s at %s", module, commit)
+	if err := ValidReason(reason); err != nil {
+		return Rejection{}, fmt.Errorf("%s: %w", op, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.entries {
+		e := &m.entries[i]
+		if e.Build.Module != module || e.Build.Commit != commit {
+			continue
+		}
+		if e.Rejected != nil {
+			return *e.Rejected, nil
+		}
+		r := Rejection{Module: module, Commit: commit, Digest: e.Build.Digest, By: by, Reason: reason, At: m.now().UTC()}
+		e.Rejected = &r
+		if err := m.save(); err != nil {
+			// Not kept, so that a retry does not find a rejection that was
+			// never written and call it done.
+			e.Rejected = nil
+			return Rejection{}, fmt.Errorf("%s: %w", op, err)
+		}
+		return r, nil
+	}
+	return Rejection{}, fmt.Errorf("%s: %w", op, ErrUnknownBuild)
+}
+
+// Rejected implements Catalogue.
+func (m *Memory) Rejected(_ context.Context, digest string) (Rejection, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.rejections()[digest]; r != nil {
+		return *r, true, nil
+	}
+	return Rejection{}, false, nil
+}
+
 // Builds implements Catalogue.
 func (m *Memory) Builds(_ context.Context, module string, limit int) ([]Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	rejected := m.rejections()
 	var out []Entry
 	for _, e := range m.entries {
 		if e.Build.Module == module {
 			e.Converged = slices.Clone(e.Converged)
+			e.Rejected = nil
+			if r := rejected[e.Build.Digest]; r != nil {
+				copied := *r
+				e.Rejected = &copied
+			}
 			out = append(out, e)
 		}
 	}
@@ -196,6 +421,10 @@ func (m *Memory) save() error {
 // OpenFile opens (or creates) a catalogue kept in one JSON file, rewritten
 // atomically (temp file, fsync, rename) on every change. It is meant for one
 // worker process; share a SQL catalogue between workers.
+//
+// The file is the list of entries. A rejection is written in its own build's
+// entry ("rejected"; in the file that is the build's own rejection, not its
+// digest's), so a file written before rejections existed opens unchanged.
 func OpenFile(path string) (*Memory, error) {
 	m := NewMemory()
 	data, err := os.ReadFile(path)

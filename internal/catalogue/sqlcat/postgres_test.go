@@ -88,6 +88,19 @@ func TestPostgresTwoRecorders(t *testing.T) {
 	testTwoRecorders(t, openT(t, dsn), openT(t, dsn))
 }
 
+func TestPostgresTwoRejecters(t *testing.T) {
+	dsn := freshPostgres(t)
+	testTwoRejecters(t, openT(t, dsn), openT(t, dsn))
+}
+
+func TestPostgresUpgradeFromInit(t *testing.T) {
+	testUpgradeFromInit(t, freshPostgres(t))
+}
+
+func TestPostgresRejectionsReferenceBuilds(t *testing.T) {
+	testRejectionsReferenceBuilds(t, openT(t, freshPostgres(t)))
+}
+
 func TestPostgresConcurrentOpen(t *testing.T) {
 	testConcurrentOpen(t, freshPostgres(t))
 }

@@ -10,8 +10,11 @@
 // insert with ON CONFLICT (module, commit) DO NOTHING and then both compare
 // the stored digest with their own, so neither loses the build, neither
 // records it twice, and a non-reproducible build is refused whichever worker
-// came second. Builds are never updated or deleted, which is what makes a
-// check after an insert (rather than a transaction) enough.
+// came second. Two operators (or a retried activity) rejecting one build at
+// once do the same with rejections: insert with ON CONFLICT (module, commit)
+// DO NOTHING, then both read the one row that won, so both answer with the
+// first rejection. Builds and rejections are never updated or deleted, which
+// is what makes a check after an insert (rather than a transaction) enough.
 //
 // The schema migrates itself at Open from migrations embedded in the binary.
 package sqlcat
@@ -191,6 +194,56 @@ func (c *Catalogue) Lookup(ctx context.Context, digest string) (mesh.Build, bool
 		`SELECT `+buildColumns+` FROM builds WHERE digest = $1 ORDER BY generation DESC, id LIMIT 1`, digest)
 }
 
+// Build implements catalogue.Catalogue: the exact commit first, then, for a
+// hex prefix, the module's commits it begins (compared with substr, which
+// both databases read alike, unlike LIKE's case rules). Only enough
+// candidates to name in the error are read.
+func (c *Catalogue) Build(ctx context.Context, module, commit string) (mesh.Build, bool, error) {
+	op := fmt.Sprintf("find build of %s at %s", module, commit)
+	b, ok, err := c.one(ctx, op,
+		`SELECT `+buildColumns+` FROM builds WHERE module = $1 AND "commit" = $2`, module, commit)
+	if err != nil || ok {
+		return b, ok, err
+	}
+	prefix, ok, err := catalogue.CommitPrefix(commit)
+	if err != nil {
+		return mesh.Build{}, false, fmt.Errorf("%s: %w", op, err)
+	}
+	if !ok {
+		return mesh.Build{}, false, nil
+	}
+	rows, err := c.db.QueryContext(ctx,
+		`SELECT `+buildColumns+` FROM builds WHERE module = $1 AND substr("commit", 1, $2) = $3
+		ORDER BY generation DESC, id LIMIT $4`,
+		module, int64(len(prefix)), prefix, int64(maxCandidates))
+	if err != nil {
+		return mesh.Build{}, false, c.fail(op, err)
+	}
+	defer rows.Close()
+	var found []mesh.Build
+	for rows.Next() {
+		b, err := scanBuild(rows)
+		if err != nil {
+			return mesh.Build{}, false, c.fail(op, err)
+		}
+		found = append(found, b)
+	}
+	if err := rows.Err(); err != nil {
+		return mesh.Build{}, false, c.fail(op, err)
+	}
+	switch len(found) {
+	case 0:
+		return mesh.Build{}, false, nil
+	case 1:
+		return found[0], true, nil
+	}
+	return mesh.Build{}, false, catalogue.AmbiguousCommit(module, commit, found)
+}
+
+// maxCandidates bounds the builds an ambiguous commit prefix names: enough
+// to see which digit to add.
+const maxCandidates = 10
+
 // Newest implements catalogue.Catalogue.
 func (c *Catalogue) Newest(ctx context.Context, module string) (mesh.Build, bool, error) {
 	return c.newest(ctx, "newest build of "+module, "", module)
@@ -198,11 +251,25 @@ func (c *Catalogue) Newest(ctx context.Context, module string) (mesh.Build, bool
 
 // NewestConverged implements catalogue.Catalogue. Convergence is kept per
 // digest, since the digest is what a machine runs: every commit that built it
-// converged.
+// converged. Rejection is judged per digest too, so a commit whose bits
+// another commit's rejection covers is skipped as well.
 func (c *Catalogue) NewestConverged(ctx context.Context, module string) (mesh.Build, bool, error) {
-	return c.newest(ctx, "newest converged build of "+module,
-		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest)`, module)
+	return c.newest(ctx, "newest converged build of "+module, convergedSomewhere+notRejected, module)
 }
+
+// NewestHealthyBelow implements catalogue.Catalogue, as NewestConverged does
+// below generation.
+func (c *Catalogue) NewestHealthyBelow(ctx context.Context, module string, generation int64) (mesh.Build, bool, error) {
+	return c.newest(ctx, fmt.Sprintf("newest healthy build of %s below generation %d", module, generation),
+		`AND generation < $2 `+convergedSomewhere+notRejected, module, generation)
+}
+
+// Filters for newest: the build's digest ran somewhere; no build with the
+// build's digest is rejected. Each probes one index per build it looks at.
+const (
+	convergedSomewhere = `AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest) `
+	notRejected        = `AND NOT EXISTS (SELECT 1 FROM rejections WHERE rejections.digest = builds.digest) `
+)
 
 // NewestConvergedOn implements catalogue.Catalogue. Like NewestConverged it
 // goes by digest, so every commit that built what ran on the machine counts,
@@ -216,6 +283,8 @@ func (c *Catalogue) NewestConverged(ctx context.Context, module string) (mesh.Bu
 // machine would not change that, only the constant, and it offers the
 // planner a plan over the machine's whole convergence history (SQLite took
 // it for this query written as a join, making the common case the slow one).
+//
+// Rejections are not consulted: a machine's floor is what ran there.
 func (c *Catalogue) NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error) {
 	return c.newest(ctx, fmt.Sprintf("newest build of %s converged on %s", module, machine),
 		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest AND converged.machine = $2)`,
@@ -261,8 +330,62 @@ func (c *Catalogue) MarkConverged(ctx context.Context, digest, machine string) e
 	return nil
 }
 
-// Builds implements catalogue.Catalogue, in one query so that the list and
-// its machines come from one snapshot.
+const rejectionColumns = `module, "commit", digest, rejected_by, reason, rejected_at`
+
+func scanRejection(row interface{ Scan(...any) error }) (catalogue.Rejection, error) {
+	var r catalogue.Rejection
+	err := row.Scan(&r.Module, &r.Commit, &r.Digest, &r.By, &r.Reason, timeScanner{&r.At})
+	return r, err
+}
+
+// Reject implements catalogue.Catalogue: find the build, insert its
+// rejection unless one is there (ON CONFLICT DO NOTHING: a concurrent
+// rejecter waits for the first, then inserts nothing), and answer with the
+// row stored, whichever call wrote it.
+func (c *Catalogue) Reject(ctx context.Context, module, commit, by, reason string) (catalogue.Rejection, error) {
+	op := fmt.Sprintf("reject build of %s at %s", module, commit)
+	if err := catalogue.ValidReason(reason); err != nil {
+		return catalogue.Rejection{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var digest string
+	err := c.db.QueryRowContext(ctx, `SELECT digest FROM builds WHERE module = $1 AND "commit" = $2`, module, commit).Scan(&digest)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return catalogue.Rejection{}, fmt.Errorf("%s: %w", op, catalogue.ErrUnknownBuild)
+	case err != nil:
+		return catalogue.Rejection{}, c.fail(op, err)
+	}
+	if _, err := c.db.ExecContext(ctx,
+		`INSERT INTO rejections (`+rejectionColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (module, "commit") DO NOTHING`,
+		module, commit, digest, by, reason, c.d.timeArg(c.stamp())); err != nil {
+		return catalogue.Rejection{}, c.fail(op, err)
+	}
+	r, err := scanRejection(c.db.QueryRowContext(ctx,
+		`SELECT `+rejectionColumns+` FROM rejections WHERE module = $1 AND "commit" = $2`, module, commit))
+	if err != nil {
+		return catalogue.Rejection{}, c.fail(op, err)
+	}
+	return r, nil
+}
+
+// Rejected implements catalogue.Catalogue, from the rejections_digest index;
+// equal times are ordered by module and commit so that every worker names
+// the same rejection.
+func (c *Catalogue) Rejected(ctx context.Context, digest string) (catalogue.Rejection, bool, error) {
+	r, err := scanRejection(c.db.QueryRowContext(ctx,
+		`SELECT `+rejectionColumns+` FROM rejections WHERE digest = $1 ORDER BY rejected_at, module, "commit" LIMIT 1`, digest))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return catalogue.Rejection{}, false, nil
+	case err != nil:
+		return catalogue.Rejection{}, false, c.fail("is "+digest+" rejected", err)
+	}
+	return r, true, nil
+}
+
+// Builds implements catalogue.Catalogue, in one query so that the list, its
+// machines and its rejections come from one snapshot.
 func (c *Catalogue) Builds(ctx context.Context, module string, limit int) ([]catalogue.Entry, error) {
 	op := "list builds of " + module
 	args := []any{module}
@@ -271,13 +394,22 @@ func (c *Catalogue) Builds(ctx context.Context, module string, limit int) ([]cat
 		limitClause = "LIMIT $2"
 		args = append(args, int64(limit))
 	}
+	// r is each digest's earliest rejection, ordered as Rejected orders
+	// them. It numbers every rejection, which stays cheap because
+	// rejections are operators' acts, a handful per module.
 	rows, err := c.db.QueryContext(ctx, `
-		SELECT b.module, b."commit", b.generation, b.digest, b.image, b.plan, b.built_at, cv.machine
+		SELECT b.module, b."commit", b.generation, b.digest, b.image, b.plan, b.built_at, cv.machine,
+			r.module, r."commit", r.rejected_by, r.reason, r.rejected_at
 		FROM (
 			SELECT id, module, "commit", generation, digest, image, plan, built_at
 			FROM builds WHERE module = $1 ORDER BY generation DESC, id `+limitClause+`
 		) b
 		LEFT JOIN converged cv ON cv.digest = b.digest
+		LEFT JOIN (
+			SELECT module, "commit", digest, rejected_by, reason, rejected_at,
+				row_number() OVER (PARTITION BY digest ORDER BY rejected_at, module, "commit") AS n
+			FROM rejections
+		) r ON r.digest = b.digest AND r.n = 1
 		ORDER BY b.generation DESC, b.id, cv.at, cv.machine`, args...)
 	if err != nil {
 		return nil, c.fail(op, err)
@@ -286,9 +418,11 @@ func (c *Catalogue) Builds(ctx context.Context, module string, limit int) ([]cat
 	var out []catalogue.Entry
 	for rows.Next() {
 		var e catalogue.Entry
-		var machine sql.NullString
+		var machine, rModule, rCommit, rBy, rReason sql.NullString
+		var r catalogue.Rejection
 		if err := rows.Scan(&e.Build.Module, &e.Build.Commit, &e.Build.Generation, &e.Build.Digest, &e.Build.Image,
-			&e.Plan, timeScanner{&e.BuiltAt}, &machine); err != nil {
+			&e.Plan, timeScanner{&e.BuiltAt}, &machine,
+			&rModule, &rCommit, &rBy, &rReason, nullTimeScanner{&r.At}); err != nil {
 			return nil, c.fail(op, err)
 		}
 		if n := len(out); n > 0 && out[n-1].Build == e.Build {
@@ -297,6 +431,10 @@ func (c *Catalogue) Builds(ctx context.Context, module string, limit int) ([]cat
 		}
 		if machine.Valid {
 			e.Converged = []string{machine.String}
+		}
+		if rModule.Valid {
+			r.Module, r.Commit, r.Digest, r.By, r.Reason = rModule.String, rCommit.String, e.Build.Digest, rBy.String, rReason.String
+			e.Rejected = &r
 		}
 		out = append(out, e)
 	}
@@ -321,6 +459,18 @@ func (s timeScanner) Scan(src any) error {
 		return s.parse(v)
 	}
 	return fmt.Errorf("stored time is a %T, want a time or text", src)
+}
+
+// nullTimeScanner reads a stored time that may be NULL (from an outer
+// join), leaving the zero time for NULL.
+type nullTimeScanner struct{ t *time.Time }
+
+func (s nullTimeScanner) Scan(src any) error {
+	if src == nil {
+		*s.t = time.Time{}
+		return nil
+	}
+	return timeScanner(s).Scan(src)
 }
 
 func (s timeScanner) parse(text string) error {

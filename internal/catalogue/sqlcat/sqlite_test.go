@@ -2,6 +2,7 @@ package sqlcat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -77,6 +78,10 @@ func testReopenKeepsData(t *testing.T, dsn string) {
 	if err := c.MarkConverged(ctx, b1.Digest, "edge-1"); err != nil {
 		t.Fatal(err)
 	}
+	rejection, err := c.Reject(ctx, "host", b2.Commit, "alice", "crashes on start")
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, err := c.Builds(ctx, "host", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +95,11 @@ func testReopenKeepsData(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("Builds after reopen = %+v, want %+v", after, before)
+	if a, b := jsonOf(t, after), jsonOf(t, before); a != b {
+		t.Errorf("Builds after reopen = %s, want %s", a, b)
+	}
+	if got, ok, err := c2.Rejected(ctx, b2.Digest); err != nil || !ok || got.Reason != rejection.Reason || !got.At.Equal(rejection.At) {
+		t.Errorf("Rejected after reopen = %+v, %v, %v; want %+v", got, ok, err, rejection)
 	}
 	if got, ok, err := c2.NewestConverged(ctx, "host"); err != nil || !ok || got != b1 {
 		t.Errorf("NewestConverged after reopen = %+v, %v, %v; want %+v", got, ok, err, b1)
@@ -100,6 +108,15 @@ func testReopenKeepsData(t *testing.T, dsn string) {
 		t.Errorf("Newest after reopen = %+v, %v, %v; want %+v", got, ok, err, b2)
 	}
 	checkMigrations(t, c2)
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // checkMigrations fails unless each known migration is recorded exactly once.
@@ -202,6 +219,136 @@ func testTwoRecorders(t *testing.T, a, b *Catalogue) {
 	}
 	if rows != count || keys != count {
 		t.Errorf("builds has %d rows for %d module/commit pairs; want %d and %d", rows, keys, count, count)
+	}
+}
+
+func TestSQLiteTwoRejecters(t *testing.T) {
+	dsn := sqliteDSN(t)
+	testTwoRejecters(t, openT(t, dsn), openT(t, dsn))
+}
+
+// testTwoRejecters is two workers (two pools) rejecting the same builds, in
+// the same order, from many goroutines at once, each with its own words:
+// one row per build, and every caller answered with that row.
+func testTwoRejecters(t *testing.T, a, b *Catalogue) {
+	const goroutines, count = 12, 5
+	for gen := int64(1); gen <= count; gen++ {
+		if err := a.Record(t.Context(), catalogtest.Build("host", gen), "plan/test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answers := make([][count]catalogue.Rejection, goroutines)
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	start := make(chan struct{})
+	for i := range goroutines {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Go(func() {
+			<-start
+			for k := range count {
+				r, err := c.Reject(t.Context(), "host", catalogtest.Build("host", int64(k+1)).Commit,
+					fmt.Sprintf("op-%d", i), fmt.Sprintf("reason %d", i))
+				if err != nil {
+					errs <- err
+					return
+				}
+				answers[i][k] = r
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for k := range count {
+		first := answers[0][k]
+		for i := range goroutines {
+			if r := answers[i][k]; r.By != first.By || r.Reason != first.Reason || !r.At.Equal(first.At) {
+				t.Errorf("build %d: goroutine %d was answered %+v, goroutine 0 %+v", k+1, i, r, first)
+			}
+		}
+	}
+	var rows, keys int
+	if err := a.db.QueryRowContext(t.Context(),
+		`SELECT count(*), count(DISTINCT module || '/' || "commit") FROM rejections`).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if rows != count || keys != count {
+		t.Errorf("rejections has %d rows for %d builds; want %d and %d", rows, keys, count, count)
+	}
+}
+
+func TestSQLiteUpgradeFromInit(t *testing.T) {
+	testUpgradeFromInit(t, sqliteDSN(t))
+}
+
+// testUpgradeFromInit is a catalogue written before rejections existed (only
+// 0001 applied, builds in it) opened by this meshroll: 0002 applies at Open,
+// the builds are kept, and they can be rejected. The old schema is made by
+// undoing 0002, which adds one table and nothing else.
+func testUpgradeFromInit(t *testing.T, dsn string) {
+	ctx := t.Context()
+	c, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := catalogtest.Build("host", 1)
+	if err := c.Record(ctx, b, "plan/old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkConverged(ctx, b.Digest, "edge-1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`DROP TABLE rejections`, `DELETE FROM schema_migrations WHERE version >= 2`} {
+		if _, err := c.db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c2 := openT(t, dsn)
+	checkMigrations(t, c2)
+	if got, ok, err := c2.NewestConverged(ctx, "host"); err != nil || !ok || got != b {
+		t.Fatalf("NewestConverged after upgrade = %+v, %v, %v; want %+v", got, ok, err, b)
+	}
+	if _, err := c2.Reject(ctx, "host", b.Commit, "alice", "crashes on start"); err != nil {
+		t.Fatalf("Reject after upgrade: %v", err)
+	}
+	if _, ok, err := c2.NewestConverged(ctx, "host"); err != nil || ok {
+		t.Fatalf("NewestConverged after rejecting the only build: found %v, %v", ok, err)
+	}
+}
+
+func TestSQLiteRejectionsReferenceBuilds(t *testing.T) {
+	testRejectionsReferenceBuilds(t, openT(t, sqliteDSN(t)))
+}
+
+// testRejectionsReferenceBuilds: the schema itself refuses a rejection of a
+// build it does not hold, or without a reason, whatever code writes it.
+func testRejectionsReferenceBuilds(t *testing.T, c *Catalogue) {
+	b := catalogtest.Build("host", 1)
+	if err := c.Record(t.Context(), b, "plan/test"); err != nil {
+		t.Fatal(err)
+	}
+	at := c.d.timeArg(c.stamp())
+	for name, args := range map[string][]any{
+		"unknown build": {"host", catalogtest.Build("host", 2).Commit, b.Digest, "alice", "bad", at},
+		"empty reason":  {"host", b.Commit, b.Digest, "alice", "", at},
+	} {
+		if _, err := c.db.ExecContext(t.Context(),
+			`INSERT INTO rejections (`+rejectionColumns+`) VALUES ($1, $2, $3, $4, $5, $6)`, args...); err == nil {
+			t.Errorf("%s: the insert succeeded", name)
+		}
 	}
 }
 
