@@ -113,6 +113,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 			Lookup:      a.lookup(ctx),
 			Force:       req.Force,
 			Floor:       floor,
+			Rejected:    a.rejected(ctx),
 		})
 		if err != nil {
 			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
@@ -300,6 +301,19 @@ func (a *Activities) lookup(ctx context.Context) guard.Lookup {
 	return func(digest string) (int64, bool, error) {
 		b, ok, err := a.Catalogue.Lookup(ctx, digest)
 		return b.Generation, ok, err
+	}
+}
+
+// rejected answers the guard whether an operator rejected a digest, from
+// the catalogue at the moment of sending: a rejection made while a push
+// was queued still stops it.
+func (a *Activities) rejected(ctx context.Context) func(string) (string, bool, error) {
+	return func(digest string) (string, bool, error) {
+		r, ok, err := a.Catalogue.Rejected(ctx, digest)
+		if err != nil || !ok {
+			return "", false, err
+		}
+		return r.String(), true, nil
 	}
 }
 

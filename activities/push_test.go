@@ -146,6 +146,26 @@ func TestPushRefusesUnknownRunningDigest(t *testing.T) {
 	require.Empty(t, f.host.Received())
 }
 
+// A build an operator rejected while its push was queued is refused at
+// send time with its own error type, naming who and why, and nothing is
+// sent; the machine keeps what it runs.
+func TestPushOfARejectedBuildSendsNothing(t *testing.T) {
+	f := newPushFixture(t)
+	host6, host7 := bld("host", 6), bld("host", 7)
+	f.record(host6, host7)
+	f.host.Seed(running(host6))
+	_, err := f.cat.Reject(context.Background(), "host", host7.Commit, "alice", "crashes under load after an hour")
+	require.NoError(t, err)
+
+	_, err = f.push(host7, 1, declared(host7))
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, meshapi.ErrRejected, appErr.Type())
+	require.Contains(t, appErr.Error(), "rejected by alice")
+	require.Contains(t, appErr.Error(), "crashes under load after an hour")
+	require.Empty(t, f.host.Received(), "nothing is sent to the machine")
+}
+
 func TestPushNumbersAboveTheHostsLastSequence(t *testing.T) {
 	f := newPushFixture(t)
 	h1, h2 := bld("host", 1), bld("host", 2)

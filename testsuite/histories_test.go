@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
-	"github.com/meshroll/meshroll/workflows"
+	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
 // historyDir holds histories of real runs of both workflows, one JSON file
@@ -67,8 +67,7 @@ func TestReplayHistories(t *testing.T) {
 			h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
 			require.NoError(t, err)
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
-			r.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{Name: meshapi.MachineWorkflowType})
+			workerapp.RegisterWorkflows(r)
 			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
 				OriginalExecution: workflow.Execution{ID: exec.WorkflowID, RunID: exec.RunID},
 			}))
@@ -155,9 +154,45 @@ func TestCaptureHistories(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
 }
 
+// TestCaptureLeverHistories records the histories of the levers' workflow
+// types (RejectBuild, ListBuilds), new types that TestCaptureHistories'
+// plans and machines do not run. Like it, it runs only with
+// MESHROLL_WRITE_HISTORIES=1, and its files carry no capture tag until a
+// lever's commands change.
+func TestCaptureLeverHistories(t *testing.T) {
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+	o := exampleMesh()
+	o.identity = "meshroll-capture"
+	s := newStack(t, o)
+	h1 := s.commit("host")
+	s.converge("host", h1)
+	out, err := s.starter("build", "reject", "--module", "host", "--commit", h1, "--reason", "recording", "--by", "capture")
+	require.NoError(t, err, out)
+	out, err = s.starter("build", "list", "--module", "host")
+	require.NoError(t, err, out)
+
+	idx := readIndex(t)
+	s.writeHistoryAs(idx, "lever-reject-build", meshapi.RejectID("host", h1), "")
+	s.writeHistoryAs(idx, "lever-list-builds", meshapi.BuildsID("host"), "")
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
 // writeHistory saves a workflow run's history as JSON, the format the
 // Temporal CLI and Web UI export.
 func (s *stack) writeHistory(idx map[string]execution, name, id, runID string) {
+	s.t.Helper()
+	if captureTag != "" {
+		name += "." + captureTag
+	}
+	s.writeHistoryAs(idx, name, id, runID)
+}
+
+// writeHistoryAs saves the run's history under name as it is given.
+func (s *stack) writeHistoryAs(idx map[string]execution, name, id, runID string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -165,9 +200,6 @@ func (s *stack) writeHistory(idx map[string]execution, name, id, runID string) {
 		d, err := s.c.DescribeWorkflow(ctx, id, "")
 		require.NoError(s.t, err)
 		runID = d.WorkflowExecution.RunID
-	}
-	if captureTag != "" {
-		name += "." + captureTag
 	}
 	idx[name+".json"] = execution{WorkflowID: id, RunID: runID}
 	it := s.c.GetWorkflowHistory(ctx, id, runID, false, 0)

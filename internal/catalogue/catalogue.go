@@ -136,19 +136,10 @@ type Entry struct {
 	Rejected *Rejection `json:"rejected,omitempty"`
 }
 
-// Rejection is an operator's word that a build must never be sent again:
-// kept in the catalogue so that every worker, and every later plan, refuses
-// it, and so that the list of builds can say who rejected it and why.
-type Rejection struct {
-	Module string `json:"module"`
-	Commit string `json:"commit"`
-	// Digest is the rejected build's digest, copied so that a rejection is
-	// judged by the bits without a second look-up.
-	Digest string    `json:"digest"`
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-}
+// Rejection is mesh.Rejection: the catalogue keeps it beside the build so
+// that every worker, and every later plan, refuses the build, and so that
+// the list of builds can say who rejected it and why.
+type Rejection = mesh.Rejection
 
 // CommitPrefix returns commit as the prefix Build matches against recorded
 // commits once no commit equals it: lower-cased hex of at least

@@ -141,16 +141,23 @@ func (a *app) printStarted(s plans.Started) error {
 
 // planInput checks what can be checked without Temporal, in the order an
 // operator fixes things: the config, the module, the commit, the gates.
-func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput, error) {
-	targets, err := cfg.Targets(o.module)
+// moduleTargets is the module's machines, or a usage error naming the
+// modules the config knows when it is not one of them.
+func moduleTargets(cfg *config.Config, path, module string) ([]meshapi.Target, error) {
+	targets, err := cfg.Targets(module)
 	if errors.Is(err, config.ErrUnknownModule) {
 		known := "none"
 		if names := cfg.ModuleNames(); len(names) > 0 {
 			known = strings.Join(names, ", ")
 		}
-		return meshapi.PlanInput{}, usagef(config.ErrUnknownModule,
-			"unknown module %q (known: %s); add it to modules: in %s", o.module, known, path)
+		return nil, usagef(config.ErrUnknownModule,
+			"unknown module %q (known: %s); add it to modules: in %s", module, known, path)
 	}
+	return targets, err
+}
+
+func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput, error) {
+	targets, err := moduleTargets(cfg, path, o.module)
 	if err != nil {
 		return meshapi.PlanInput{}, err
 	}

@@ -54,7 +54,8 @@ type Input struct {
 	// being taken below what the fleet knows ran.
 	Floor map[string]mesh.Container
 	// Rejected says whether an operator rejected a digest and, in words,
-	// by whom and why; nil when nothing is rejected. A rejected digest is
+	// by whom and why ("rejected by alice at ...: reason"); nil when
+	// nothing is rejected. A rejected digest is
 	// never sent to a machine that does not run it already, forced or not:
 	// a rejection stops a build spreading, while what runs is kept (it
 	// never pushes anything by itself).
@@ -221,7 +222,7 @@ func rejectedToSend(in Input, cs []mesh.Container, running map[string]mesh.Runni
 			return "", fmt.Errorf("look up whether %s %s is rejected: %w", c.Module, c.Digest, err)
 		}
 		if rejected {
-			return fmt.Sprintf("%s generation %d (%s) was rejected (%s); it is not sent to %s",
+			return fmt.Sprintf("%s generation %d (%s) was %s; it is not sent to %s",
 				c.Module, c.Generation, c.Digest, why, in.Declaration.Machine), nil
 		}
 	}

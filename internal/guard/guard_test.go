@@ -32,7 +32,7 @@ func rejected(ns ...int) func(string) (string, bool, error) {
 	return func(d string) (string, bool, error) {
 		for _, n := range ns {
 			if d == dg(n) {
-				return "by ops: crashes under load", true, nil
+				return "rejected by ops: crashes under load", true, nil
 			}
 		}
 		return "", false, nil

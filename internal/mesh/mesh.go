@@ -8,6 +8,7 @@ package mesh
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Build is a module built at a commit. Digests are not orderable, so the
@@ -200,4 +201,25 @@ func ValidCommit(s string) error {
 		return fmt.Errorf("commit %q is not a full commit id (40 or 64 lowercase hex digits); pass the merge commit's full id", s)
 	}
 	return nil
+}
+
+// Rejection is an operator's word that a build must never be sent again:
+// it crashed an hour after its health checks passed, or a rollback moved
+// the fleet off it. It is kept beside the build in the catalogue, so that
+// every push, whoever started it, refuses the build; what already runs it
+// keeps running it until a newer build or a rollback replaces it.
+type Rejection struct {
+	Module string `json:"module"`
+	Commit string `json:"commit"`
+	Digest string `json:"digest"`
+	// By is who rejected it: an operator's name, or the rollback plan
+	// that moved the fleet off it.
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// String says who rejected the build, when and why, for a refusal's reason.
+func (r Rejection) String() string {
+	return fmt.Sprintf("rejected by %s at %s: %s", r.By, r.At.UTC().Format(time.RFC3339), r.Reason)
 }

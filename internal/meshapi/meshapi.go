@@ -61,6 +61,9 @@ const (
 	ErrUnknownModule = "UnknownModule"
 	// ErrUnknownMachine: the machine is not in the worker's mesh config.
 	ErrUnknownMachine = "UnknownMachine"
+	// ErrUnknownBuild: no build of the module at that commit is in the
+	// catalogue (a lever named a commit never built, or a prefix of none).
+	ErrUnknownBuild = "UnknownBuild"
 	// ErrUnknownDigest: the machine runs a digest the catalogue does not
 	// know, and the push was not forced.
 	ErrUnknownDigest = "UnknownDigest"

@@ -36,13 +36,27 @@ import (
 // and its continue-as-new runs start on the deployment's current build.
 // Without versioning the SDK ignores both behaviours.
 func Register(w worker.Registry, a *activities.Activities) {
+	RegisterWorkflows(w)
+	w.RegisterActivityWithOptions(a, activity.RegisterOptions{})
+}
+
+// RegisterWorkflows registers every workflow type under its meshapi name:
+// the worker's list, which the replay tests register too, so that a
+// history of any type the worker runs is one they can replay.
+func RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.Plan, workflow.RegisterOptions{
 		Name: meshapi.PlanWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
 	})
 	w.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{
 		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
-	w.RegisterActivityWithOptions(a, activity.RegisterOptions{})
+	// The levers are short: each run finishes on the build that started it.
+	w.RegisterWorkflowWithOptions(workflows.RejectBuild, workflow.RegisterOptions{
+		Name: meshapi.RejectWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
+	w.RegisterWorkflowWithOptions(workflows.ListBuilds, workflow.RegisterOptions{
+		Name: meshapi.BuildsWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
 }
 
 // Deps are the activities' dependencies that a deployment chooses.

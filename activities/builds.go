@@ -1,0 +1,135 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// HostAskTimeout bounds asking one host for its report when listing
+// builds: an unreachable host is named, not waited for.
+const HostAskTimeout = 5 * time.Second
+
+// RejectBuild records an operator's rejection in the catalogue. An unknown
+// module or build, or an ambiguous commit, is permanent.
+func (a *Activities) RejectBuild(ctx context.Context, in meshapi.RejectInput) (mesh.Rejection, error) {
+	if err := a.knownModule(in.Module); err != nil {
+		return mesh.Rejection{}, err
+	}
+	if _, _, err := catalogue.CommitPrefix(in.Commit); err != nil {
+		msg := fmt.Sprintf("commit %q of %s: %v", in.Commit, in.Module, err)
+		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(msg, meshapi.ErrInvalidInput, err)
+	}
+	b, found, err := a.Catalogue.Build(ctx, in.Module, in.Commit)
+	switch {
+	case errors.Is(err, catalogue.ErrAmbiguousCommit):
+		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
+	case err != nil:
+		return mesh.Rejection{}, fmt.Errorf("find build of %s at %s: %w", in.Module, in.Commit, err)
+	case !found:
+		msg := fmt.Sprintf("no build of %s at commit %s in the catalogue (starter build list --module %s shows them)", in.Module, in.Commit, in.Module)
+		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(msg, meshapi.ErrUnknownBuild, nil)
+	}
+	r, err := a.Catalogue.Reject(ctx, b.Module, b.Commit, in.By, in.Reason)
+	switch {
+	case errors.Is(err, catalogue.ErrUnknownBuild):
+		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownBuild, err)
+	case err != nil:
+		return mesh.Rejection{}, err
+	}
+	a.Log.Warn().Str("module", r.Module).Str("commit", r.Commit).Str("digest", r.Digest).
+		Str("by", r.By).Str("reason", r.Reason).Msg("build rejected")
+	return r, nil
+}
+
+// ListBuilds answers the module's builds from the catalogue with, for each,
+// the machines whose hosts report it running and healthy now. Hosts are
+// asked at once, each for at most HostAskTimeout; one that does not answer
+// is named in the result rather than failing it.
+func (a *Activities) ListBuilds(ctx context.Context, in meshapi.BuildsInput) (meshapi.BuildsResult, error) {
+	if err := a.knownModule(in.Module); err != nil {
+		return meshapi.BuildsResult{}, err
+	}
+	entries, err := a.Catalogue.Builds(ctx, in.Module, in.Limit)
+	if err != nil {
+		return meshapi.BuildsResult{}, fmt.Errorf("list builds of %s: %w", in.Module, err)
+	}
+	targets, err := a.Mesh.Targets(in.Module)
+	if err != nil {
+		return meshapi.BuildsResult{}, err
+	}
+	res := meshapi.BuildsResult{Module: in.Module, Builds: []meshapi.BuildInfo{}, AskedAt: time.Now().UTC()}
+	running, healthy := map[string][]string{}, map[string][]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		wg.Go(func() {
+			rc, err := a.runningOn(ctx, t.Machine, in.Module)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if res.Unreachable == nil {
+					res.Unreachable = map[string]string{}
+				}
+				res.Unreachable[t.Machine] = err.Error()
+				return
+			}
+			if rc == nil {
+				return
+			}
+			running[rc.Digest] = append(running[rc.Digest], t.Machine)
+			if rc.Health == mesh.HealthHealthy || (rc.Health == "" && rc.State == mesh.StateRunning) {
+				healthy[rc.Digest] = append(healthy[rc.Digest], t.Machine)
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range entries {
+		d := e.Build.Digest
+		slices.Sort(running[d])
+		slices.Sort(healthy[d])
+		res.Builds = append(res.Builds, meshapi.BuildInfo{
+			Build: e.Build, Plan: e.Plan, BuiltAt: e.BuiltAt, Converged: e.Converged,
+			Running: running[d], Healthy: healthy[d], Rejected: e.Rejected,
+		})
+	}
+	return res, nil
+}
+
+// runningOn is the module's container as machine's host reports it; nil
+// when the host runs no such module.
+func (a *Activities) runningOn(ctx context.Context, machine, module string) (*mesh.RunningContainer, error) {
+	ctx, cancel := context.WithTimeout(ctx, HostAskTimeout)
+	defer cancel()
+	hc, err := a.Hosts.Host(machine)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := hc.Report(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rc, ok := rep.Running(module); ok {
+		return &rc, nil
+	}
+	return nil, nil
+}
+
+// knownModule refuses, for good, a module the worker's mesh config lacks.
+func (a *Activities) knownModule(module string) error {
+	if _, ok := a.Mesh.Modules[module]; !ok {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("module %q is not in the worker's mesh config (known: %v)", module, a.Mesh.ModuleNames()),
+			meshapi.ErrUnknownModule, nil)
+	}
+	return nil
+}

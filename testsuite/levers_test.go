@@ -1,0 +1,99 @@
+package testsuite
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/cli"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// Rejecting a build (issue 14), as an operator would from the starter, on
+// the real worker, catalogue and hosts: a plan of it held at a gate and
+// approved afterwards is refused as rejected and sends nothing; the
+// machines already running it keep it; build list says who rejected it and
+// why; a second rejection keeps the first; a bad rejection changes nothing.
+func TestRejectedBuildIsNeverSent(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	h1 := s.commit("host")
+	s.converge("host", h1)
+	h2 := s.commit("host")
+	held := s.start("host", h2, 2).ID
+	waitFor(t, s, held, meshapi.PlanGated)
+	b1, b2 := s.build("host", h1), s.build("host", h2)
+	s.runs("edge-1", b2)
+	before := len(s.hosts["control-node"].Applied())
+
+	// Refused before anything is recorded: nothing changes.
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"build", "reject", "--module", "host", "--commit", "0123abc", "--reason", "bad"}, cli.ExitError, "no build of host at commit 0123abc"},
+		{[]string{"build", "reject", "--module", "nosuch", "--commit", h2, "--reason", "bad"}, cli.ExitUsage, `unknown module "nosuch"`},
+		{[]string{"build", "reject", "--module", "host", "--commit", h2[:4], "--reason", "bad"}, cli.ExitUsage, "at least 7"},
+		{[]string{"build", "reject", "--module", "host", "--commit", h2, "--reason", " "}, cli.ExitUsage, "needs reason"},
+	} {
+		_, err := s.starter(tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		require.Equal(t, tc.code, cli.ExitCode(err), "%v: %v", tc.args, err)
+		require.Contains(t, err.Error(), tc.says)
+		r, rejected, err := s.cat.Rejected(t.Context(), b2.Digest)
+		require.NoError(t, err)
+		require.False(t, rejected, "a refused rejection records nothing: %+v", r)
+	}
+
+	out, err := s.starter("build", "reject", "--module", "host", "--commit", mesh.ShortCommit(h2),
+		"--reason", "crashes under load after an hour", "--by", "alice", "--output", "json")
+	require.NoError(t, err, out)
+	var r mesh.Rejection
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	require.Equal(t, h2, r.Commit, "a short commit names the build")
+	require.Equal(t, b2.Digest, r.Digest)
+	require.Equal(t, "alice", r.By)
+
+	out, err = s.starter("build", "reject", "--module", "host", "--commit", h2, "--reason", "again", "--by", "bob", "--output", "json")
+	require.NoError(t, err, out)
+	var again mesh.Rejection
+	require.NoError(t, json.Unmarshal([]byte(out), &again), out)
+	require.Equal(t, r, again, "the first rejection is kept")
+
+	out, err = s.starter("build", "list", "--module", "host", "--output", "json")
+	require.NoError(t, err, out)
+	var list meshapi.BuildsResult
+	require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+	require.Len(t, list.Builds, 2)
+	newest, older := list.Builds[0], list.Builds[1]
+	require.Equal(t, b2.Digest, newest.Build.Digest, "newest first")
+	require.NotNil(t, newest.Rejected)
+	require.Equal(t, "alice", newest.Rejected.By)
+	require.Equal(t, []string{"edge-1"}, newest.Running, "it keeps running where it runs")
+	require.Equal(t, []string{"control-node"}, older.Running)
+	require.Nil(t, older.Rejected)
+
+	table, err := s.starter("build", "list", "--module", "host")
+	require.NoError(t, err, table)
+	require.Contains(t, table, "by alice: crashes under load after an hour")
+
+	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "bob"})
+	require.NoError(t, err)
+	st := s.wait(held)
+	require.Equal(t, meshapi.PlanRefused, st.State, st.Reason)
+	require.Contains(t, st.Reason, "rejected by alice")
+	require.Contains(t, st.Reason, "crashes under load after an hour")
+	require.Len(t, s.hosts["control-node"].Applied(), before, "nothing was sent to the control node")
+	s.runs("control-node", b1)
+	s.runs("edge-1", b2)
+
+	// A newer merge rolls forward as usual.
+	h3 := s.commit("host")
+	s.converge("host", h3)
+	for m := range s.hosts {
+		s.runs(m, s.build("host", h3))
+		s.checkJournal(m)
+	}
+}

@@ -1,0 +1,48 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// RejectBuild records an operator's rejection of a build in the catalogue
+// (starter build reject). It pushes nothing: from then on every push
+// refuses the build at send time (the guard), wherever it comes from, and
+// a composition no longer picks it, while what runs it keeps running. Its
+// execution, listed in the Web UI under RejectID, is the rejection's audit
+// record: who, which build and why.
+func RejectBuild(ctx workflow.Context, in meshapi.RejectInput) (mesh.Rejection, error) {
+	if err := in.Validate(); err != nil {
+		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
+	}
+	ctx = leverOptions(ctx, fmt.Sprintf("reject %s at %s", in.Module, mesh.ShortCommit(in.Commit)))
+	var r mesh.Rejection
+	err := workflow.ExecuteActivity(ctx, acts.RejectBuild, in).Get(ctx, &r)
+	return r, err
+}
+
+// ListBuilds answers a module's builds with where each runs now (starter
+// build list): the catalogue and the hosts are the worker's to ask.
+func ListBuilds(ctx workflow.Context, in meshapi.BuildsInput) (meshapi.BuildsResult, error) {
+	ctx = leverOptions(ctx, "list builds of "+in.Module)
+	var res meshapi.BuildsResult
+	err := workflow.ExecuteActivity(ctx, acts.ListBuilds, in).Get(ctx, &res)
+	return res, err
+}
+
+// leverOptions are a lever's activity options: an operator waits on it, so
+// a catalogue or host briefly away is retried for a minute, not a day.
+func leverOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+		Summary:                summary,
+	})
+}
