@@ -66,7 +66,7 @@ func (b *bench) batched(ctx context.Context, run int) error {
 	b.t.Add(scenario, "whole plan, start to converged", "s", "below the floor fails the bench", seconds(whole))
 	b.t.Add(scenario, "above the floor (whole − floor)", "s", "", seconds(above))
 	b.t.Add(scenario, "above the floor per batch", "ms", "", millis(above/time.Duration(s.batches())))
-	b.t.Add(scenario, "a batch above min_healthy (mean; hand-out to last answer)", "ms", "fan-out: a tier of the batch's size", millis(meanAbove(batches, s.minHealthy)))
+	b.t.Add(scenario, "a batch above min_healthy (mean; hand-out to last answer)", "ms", "fan-out tiers of about the batch's size", millis(meanAbove(batches, s.minHealthy)))
 	return nil
 }
 
