@@ -133,10 +133,11 @@ func countActivities(events []*historypb.HistoryEvent) int {
 	return n
 }
 
-// tierTimes is, for each tier, the time from the plan handing the tier's
-// pushes to the machine workflows (the HandPushes local activity run) to
-// the last machine's answer (the last signal before the next tier, or the
-// plan's end).
+// tierTimes is, for each hand-out, the time from the plan handing pushes
+// to the machine workflows (the HandPushes local activity run) to the last
+// machine's answer (the last signal before the next hand-out, or the
+// plan's end). The plan hands out once per batch, so a tier pushed whole,
+// as in fan-out, is one entry, and a batched tier one entry per batch.
 func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 	var starts []int
 	lastTaskStarted := 0
