@@ -37,33 +37,14 @@ func (b *bench) fanout(ctx context.Context, run int) error {
 }
 
 func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
-	specs := make([]stack.MachineSpec, n)
-	for i := range specs {
-		specs[i] = stack.MachineSpec{Name: fmt.Sprintf("f%dr%d-h%04d", n, run, i), Tier: 1 + i*tiers/n, Modules: []string{"app"}}
-	}
-	m, err := stack.NewMesh(ctx, b.srv, stack.MeshOptions{
-		TaskQueue: fmt.Sprintf("bench-fanout-%d-%d", n, run), Machines: specs, Modules: []string{"app"}, Log: b.log,
-	})
+	specs := fleetSpecs(fmt.Sprintf("f%dr%d", n, run), n, tiers)
+	m, err := b.startFleet(ctx, fmt.Sprintf("bench-fanout-%d-%d", n, run), specs, stack.MeshOptions{})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = m.Close() }()
-	if err := m.StartWorker(ctx); err != nil {
-		return err
-	}
-	commit, err := m.Commit(ctx)
-	if err != nil {
-		return err
-	}
 	c := b.srv.Client()
-	ids, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), []string{"app"}, commit)
-	if err != nil {
-		return err
-	}
-	if err := waitPlans(ctx, c, ids); err != nil {
-		return err
-	}
-	events, err := hist.Events(ctx, c, ids[0])
+	events, err := b.planFleet(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -104,18 +85,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 
 	// The next plan finds every machine workflow running: what a plan
 	// costs once the fleet has been pushed before.
-	commit, err = m.Commit(ctx)
-	if err != nil {
-		return err
-	}
-	next, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), []string{"app"}, commit)
-	if err != nil {
-		return err
-	}
-	if err := waitPlans(ctx, c, next); err != nil {
-		return err
-	}
-	if events, err = hist.Events(ctx, c, next[0]); err != nil {
+	if events, err = b.planFleet(ctx, m); err != nil {
 		return err
 	}
 	b.t.Add(scenario, "next plan, machine workflows running: whole", "s", "", seconds(hist.Duration(events)))
@@ -163,10 +133,11 @@ func countActivities(events []*historypb.HistoryEvent) int {
 	return n
 }
 
-// tierTimes is, for each tier, the time from the plan handing the tier's
-// pushes to the machine workflows (the HandPushes local activity run) to
-// the last machine's answer (the last signal before the next tier, or the
-// plan's end).
+// tierTimes is, for each hand-out, the time from the plan handing pushes
+// to the machine workflows (the HandPushes local activity run) to the last
+// machine's answer (the last signal before the next hand-out, or the
+// plan's end). The plan hands out once per batch, so a tier pushed whole,
+// as in fan-out, is one entry, and a batched tier one entry per batch.
 func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 	var starts []int
 	lastTaskStarted := 0

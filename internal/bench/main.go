@@ -7,10 +7,12 @@
 //	go run ./internal/bench -pprof /tmp/prof      # CPU and heap profiles
 //
 // Scenarios: overhead (one machine, plan against a direct Go loop), fan-out
-// (3, 10, 100 and 1,000 machines in three tiers), contention (plans to one
-// machine against a signal-based mutex), cost (history events and billable
-// actions), footprint (a worker process's peak RSS and CPU per plan) and
-// the engine's own ceiling for no-op activities.
+// (3, 10, 100 and 1,000 machines in three tiers), batched (one tier of 100
+// machines pushed 10 at a time, each waiting min_healthy, against the sum of
+// those waits), contention (plans to one machine against a signal-based
+// mutex), cost (history events and billable actions), footprint (a worker
+// process's peak RSS and CPU per plan) and the engine's own ceiling for
+// no-op activities.
 package main
 
 import (
@@ -38,7 +40,7 @@ func main() {
 	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each scenario (default 1 for smoke, 3 for full)")
 	flag.StringVar(&o.Pprof, "pprof", "", "directory for CPU and heap profiles of the bench process and the footprint worker")
 	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
-	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, contention, footprint, engine); default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, batched, contention, footprint, engine); default all")
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
 	flag.Parse()
 	if *only != "" {

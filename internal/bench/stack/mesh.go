@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +50,13 @@ type MeshOptions struct {
 	Builder build.Builder
 	// Log receives the worker's and the SDK's logs.
 	Log zerolog.Logger
+	// MinHealthy is every module's health.min_healthy. The default, 0s,
+	// makes a push count once its container runs: most scenarios measure
+	// the orchestration, not a health wait.
+	MinHealthy time.Duration
+	// MaxParallel is tiers.<tier>.max_parallel for the tiers it names;
+	// the others are pushed whole, as a tier without a policy is.
+	MaxParallel map[int]int
 }
 
 // Mesh is a set of host agents serving on loopback, the git repository its
@@ -136,8 +145,13 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	fmt.Fprintf(&y, "state_dir: %q\n", filepath.Join(dir, "state"))
 	y.WriteString("modules:\n")
 	for _, mod := range o.Modules {
-		// min_healthy 0s: the bench measures the orchestration, not a bake.
-		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, health: {min_healthy: 0s}}\n", mod, m.Repo, mod)
+		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, health: {min_healthy: %s}}\n", mod, m.Repo, mod, o.MinHealthy)
+	}
+	if len(o.MaxParallel) > 0 {
+		y.WriteString("tiers:\n")
+		for _, tier := range slices.Sorted(maps.Keys(o.MaxParallel)) {
+			fmt.Fprintf(&y, "  %d: {max_parallel: %d}\n", tier, o.MaxParallel[tier])
+		}
 	}
 	y.WriteString("machines:\n")
 	for _, spec := range o.Machines {
