@@ -342,9 +342,9 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 	}
 	e := entryFor(d, OutcomeApplied)
 	e.Ports = portsOf(watches)
-	if d.Force {
+	if d.Force || d.Rollback {
 		unforced := d
-		unforced.Force = false
+		unforced.Force, unforced.Rollback = false, false
 		var r *host.Refusal
 		if _, ferr := a.ledger.Admit(a.containers, unforced); errors.As(ferr, &r) && r.Code == host.CodeDowngrade {
 			e.ForcedPast = r.Message
@@ -379,8 +379,8 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 	a.mu.Unlock()
 
 	ev := a.log.Info()
-	if d.Force {
-		ev = a.log.Warn().Bool("force", true).Str("forced_past", e.ForcedPast)
+	if d.Force || d.Rollback {
+		ev = a.log.Warn().Bool("force", d.Force).Bool("rollback", d.Rollback).Str("reason", d.Reason).Str("forced_past", e.ForcedPast)
 	}
 	ev = ev.Uint64("seq", d.Seq).Str("plan", d.Plan).Str("request", d.Request).Strs("digests", digests(d))
 	if e.Ports != nil {

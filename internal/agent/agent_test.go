@@ -208,6 +208,22 @@ func TestFloor(t *testing.T) {
 	e = h.journal()[0]
 	assert.True(t, e.Force)
 	assert.Empty(t, e.ForcedPast)
+	h.run("web")
+
+	// A rollback plan is the one sanctioned downgrade: below the floor
+	// without force, journalled as a rollback with who and why, and the
+	// floor follows once it runs.
+	back := decl(7, ctr("web", 6))
+	back.Rollback, back.Reason = true, "rollback by alice: crashes under load"
+	h.mustApply(back)
+	e = h.journal()[0]
+	assert.True(t, e.Rollback, "the rollback is journalled")
+	assert.False(t, e.Force)
+	assert.Equal(t, "rollback by alice: crashes under load", e.Reason)
+	assert.Contains(t, e.ForcedPast, "below", "with the floor it went below")
+	h.run("web")
+	f, _ = h.floor("web")
+	assert.Equal(t, int64(6), f.Generation, "the floor follows the rollback")
 }
 
 func TestRestartKeepsEverything(t *testing.T) {

@@ -81,14 +81,14 @@ type (
 func declarationOf(e Entry) mesh.Declaration {
 	return mesh.Declaration{
 		Machine: e.Machine, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
-		Force: e.Force, Revert: e.Revert, Reason: e.Reason, Containers: e.Containers,
+		Force: e.Force, Revert: e.Revert, Rollback: e.Rollback, Reason: e.Reason, Containers: e.Containers,
 	}
 }
 
 func entryFor(d mesh.Declaration, outcome string) Entry {
 	return Entry{
 		Outcome: outcome, Machine: d.Machine, Seq: d.Seq, Plan: d.Plan, Request: d.Request,
-		Merge: mergeOf(d.Plan), Force: d.Force, Revert: d.Revert, Reason: d.Reason, Containers: d.Containers,
+		Merge: mergeOf(d.Plan), Force: d.Force, Revert: d.Revert, Rollback: d.Rollback, Reason: d.Reason, Containers: d.Containers,
 	}
 }
 

@@ -49,14 +49,18 @@ type JournalEntry struct {
 	// Force is the declaration's force flag, journalled whether or not it
 	// overrode anything.
 	Force bool `json:"force,omitempty"`
-	// ForcedPast is the downgrade refusal Force overrode, when it did.
+	// ForcedPast is the downgrade refusal Force or Rollback overrode, when
+	// it did.
 	ForcedPast string `json:"forced_past,omitempty"`
 	// Revert and Reason are the declaration's: a revert puts the machine
 	// back on what it ran before Plan, whose build failed here as Reason
 	// says (the one downgrade a plan makes, so the journal names it); on
 	// the first declaration to a host that lost its state, Reason says so.
-	Revert bool   `json:"revert,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Revert bool `json:"revert,omitempty"`
+	// Rollback is the declaration's: an operator's rollback plan took the
+	// machine below its floor, Reason saying who and why.
+	Rollback bool   `json:"rollback,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 	// Containers is every container the declaration named, digests and
 	// settings as told; for a container outcome, that one container.
 	Containers []mesh.Container `json:"containers,omitempty"`

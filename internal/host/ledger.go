@@ -40,8 +40,8 @@ type Ledger struct {
 	// It is taken when a container proves itself, not when it is declared
 	// or merely runs, so a new build that never comes up (crash-looping,
 	// stuck starting, failing its probe) can be rolled back without Force.
-	// A forced container that counts healthy lowers the floor: the
-	// operator's decision then stands for later pushes.
+	// A forced or rolled-back container that counts healthy lowers the
+	// floor: the operator's decision then stands for later pushes.
 	Floor map[string]Mark `json:"floor,omitempty"`
 }
 
@@ -196,7 +196,7 @@ func (l *Ledger) checkPinned(d mesh.Declaration) *Refusal {
 }
 
 func (l *Ledger) checkFloor(running []mesh.RunningContainer, d mesh.Declaration) *Refusal {
-	if d.Force {
+	if d.Force || d.Rollback {
 		return nil
 	}
 	floor := make(map[string]Mark, len(l.Floor)+len(running))

@@ -71,7 +71,12 @@ type Declaration struct {
 	// is not an ordinary push: how the build failed (a revert), or that the
 	// host had lost its state. The host journals both, so its journal
 	// answers why a machine went back, or why it starts anew.
-	Revert     bool        `json:"revert,omitempty"`
+	Revert bool `json:"revert,omitempty"`
+	// Rollback marks the one downgrade below a host's floor meshroll
+	// sanctions: an operator's rollback plan (Plan names it; Reason says
+	// who asked and why). The host lets it below its floor, journals it as
+	// a rollback, and its floor follows once the container counts healthy.
+	Rollback   bool        `json:"rollback,omitempty"`
 	Reason     string      `json:"reason,omitempty"`
 	Containers []Container `json:"containers"`
 }
