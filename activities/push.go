@@ -168,14 +168,22 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 
 // floor is the machine's floor as the fleet's records keep it, for every
 // module the push declares or the host runs: the newer of the machine
-// workflow's own record and the catalogue's newest build converged there.
-// Neither comes from the host, so a host that lost its state cannot lower
+// workflow's own record and the catalogue's newest build converged there,
+// neither of them rejected. Neither comes from the host, so a host that lost its state cannot lower
 // it. A catalogue that cannot answer fails the push (it is retried): a push
 // that does not know the floor does not send.
 func (a *Activities) floor(ctx context.Context, machine string, d mesh.Declaration, rep mesh.Report, recorded map[string]mesh.Container) (map[string]mesh.Container, error) {
-	floor := maps.Clone(recorded)
-	if floor == nil {
-		floor = map[string]mesh.Container{}
+	floor := map[string]mesh.Container{}
+	for m, c := range recorded {
+		// A rejected build is not one to hold a machine at (after a
+		// rollback, the fleet is below it on purpose).
+		_, rejected, err := a.Catalogue.Rejected(ctx, c.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("floor of %s on %s: %w", m, machine, err)
+		}
+		if !rejected {
+			floor[m] = c
+		}
 	}
 	modules := map[string]bool{}
 	for _, c := range d.Containers {

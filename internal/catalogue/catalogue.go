@@ -7,11 +7,12 @@
 //
 // A rejection is recorded per build (module and commit) but judged per digest:
 // reproducible builds can give several commits one digest, and the bits are
-// what is bad. It only ever narrows what may be sent: the answers that keep a
-// machine's floor (NewestConvergedOn, Lookup, Newest) still count a rejected
-// build, so that a rejection never takes a machine below what it ran, while
-// the answers that choose a build to send (NewestConverged, NewestHealthyBelow)
-// skip it.
+// what is bad. It only ever narrows what may be sent: the answers that
+// choose a build to send or to hold a machine at (NewestConverged,
+// NewestHealthyBelow, and NewestConvergedOn, a machine's floor) skip it,
+// while Lookup, Newest and Build still find it. A rejection moves no machine
+// by itself: what runs a rejected build keeps running it until a newer build
+// or a rollback replaces it.
 //
 // Catalogue is the contract; Memory and File are the in-process
 // implementations (File, a Memory kept in one JSON file, is for a single
@@ -96,9 +97,11 @@ type Catalogue interface {
 	// disk, a re-imaged machine) and comes back empty is still not taken
 	// below what the fleet knows ran there. Convergence is per digest, so
 	// when reproducible builds gave several commits one digest it answers,
-	// as Lookup does, with the highest generation among them. It does not
-	// skip rejected builds: floors are kept, and a rejection never by itself
-	// moves a machine, up or down.
+	// as Lookup does, with the highest generation among them. It skips
+	// rejected builds: a build the fleet decided never to send again is not
+	// one to hold a machine at (a host that lost its state is lifted to the
+	// newest build that ran there and was not rejected), and after a
+	// rollback the floor follows the fleet down to the rollback's target.
 	NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error)
 	// NewestHealthyBelow returns the module's highest-generation build below
 	// generation that some machine reported running and that is not
@@ -267,7 +270,7 @@ func (m *Memory) NewestConverged(_ context.Context, module string) (mesh.Build, 
 
 // NewestConvergedOn implements Catalogue.
 func (m *Memory) NewestConvergedOn(_ context.Context, module, machine string) (mesh.Build, bool, error) {
-	return m.newest(module, false, func(e Entry) bool { return slices.Contains(e.Converged, machine) })
+	return m.newest(module, true, func(e Entry) bool { return slices.Contains(e.Converged, machine) })
 }
 
 // NewestHealthyBelow implements Catalogue.

@@ -73,7 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) catalogue.Catalogue) {
 		{"RejectedByDigest", testRejectedByDigest},
 		{"RejectedSharedDigestEarliest", testRejectedSharedDigest},
 		{"NewestConvergedSkipsRejected", testNewestConvergedSkipsRejected},
-		{"FloorsKeepRejected", testFloorsKeepRejected},
+		{"FloorsSkipRejected", testFloorsSkipRejected},
 		{"NewestHealthyBelow", testNewestHealthyBelow},
 		{"NewestHealthyBelowSharedDigest", testNewestHealthyBelowSharedDigest},
 		{"BuildsShowRejected", testBuildsShowRejected},
@@ -875,17 +875,17 @@ func testNewestConvergedSkipsRejected(t *testing.T, c catalogue.Catalogue) {
 	}
 }
 
-// testFloorsKeepRejected: what ran stays the floor, and what exists is still
-// found, rejected or not; only the answers that choose a build skip it.
-func testFloorsKeepRejected(t *testing.T, c catalogue.Catalogue) {
+// testFloorsSkipRejected: a machine's floor is the newest build that ran
+// there and is not rejected; what exists is still found, rejected or not.
+func testFloorsSkipRejected(t *testing.T, c catalogue.Catalogue) {
 	recordUpTo(t, c, "host", 3)
 	markConverged(t, c, Build("host", 2).Digest, "edge-1")
 	markConverged(t, c, Build("host", 3).Digest, "edge-2")
 	markConverged(t, c, Build("host", 1).Digest, "edge-2")
 	reject(t, c, Build("host", 3), "alice", "crashes on start")
 	reject(t, c, Build("host", 2), "alice", "crashes on start")
-	expectOn(t, c, "host", "edge-1", Build("host", 2))
-	expectOn(t, c, "host", "edge-2", Build("host", 3))
+	expectOn(t, c, "host", "edge-1", mesh.Build{})
+	expectOn(t, c, "host", "edge-2", Build("host", 1))
 	expect(t, "Newest", c.Newest, "host", Build("host", 3))
 	expect(t, "Lookup", c.Lookup, Build("host", 3).Digest, Build("host", 3))
 	build := func(ctx context.Context, commit string) (mesh.Build, bool, error) {
@@ -1208,7 +1208,7 @@ func testConcurrentReject(t *testing.T, cs []catalogue.Catalogue) {
 			}
 		}
 		expect(t, "NewestConverged", c.NewestConverged, "host", mesh.Build{})
-		expectOn(t, c, "host", "edge-1", Build("host", 1+others))
+		expectOn(t, c, "host", "edge-1", mesh.Build{})
 	}
 }
 

@@ -284,10 +284,10 @@ const (
 // planner a plan over the machine's whole convergence history (SQLite took
 // it for this query written as a join, making the common case the slow one).
 //
-// Rejections are not consulted: a machine's floor is what ran there.
+// Like NewestConverged it skips rejected builds (see catalogue.Catalogue).
 func (c *Catalogue) NewestConvergedOn(ctx context.Context, module, machine string) (mesh.Build, bool, error) {
 	return c.newest(ctx, fmt.Sprintf("newest build of %s converged on %s", module, machine),
-		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest AND converged.machine = $2)`,
+		`AND EXISTS (SELECT 1 FROM converged WHERE converged.digest = builds.digest AND converged.machine = $2) `+notRejected,
 		module, machine)
 }
 
