@@ -114,6 +114,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 			Force:       req.Force,
 			Floor:       floor,
 			Rejected:    a.rejected(ctx),
+			Rollback:    req.Rollback != nil,
 		})
 		if err != nil {
 			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
@@ -136,6 +137,9 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		sent = res.Declaration
 		sent.Seq = max(in.Seq, rep.LastSeq+1)
 		sent.Plan, sent.Request, sent.Force, sent.Reason = req.Plan, req.Request, req.Force, out.HostLostState
+		if req.Rollback != nil {
+			sent.Rollback, sent.Reason = true, withNote(req.Rollback.Words(), out.HostLostState)
+		}
 		if len(res.Rebased) > 0 {
 			log.Warn().Strs("rebased", res.Rebased).Msg("stale containers rebased onto what the machine runs")
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cli"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -94,6 +95,102 @@ func TestRejectedBuildIsNeverSent(t *testing.T) {
 	s.converge("host", h3)
 	for m := range s.hosts {
 		s.runs(m, s.build("host", h3))
+		s.checkJournal(m)
+	}
+}
+
+// A rollback (issue 14), as an operator runs it, on real agents: g2 runs
+// everywhere; g3's plan holds at its gate with the edge on g3; a rollback
+// with no --to puts the edge back on g2 (the control node, already there,
+// is left as it runs) and rejects g3, so the held plan, approved, is refused
+// and sends nothing; a merge of g4 then rolls forward everywhere. Each host
+// journals the rollback with the operator's name and reason and nothing
+// else below a floor. Targets that are not below what runs, or rejected,
+// are refused and change nothing.
+func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
+	o := exampleMesh()
+	o.exec = true
+	o.images = true
+	o.modules = []string{"host"}
+	o.controlPlane = nil
+	o.machines = []machineSpec{
+		{name: "edge-1", tier: 1, modules: []string{"host"}},
+		{name: "control-node", tier: 2, modules: []string{"host"}},
+	}
+	o.health = "{min_healthy: 1s}"
+	s := newStack(t, o)
+	g2 := s.commit("host")
+	s.converge("host", g2)
+	g3 := s.commit("host")
+	held := s.start("host", g3, 2).ID
+	waitFor(t, s, held, meshapi.PlanGated)
+	b2, b3 := s.build("host", g2), s.build("host", g3)
+	s.runs("edge-1", b3)
+	s.runs("control-node", b2)
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"rollback", "--module", "host", "--to", g3, "--reason", "x", "--wait"}, cli.ExitPlanFailed, "is not below generation"},
+		{[]string{"rollback", "--module", "host", "--to", "abc", "--reason", "x"}, cli.ExitUsage, "at least 7"},
+		{[]string{"rollback", "--module", "host", "--reason", " "}, cli.ExitUsage, "a rollback needs reason"},
+	} {
+		_, err := s.starter(tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		require.Equal(t, tc.code, cli.ExitCode(err), "%v: %v", tc.args, err)
+		require.Contains(t, err.Error(), tc.says)
+		_, rejected, err := s.cat.Rejected(t.Context(), b3.Digest)
+		require.NoError(t, err)
+		require.False(t, rejected, "a refused rollback rejects nothing")
+		s.runs("edge-1", b3)
+	}
+
+	out, err := s.starter("rollback", "--module", "host", "--reason", "g3 leaks memory", "--by", "alice", "--wait", "--output", "json")
+	require.NoError(t, err, out)
+	var res struct {
+		Plan   string
+		State  meshapi.PlanStatus
+		Reason string
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, meshapi.RollbackID("host"), res.Plan)
+	require.Equal(t, meshapi.PlanConverged, res.State, res.Reason)
+	require.Contains(t, res.Reason, "rolled host back to generation")
+	require.Contains(t, res.Reason, "rollback by alice: g3 leaks memory")
+	s.runs("edge-1", b2)
+	s.runs("control-node", b2)
+	r, rejected, err := s.cat.Rejected(t.Context(), b3.Digest)
+	require.NoError(t, err)
+	require.True(t, rejected, "the build rolled back from is rejected")
+	require.Equal(t, res.Plan, r.By)
+
+	var rolled []agent.Entry
+	for _, e := range s.hosts["edge-1"].journal() {
+		if e.Rollback {
+			rolled = append(rolled, e)
+		}
+	}
+	require.Len(t, rolled, 1, "edge-1 journals one rollback")
+	require.Equal(t, "rollback by alice: g3 leaks memory", rolled[0].Reason)
+	require.Equal(t, res.Plan, rolled[0].Plan)
+	for _, e := range s.hosts["control-node"].journal() {
+		require.False(t, e.Rollback, "the control node, already on g2, is not touched")
+	}
+
+	before := len(s.hosts["control-node"].Applied())
+	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "bob"})
+	require.NoError(t, err)
+	st := s.wait(held)
+	require.Equal(t, meshapi.PlanRefused, st.State, st.Reason)
+	require.Contains(t, st.Reason, "rejected by "+res.Plan)
+	require.Len(t, s.hosts["control-node"].Applied(), before, "the held plan of g3 sends nothing")
+
+	g4 := s.commit("host")
+	s.converge("host", g4)
+	for m := range s.hosts {
+		s.runs(m, s.build("host", g4))
 		s.checkJournal(m)
 	}
 }

@@ -342,11 +342,16 @@ func (s *stack) checkJournal(machine string) {
 		require.Greater(s.t, e.Seq, last, "%s: sequence %d sent after %d", machine, e.Seq, last)
 		last = e.Seq
 		for _, c := range e.Containers {
-			// The one sanctioned downgrade: a revert, back to the floor and
-			// never below it.
+			// The sanctioned downgrades: a revert, back to the floor and
+			// never below it; and an operator's rollback, below it, which
+			// the floor follows.
 			bound := high[c.Module]
 			if e.Revert {
 				bound = floor[c.Module]
+			}
+			if e.Rollback {
+				require.NotEmpty(s.t, e.Reason, "%s: rollback %d journalled without who and why", machine, e.Seq)
+				bound, floor[c.Module] = c.Generation, c.Generation
 			}
 			require.GreaterOrEqual(s.t, c.Generation, bound,
 				"%s: declaration %d (plan %s, revert %v) sends %s generation %d below %d", machine, e.Seq, e.Plan, e.Revert, c.Module, c.Generation, bound)

@@ -161,10 +161,12 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 // raiseFloor records the containers of a declaration that has just been
 // healthy for its MinHealthy: each module's floor is the newest of them
 // that ever was. A container the catalogue did not know (generation 0)
-// raises nothing.
+// raises nothing. A rollback's declaration sets the floor where it put the
+// machine, lower or not: the one sanctioned downgrade, which the floor
+// follows as the host's does.
 func (m *machine) raiseFloor(d mesh.Declaration) {
 	for _, c := range d.Containers {
-		if f, ok := m.floor[c.Module]; c.Generation > 0 && (!ok || c.Generation > f.Generation) {
+		if f, ok := m.floor[c.Module]; c.Generation > 0 && (!ok || c.Generation > f.Generation || d.Rollback) {
 			if m.floor == nil {
 				m.floor = map[string]mesh.Container{}
 			}

@@ -118,9 +118,18 @@ func (p *plan) roll(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	p.details(ctx, "building")
-
-	b, err := p.build(ctx)
+	var b mesh.Build
+	if p.in.Rollback != nil {
+		p.details(ctx, "finding what to roll back to")
+		b, targets, err = p.rollbackTarget(ctx, targets)
+		if err == nil && len(targets) == 0 {
+			return endAs(meshapi.PlanSuperseded, fmt.Sprintf("no machine runs %s above generation %d (%s): nothing to roll back",
+				p.in.Module, b.Generation, mesh.ShortCommit(b.Commit)))
+		}
+	} else {
+		p.details(ctx, "building")
+		b, err = p.build(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -221,6 +230,10 @@ func (p *plan) outcome(b mesh.Build) error {
 	failed := len(withinBudget)
 	reason := fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
 		p.in.Module, b.Generation, total-superseded-failed, superseded)
+	if p.in.Rollback != nil {
+		reason = fmt.Sprintf("rolled %s back to generation %d (%s) on %d machines (%d already at or below it), from %s; %s",
+			p.in.Module, b.Generation, mesh.ShortCommit(b.Commit), total-superseded-failed, superseded, p.st.RolledBackFrom, p.in.Rollback.Words())
+	}
 	if failed > 0 {
 		reason += fmt.Sprintf("; failed within their tier's budget and put back on what they ran (%d): %s",
 			failed, strings.Join(withinBudget, "; "))

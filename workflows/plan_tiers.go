@@ -134,6 +134,7 @@ func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []
 			Declaration: decls[m.Machine],
 			Policy:      p.policy,
 			Force:       p.in.Force,
+			Rollback:    p.in.Rollback,
 		})
 	}
 	err := p.step(ctx, func(sctx workflow.Context) error {

@@ -23,6 +23,9 @@ type mergeOpts struct {
 	gates  []int
 	force  bool
 	wait   bool
+	// rollback makes the plan a rollback (starter rollback); commit is
+	// then empty.
+	rollback *meshapi.Rollback
 }
 
 func (a *app) mergeCommand() *cobra.Command {
@@ -133,14 +136,15 @@ func (a *app) merge(ctx context.Context, o mergeOpts) error {
 }
 
 func (a *app) printStarted(s plans.Started) error {
+	if s.Existing && strings.HasPrefix(s.ID, "rollback/") {
+		return a.printf("a rollback of this module is already running as plan %s (run %s); not starting another: follow it with starter plan watch %s\n", s.ID, s.RunID, s.ID)
+	}
 	if s.Existing {
 		return a.printf("plan %s already started by this merge (run %s); not starting another\n", s.ID, s.RunID)
 	}
 	return a.printf("started plan %s\n", s.ID)
 }
 
-// planInput checks what can be checked without Temporal, in the order an
-// operator fixes things: the config, the module, the commit, the gates.
 // moduleTargets is the module's machines, or a usage error naming the
 // modules the config knows when it is not one of them.
 func moduleTargets(cfg *config.Config, path, module string) ([]meshapi.Target, error) {
@@ -156,12 +160,14 @@ func moduleTargets(cfg *config.Config, path, module string) ([]meshapi.Target, e
 	return targets, err
 }
 
+// planInput checks what can be checked without Temporal, in the order an
+// operator fixes things: the config, the module, the commit, the gates.
 func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput, error) {
 	targets, err := moduleTargets(cfg, path, o.module)
 	if err != nil {
 		return meshapi.PlanInput{}, err
 	}
-	in := meshapi.PlanInput{Module: o.module, Commit: o.commit, Policy: cfg.PushPolicy(), Force: o.force}
+	in := meshapi.PlanInput{Module: o.module, Commit: o.commit, Policy: cfg.PushPolicy(), Force: o.force, Rollback: o.rollback}
 	if err := in.Validate(); err != nil {
 		return meshapi.PlanInput{}, &UsageError{Err: err}
 	}

@@ -60,6 +60,11 @@ type Input struct {
 	// a rejection stops a build spreading, while what runs is kept (it
 	// never pushes anything by itself).
 	Rejected func(digest string) (why string, rejected bool, err error)
+	// Rollback is set for a rollback plan's push: the plan's own module
+	// may go below what runs and below its floor, to the plan's build (the
+	// one sanctioned downgrade), and a machine already at or below it is
+	// left as it runs. Every other rule stands, rejection included.
+	Rollback bool
 }
 
 // Result is the guard's conclusion.
@@ -120,14 +125,21 @@ func Check(in Input) (Result, error) {
 		gens[r.Module] = g
 	}
 
-	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest {
+	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest && in.Rollback {
+		if g, known := gens[in.Module]; known && g < pinned.Generation {
+			return Result{Decision: Superseded,
+				Reason: fmt.Sprintf("machine %s runs %s generation %d (%s), below the rollback's generation %d (%s); left as it runs",
+					d.Machine, in.Module, g, r.Digest, pinned.Generation, pinned.Digest)}, nil
+		}
+	}
+	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest && !in.Rollback {
 		if g, known := gens[in.Module]; known && g > pinned.Generation && !in.Force {
 			return Result{Decision: Superseded,
 				Reason: fmt.Sprintf("machine %s already runs %s generation %d (%s), newer than this plan's generation %d (%s)",
 					d.Machine, in.Module, g, r.Digest, pinned.Generation, pinned.Digest)}, nil
 		}
 	}
-	if f, ok := in.Floor[in.Module]; ok && f.Generation > pinned.Generation && !in.Force {
+	if f, ok := in.Floor[in.Module]; ok && f.Generation > pinned.Generation && !in.Force && !in.Rollback {
 		return Result{Decision: Superseded,
 			Reason: fmt.Sprintf("%s generation %d (%s) has run healthy on machine %s, newer than this plan's generation %d (%s)",
 				in.Module, f.Generation, f.Digest, d.Machine, pinned.Generation, pinned.Digest)}, nil
@@ -178,6 +190,9 @@ func Check(in Input) (Result, error) {
 	for _, c := range out.Containers {
 		if in.Force {
 			break
+		}
+		if in.Rollback && c.Module == in.Module {
+			continue // the sanctioned downgrade
 		}
 		if r, ok := running[c.Module]; ok && r.Digest != c.Digest {
 			if g, known := gens[c.Module]; known && c.Generation < g {

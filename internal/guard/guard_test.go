@@ -68,6 +68,7 @@ func TestCheck(t *testing.T) {
 		floor    map[string]int // module -> generation (and digest) known healthy there
 		force    bool
 		rejected []int // digest numbers an operator rejected
+		rollback bool
 		want     Decision
 		code     string
 		rebased  []string
@@ -249,6 +250,40 @@ func TestCheck(t *testing.T) {
 			wantSent: map[string]int{"host": 5, "ctl": 3},
 		},
 		{
+			name:     "a rollback takes its own module below what runs and below the floor",
+			decl:     []mesh.Container{ctr("host", 2), ctr("ctl", 3)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			floor:    map[string]int{"host": 4, "ctl": 3},
+			rollback: true,
+			want:     Send,
+			wantSent: map[string]int{"host": 2, "ctl": 3},
+		},
+		{
+			name:     "but never another module's",
+			decl:     []mesh.Container{ctr("host", 2), ctr("ctl", 1)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			rollback: true,
+			want:     Send,
+			rebased:  []string{"ctl"},
+			wantSent: map[string]int{"host": 2, "ctl": 3},
+		},
+		{
+			name:     "a machine already below the rollback's build is left as it runs",
+			decl:     []mesh.Container{ctr("host", 3)},
+			running:  []mesh.RunningContainer{run("host", 2)},
+			rollback: true,
+			want:     Superseded,
+		},
+		{
+			name:     "a rollback to a rejected build is refused",
+			decl:     []mesh.Container{ctr("host", 2)},
+			running:  []mesh.RunningContainer{run("host", 4)},
+			rollback: true,
+			rejected: []int{2},
+			want:     Refused,
+			code:     meshapi.ErrRejected,
+		},
+		{
 			name:     "forced, the floor is not applied",
 			decl:     []mesh.Container{ctr("host", 4), ctr("mesh-controller", 1)},
 			floor:    map[string]int{"host": 5, "mesh-controller": 3},
@@ -267,6 +302,7 @@ func TestCheck(t *testing.T) {
 				Force:       tt.force,
 				Floor:       floors(tt.floor),
 				Rejected:    rejected(tt.rejected...),
+				Rollback:    tt.rollback,
 			}
 			got, err := Check(in)
 			if err != nil {

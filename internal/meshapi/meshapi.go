@@ -200,6 +200,9 @@ type PlanInput struct {
 	// Force lets the pushes pass an unknown running digest or the host's
 	// floor; the host journals it. Operators only.
 	Force bool `json:"force,omitempty"`
+	// Rollback, when set, makes the plan a rollback (see Rollback); Commit
+	// is then empty until the plan resolves its target.
+	Rollback *Rollback `json:"rollback,omitempty"`
 }
 
 // Validate checks what a plan needs before anything connects: a module name
@@ -210,6 +213,9 @@ type PlanInput struct {
 func (in PlanInput) Validate() error {
 	if err := mesh.ValidName("module", in.Module); err != nil {
 		return err
+	}
+	if in.Rollback != nil {
+		return in.Rollback.validate()
 	}
 	return mesh.ValidCommit(in.Commit)
 }
@@ -226,6 +232,9 @@ type PlanState struct {
 	Gates  []int       `json:"gates,omitempty"`
 	Paused bool        `json:"paused,omitempty"`
 	Tiers  []TierState `json:"tiers"`
+	// RolledBackFrom names, for a rollback plan, the builds it rolled the
+	// machines back from (rejected by it).
+	RolledBackFrom string `json:"rolled_back_from,omitempty"`
 }
 
 // Machine returns the progress of one machine of the plan, whatever its
@@ -383,6 +392,9 @@ type PushRequest struct {
 	Declaration mesh.Declaration `json:"declaration"`
 	Policy      PushPolicy       `json:"policy"`
 	Force       bool             `json:"force,omitempty"`
+	// Rollback is set for a rollback plan's push: the one that may take
+	// the plan's module below what runs and below the floor, to Build.
+	Rollback *Rollback `json:"rollback,omitempty"`
 }
 
 // RequestID is the push request ID a plan uses for a machine.

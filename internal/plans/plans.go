@@ -39,9 +39,8 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 	if err := in.Validate(); err != nil {
 		return Started{}, err
 	}
-	id := meshapi.PlanID(in.Module, in.Commit)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                                       id,
+	o := client.StartWorkflowOptions{
+		ID:                                       meshapi.PlanID(in.Module, in.Commit),
 		TaskQueue:                                taskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -54,7 +53,24 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 			meshapi.SACommit.ValueSet(in.Commit),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
 		),
-	}, meshapi.PlanWorkflowType, in)
+	}
+	if r := in.Rollback; r != nil {
+		// One rollback of a module at a time; a later one is a new run.
+		o.ID = meshapi.RollbackID(in.Module)
+		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		to := r.To
+		if to == "" {
+			to = "the newest healthy build below what runs"
+		}
+		o.StaticSummary = fmt.Sprintf("rollback of %s by %s", in.Module, r.By)
+		o.StaticDetails = fmt.Sprintf("module: %s\nto: %s\nby: %s\nreason: %s\ngates: %v", in.Module, to, r.By, r.Reason, in.Gates)
+		o.TypedSearchAttributes = temporal.NewSearchAttributes(
+			meshapi.SAModule.ValueSet(in.Module),
+			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
+		)
+	}
+	id := o.ID
+	run, err := c.ExecuteWorkflow(ctx, o, meshapi.PlanWorkflowType, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return Started{ID: id, RunID: already.RunId, Existing: true}, nil

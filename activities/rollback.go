@@ -1,0 +1,147 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// RollbackTarget resolves a rollback plan's target build and the machines
+// it puts back: those whose host reports the module above the target (or
+// cannot be asked: their push decides at send time). It rejects the builds
+// it rolls back from first, so that from then on no stale plan or queued
+// push sends them again, whatever becomes of the rollback.
+//
+// The target is the commit asked for, or else the newest build below the
+// newest that runs that ran healthy somewhere and is not rejected (and is
+// not the same bits as what runs). A target that is unknown, rejected, or
+// not below what runs is refused for good, naming it.
+func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTargetInput) (meshapi.RollbackTargetResult, error) {
+	if err := a.knownModule(in.Module); err != nil {
+		return meshapi.RollbackTargetResult{}, err
+	}
+	runs, unknown := a.runningGenerations(ctx, in.Module, in.Machines)
+	var current mesh.Build
+	for _, b := range runs {
+		if b.Generation > current.Generation {
+			current = b
+		}
+	}
+	if current.Generation == 0 {
+		return meshapi.RollbackTargetResult{}, permanent(meshapi.ErrInvalidInput,
+			"no machine reports running a build of %s the catalogue knows: nothing to roll back from", in.Module)
+	}
+	target, err := a.rollbackBuild(ctx, in, current)
+	if err != nil {
+		return meshapi.RollbackTargetResult{}, err
+	}
+
+	res := meshapi.RollbackTargetResult{Build: target, Machines: unknown}
+	from := map[string]mesh.Build{}
+	for m, b := range runs {
+		if b.Generation > target.Generation && b.Digest != target.Digest {
+			res.Machines = append(res.Machines, m)
+			from[b.Digest] = b
+		}
+	}
+	slices.Sort(res.Machines)
+	why := fmt.Sprintf("rolled back to generation %d (%s) by %s: %s", target.Generation, mesh.ShortCommit(target.Commit), in.Rollback.By, in.Rollback.Reason)
+	for _, b := range from {
+		if _, err := a.Catalogue.Reject(ctx, b.Module, b.Commit, in.Plan, why); err != nil {
+			return meshapi.RollbackTargetResult{}, fmt.Errorf("reject %s generation %d, rolled back from: %w", b.Module, b.Generation, err)
+		}
+		res.From = append(res.From, b)
+	}
+	slices.SortFunc(res.From, func(x, y mesh.Build) int { return int(y.Generation - x.Generation) })
+	a.Log.Warn().Str("plan", in.Plan).Str("module", in.Module).Int64("to", target.Generation).
+		Strs("machines", res.Machines).Str("by", in.Rollback.By).Str("reason", in.Rollback.Reason).Msg("rolling back")
+	return res, nil
+}
+
+// rollbackBuild is the build a rollback puts back, below current.
+func (a *Activities) rollbackBuild(ctx context.Context, in meshapi.RollbackTargetInput, current mesh.Build) (mesh.Build, error) {
+	if in.Rollback.To == "" {
+		below := current.Generation
+		for {
+			b, ok, err := a.Catalogue.NewestHealthyBelow(ctx, in.Module, below)
+			if err != nil {
+				return mesh.Build{}, fmt.Errorf("find a build of %s to roll back to: %w", in.Module, err)
+			}
+			if !ok {
+				return mesh.Build{}, permanent(meshapi.ErrUnknownBuild,
+					"no build of %s below generation %d ran healthy anywhere and is not rejected; name one with --to", in.Module, current.Generation)
+			}
+			if b.Digest != current.Digest { // the same bits built again are no way back
+				return b, nil
+			}
+			below = b.Generation
+		}
+	}
+	if _, _, err := catalogue.CommitPrefix(in.Rollback.To); err != nil {
+		return mesh.Build{}, permanent(meshapi.ErrInvalidInput, "rollback target %q of %s: %v", in.Rollback.To, in.Module, err)
+	}
+	b, ok, err := a.Catalogue.Build(ctx, in.Module, in.Rollback.To)
+	switch {
+	case errors.Is(err, catalogue.ErrAmbiguousCommit):
+		return mesh.Build{}, permanent(meshapi.ErrInvalidInput, "%v", err)
+	case err != nil:
+		return mesh.Build{}, fmt.Errorf("find build of %s at %s: %w", in.Module, in.Rollback.To, err)
+	case !ok:
+		return mesh.Build{}, permanent(meshapi.ErrUnknownBuild, "no build of %s at commit %s in the catalogue (starter build list --module %s shows them)",
+			in.Module, in.Rollback.To, in.Module)
+	case b.Generation >= current.Generation:
+		return mesh.Build{}, permanent(meshapi.ErrInvalidInput, "rollback target %s generation %d (%s) is not below generation %d, the newest that runs; a rollback only goes back",
+			in.Module, b.Generation, mesh.ShortCommit(b.Commit), current.Generation)
+	}
+	if r, rejected, err := a.Catalogue.Rejected(ctx, b.Digest); err != nil {
+		return mesh.Build{}, fmt.Errorf("is %s generation %d rejected: %w", in.Module, b.Generation, err)
+	} else if rejected {
+		return mesh.Build{}, permanent(meshapi.ErrRejected, "rollback target %s generation %d (%s) was %s; choose another with --to",
+			in.Module, b.Generation, mesh.ShortCommit(b.Commit), r)
+	}
+	return b, nil
+}
+
+// runningGenerations asks the machines' hosts at once what build of module
+// each runs, as the catalogue knows it (a host's own generation is not
+// trusted). unknown are the machines that could not be asked or run a
+// digest the catalogue does not know.
+func (a *Activities) runningGenerations(ctx context.Context, module string, machines []string) (runs map[string]mesh.Build, unknown []string) {
+	runs = map[string]mesh.Build{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range machines {
+		wg.Go(func() {
+			rc, err := a.runningOn(ctx, m, module)
+			var b mesh.Build
+			known := false
+			if err == nil && rc != nil {
+				b, known, err = a.Catalogue.Lookup(ctx, rc.Digest)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil || (rc != nil && !known):
+				unknown = append(unknown, m)
+			case rc != nil:
+				runs[m] = b
+			}
+		})
+	}
+	wg.Wait()
+	return runs, unknown
+}
+
+// permanent is a non-retryable application error of type typ.
+func permanent(typ, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return temporal.NewNonRetryableApplicationError(msg, typ, errors.New(msg))
+}

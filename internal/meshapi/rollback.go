@@ -1,0 +1,68 @@
+package meshapi
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+const rollbackPrefix = "rollback/"
+
+// RollbackID is the ID of a module's rollback plan: one per module at a
+// time, so that a second rollback asked while one runs finds it instead of
+// racing it. A later rollback of the module reuses the ID (a new run).
+func RollbackID(module string) string { return rollbackPrefix + module }
+
+// Rollback makes a plan a rollback: instead of building a merge it puts
+// every machine running the module above a healthy earlier build back on
+// it, tier by tier with the tiers' policies and health checks. It is the
+// one downgrade below a host's floor meshroll sanctions: each declaration
+// carries who asked and why, and the host journals it as a rollback.
+type Rollback struct {
+	// To is the commit to roll back to, in full or a unique prefix of at
+	// least seven characters; empty is the newest build below what runs
+	// that ran healthy somewhere and is not rejected.
+	To     string `json:"to,omitempty"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// Words are what the declaration and the journal say of the rollback.
+func (r Rollback) Words() string { return fmt.Sprintf("rollback by %s: %s", r.By, r.Reason) }
+
+func (r Rollback) validate() error {
+	var missing []string
+	if strings.TrimSpace(r.By) == "" {
+		missing = append(missing, "by")
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		missing = append(missing, "reason")
+	}
+	if len(missing) > 0 {
+		return errors.New("a rollback needs " + strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// RollbackTargetInput asks which build a rollback plan puts back and on
+// which machines, and has the builds it rolls back from rejected.
+type RollbackTargetInput struct {
+	Plan     string   `json:"plan"`
+	Module   string   `json:"module"`
+	Rollback Rollback `json:"rollback"`
+	// Machines are the plan's targets: the machines that run the module.
+	Machines []string `json:"machines"`
+}
+
+// RollbackTargetResult is the rollback's target and reach.
+type RollbackTargetResult struct {
+	Build mesh.Build `json:"build"`
+	// Machines are those of the targets whose host reports the module
+	// above the target (or could not be asked: the push decides there).
+	Machines []string `json:"machines"`
+	// From are the builds rolled back from, now rejected so that no stale
+	// plan or queued push sends them again.
+	From []mesh.Build `json:"from,omitempty"`
+}

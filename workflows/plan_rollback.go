@@ -1,0 +1,69 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// rollbackTarget is a rollback plan's step in place of the build: the
+// RollbackTarget activity resolves the build to put back and the machines
+// above it (rejecting the builds rolled back from), and the plan narrows
+// its tiers and targets to those machines.
+func (p *plan) rollbackTarget(ctx workflow.Context, targets []meshapi.Target) (mesh.Build, []meshapi.Target, error) {
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Machine
+	}
+	var res meshapi.RollbackTargetResult
+	err := p.step(ctx, func(sctx workflow.Context) error {
+		return workflow.ExecuteActivity(rollbackOptions(sctx, p.policy, p.in.Module), acts.RollbackTarget, meshapi.RollbackTargetInput{
+			Plan: p.st.Plan, Module: p.in.Module, Rollback: *p.in.Rollback, Machines: names,
+		}).Get(sctx, &res)
+	})
+	if err := p.interrupted(ctx, err, "rollback refused: "); err != nil {
+		return mesh.Build{}, nil, err
+	}
+	p.st.Commit = res.Build.Commit
+	if len(res.From) > 0 {
+		var from []string
+		for _, b := range res.From {
+			from = append(from, fmt.Sprintf("generation %d (%s)", b.Generation, mesh.ShortCommit(b.Commit)))
+		}
+		p.st.RolledBackFrom = strings.Join(from, ", ")
+	}
+	var kept []meshapi.Target
+	for _, t := range targets {
+		if slices.Contains(res.Machines, t.Machine) {
+			kept = append(kept, t)
+		}
+	}
+	tiers := p.st.Tiers[:0]
+	for _, tier := range p.st.Tiers {
+		tier.Machines = slices.DeleteFunc(tier.Machines, func(m meshapi.MachineProgress) bool {
+			return !slices.Contains(res.Machines, m.Machine)
+		})
+		if len(tier.Machines) > 0 {
+			tiers = append(tiers, tier)
+		}
+	}
+	p.st.Tiers = tiers
+	return res.Build, kept, nil
+}
+
+// rollbackOptions are the RollbackTarget activity's: hosts and catalogue
+// briefly away are retried within the push policy's budget.
+func rollbackOptions(ctx workflow.Context, p meshapi.PushPolicy, module string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: p.RetryBudget,
+		RetryPolicy:            retryForever,
+		Summary:                "find what to roll " + module + " back to",
+	})
+}
