@@ -338,7 +338,8 @@ func raceCheck(t *testing.T, s *stack, o stackOptions, runsOn map[string][]strin
 // raceJournalFaults counts, from a host's own journal, containers whose
 // generation went down (by the generation told and by the catalogue's for
 // the digest) and applies that began before the previous one's changed
-// containers were journalled running.
+// containers were journalled running. A rollback's declaration is the one
+// sanctioned way down: it sets where the module stands from then on.
 func raceJournalFaults(t *testing.T, s *stack, machine string) (downgrades, overlaps int) {
 	t.Helper()
 	high := map[string]int64{}
@@ -357,6 +358,9 @@ func raceJournalFaults(t *testing.T, s *stack, machine string) (downgrades, over
 					t.Errorf("%s: journal entry %d tells %s generation %d, the catalogue has %d", machine, e.Index, c.Module, c.Generation, b.Generation)
 				}
 				g = min(g, b.Generation)
+			}
+			if e.Rollback && e.Outcome == agent.OutcomeApplied {
+				high[c.Module] = g
 			}
 			if g < high[c.Module] {
 				downgrades++

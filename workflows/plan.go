@@ -231,8 +231,9 @@ func (p *plan) outcome(b mesh.Build) error {
 	reason := fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
 		p.in.Module, b.Generation, total-superseded-failed, superseded)
 	if p.in.Rollback != nil {
-		reason = fmt.Sprintf("rolled %s back to generation %d (%s) on %d machines (%d already at or below it), from %s; %s",
-			p.in.Module, b.Generation, mesh.ShortCommit(b.Commit), total-superseded-failed, superseded, p.st.RolledBackFrom, p.in.Rollback.Words())
+		n := total - superseded - failed
+		reason = fmt.Sprintf("rolled %s back to generation %d (%s) on %d %s (%d already at or below it), from %s; %s",
+			p.in.Module, b.Generation, mesh.ShortCommit(b.Commit), n, plural(n, "machine", "machines"), superseded, p.st.RolledBackFrom, p.in.Rollback.Words())
 	}
 	if failed > 0 {
 		reason += fmt.Sprintf("; failed within their tier's budget and put back on what they ran (%d): %s",
