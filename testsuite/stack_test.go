@@ -323,10 +323,19 @@ func (s *stack) checkJournal(machine string) {
 	s.t.Helper()
 	h := s.hosts[machine]
 	require.LessOrEqual(s.t, h.MaxInFlight(), 1, "%s: declarations overlapped in flight", machine)
+	checkJournalEntries(s.t, machine, h.journal())
+}
+
+// checkJournalEntries asserts, from a host's journal (oldest first, however
+// it was read), that sequences only grow and that no container's generation
+// goes down, except a revert, which may go back to the module's floor (the
+// newest generation the host counted healthy) and never below it.
+func checkJournalEntries(t *testing.T, machine string, entries []agent.Entry) {
+	t.Helper()
 	var last uint64
 	high := map[string]int64{}  // newest generation declared, by module
 	floor := map[string]int64{} // newest generation healthy for min_healthy, by module
-	for _, e := range h.journal() {
+	for _, e := range entries {
 		switch e.Outcome {
 		case agent.OutcomeFloorRaised, agent.OutcomeRunning:
 			for _, c := range e.Containers {
@@ -339,7 +348,7 @@ func (s *stack) checkJournal(machine string) {
 		default:
 			continue
 		}
-		require.Greater(s.t, e.Seq, last, "%s: sequence %d sent after %d", machine, e.Seq, last)
+		require.Greater(t, e.Seq, last, "%s: sequence %d sent after %d", machine, e.Seq, last)
 		last = e.Seq
 		for _, c := range e.Containers {
 			// The one sanctioned downgrade: a revert, back to the floor and
@@ -348,7 +357,7 @@ func (s *stack) checkJournal(machine string) {
 			if e.Revert {
 				bound = floor[c.Module]
 			}
-			require.GreaterOrEqual(s.t, c.Generation, bound,
+			require.GreaterOrEqual(t, c.Generation, bound,
 				"%s: declaration %d (plan %s, revert %v) sends %s generation %d below %d", machine, e.Seq, e.Plan, e.Revert, c.Module, c.Generation, bound)
 			high[c.Module] = c.Generation
 		}
