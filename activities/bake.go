@@ -17,9 +17,10 @@ import (
 // Bake watches a tier's machines for the tier's bake, after each has been
 // healthy for its MinHealthy, before the plan starts the next tier: a soak
 // that catches a build that fails only after a while. It fails, naming the
-// machines, as soon as one of them turns unhealthy, restarts or stops
-// running the build; a machine a newer build has replaced since is no
-// longer the plan's to judge and is left out.
+// machines, as soon as one of them turns unhealthy, restarts, stops running
+// the build or breaks the healthy stretch it began the bake in (see
+// bakeProblem); a machine a newer build has replaced since is no longer the
+// plan's to judge and is left out.
 //
 // The bake is timed from when the plan scheduled it, so a retry after a
 // worker died goes on with the time left rather than starting over. An
@@ -27,7 +28,7 @@ import (
 // it is named if it is still unreachable at the end.
 func (a *Activities) Bake(ctx context.Context, in meshapi.BakeInput) (meshapi.BakeResult, error) {
 	end := activity.GetInfo(ctx).ScheduledTime.Add(in.Bake)
-	baseline := map[string]int{} // restarts when the bake began, by machine
+	baseline := map[string]bakeBaseline{} // each machine's first report in the bake
 	unreachable := map[string]error{}
 	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
 	defer t.Stop()
@@ -68,10 +69,28 @@ func (a *Activities) Bake(ctx context.Context, in meshapi.BakeInput) (meshapi.Ba
 	}
 }
 
+// bakeBaseline is what a machine's first report in the bake showed of the
+// plan's container: the runtime's restart count and the healthy stretch
+// the bake watches (its healthy_since, or, from a host that does not
+// judge health, the time it has run since).
+type bakeBaseline struct {
+	restarts int
+	stretch  string
+}
+
 // bakeProblem says what is wrong with the build on a baking machine, or ""
 // when nothing is (or a newer build has replaced it). baseline keeps each
-// machine's restart count from its first report.
-func bakeProblem(rep mesh.Report, b mesh.Build, baseline map[string]int, machine string) string {
+// machine's first report.
+//
+// The bake reads reports now and then, so it judges the stretch, not only
+// the moment: a container must stay healthy since the same moment as when
+// the bake began. A new healthy_since is a break the reads fell between —
+// a probe that failed and passed again, or a restart the restart count does
+// not show, as when the host agent itself restarted: nothing it runs
+// outlives it, its containers start anew and a new runtime counts their
+// restarts from 0. A container running but not judged healthy (health
+// unknown) has just been started again, and is a break too.
+func bakeProblem(rep mesh.Report, b mesh.Build, baseline map[string]bakeBaseline, machine string) string {
 	r, ok := rep.Running(b.Module)
 	switch {
 	case !ok:
@@ -86,10 +105,24 @@ func bakeProblem(rep mesh.Report, b mesh.Build, baseline map[string]int, machine
 	case r.Health == mesh.HealthUnhealthy:
 		return fmt.Sprintf("%s turned unhealthy%s", b.Module, probeSuffix(r))
 	}
-	if n, seen := baseline[machine]; !seen {
-		baseline[machine] = r.Restarts
-	} else if r.Restarts > n {
+	healthy, stretch := r.Health == mesh.HealthHealthy, r.HealthySince
+	if r.Health == "" { // a host that does not judge health: running is healthy
+		healthy, stretch = true, r.Since
+	}
+	if !healthy {
+		return fmt.Sprintf("%s is not healthy (health %s), started again since it counted healthy%s", b.Module, r.Health, probeSuffix(r))
+	}
+	base, seen := baseline[machine]
+	if !seen {
+		baseline[machine] = bakeBaseline{restarts: r.Restarts, stretch: stretch}
+		return ""
+	}
+	switch {
+	case r.Restarts > base.restarts:
 		return fmt.Sprintf("%s restarted%s", b.Module, probeSuffix(r))
+	case stretch != base.stretch:
+		return fmt.Sprintf("%s broke its healthy stretch: healthy since %s when the bake began, since %s now "+
+			"(it failed its probe or was started again in between)", b.Module, base.stretch, stretch)
 	}
 	return ""
 }

@@ -67,9 +67,37 @@ func TestBakeProblem(t *testing.T) {
 			rc(func(r *mesh.RunningContainer) { r.Restarts = 2 }),
 		}, "host restarted", false},
 		{"restarts before the bake do not count", []mesh.Report{rc(func(r *mesh.RunningContainer) { r.Restarts = 5 })}, "", true},
+		{"healthy since the same moment through the bake", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.HealthySince = "t1" }),
+			rc(func(r *mesh.RunningContainer) { r.HealthySince = "t1" }),
+			rc(func(r *mesh.RunningContainer) { r.HealthySince = "t1" }),
+		}, "", true},
+		{"a probe that failed and passed again between two reads", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.HealthySince = "t1" }),
+			rc(func(r *mesh.RunningContainer) { r.HealthySince = "t2" }),
+		}, "host broke its healthy stretch: healthy since t1 when the bake began, since t2 now", false},
+		{"the host agent restarted: its container started anew, its restarts counted from 0", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.HealthySince, r.Restarts = "t1", 2 }),
+			rc(func(r *mesh.RunningContainer) { r.HealthySince, r.Restarts = "t2", 0 }),
+		}, "host broke its healthy stretch", false},
+		{"started again and not judged yet", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.HealthySince = "t1" }),
+			rc(func(r *mesh.RunningContainer) { r.Health, r.HealthySince = mesh.HealthUnknown, "" }),
+		}, "host is not healthy (health unknown)", false},
+		{"not judged healthy at the bake's first read", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.Health, r.HealthySince = mesh.HealthUnknown, "" }),
+		}, "host is not healthy (health unknown)", false},
+		{"a host that does not judge health: running since the same moment", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.Health, r.Since = "", "t1" }),
+			rc(func(r *mesh.RunningContainer) { r.Health, r.Since = "", "t1" }),
+		}, "", true},
+		{"a host that does not judge health: running since a later moment", []mesh.Report{
+			rc(func(r *mesh.RunningContainer) { r.Health, r.Since = "", "t1" }),
+			rc(func(r *mesh.RunningContainer) { r.Health, r.Since = "", "t2" }),
+		}, "host broke its healthy stretch", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			baseline := map[string]int{}
+			baseline := map[string]bakeBaseline{}
 			var got string
 			for _, rep := range tc.reports {
 				got = bakeProblem(rep, h3, baseline, "edge-1")

@@ -385,6 +385,9 @@ func newFaultStack(t *testing.T, o faultStackOptions) *faultStack {
 		}
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", m.name, p.URL(), m.tier, strings.Join(m.modules, ", "))
 	}
+	if o.tiers != "" {
+		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
+	}
 	cfg, err := config.Parse("fault mesh.yaml", []byte(y.String()))
 	require.NoError(t, err, "fault mesh config:\n%s", y.String())
 	s.cfg = cfg

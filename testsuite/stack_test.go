@@ -323,10 +323,19 @@ func (s *stack) checkJournal(machine string) {
 	s.t.Helper()
 	h := s.hosts[machine]
 	require.LessOrEqual(s.t, h.MaxInFlight(), 1, "%s: declarations overlapped in flight", machine)
+	checkJournalEntries(s.t, machine, h.journal())
+}
+
+// checkJournalEntries asserts, from a host's journal (oldest first, however
+// it was read), that sequences only grow and that no container's generation
+// goes down, except a revert, which may go back to the module's floor (the
+// newest generation the host counted healthy) and never below it.
+func checkJournalEntries(t *testing.T, machine string, entries []agent.Entry) {
+	t.Helper()
 	var last uint64
 	high := map[string]int64{}  // newest generation declared, by module
 	floor := map[string]int64{} // newest generation healthy for min_healthy, by module
-	for _, e := range h.journal() {
+	for _, e := range entries {
 		switch e.Outcome {
 		case agent.OutcomeFloorRaised, agent.OutcomeRunning:
 			for _, c := range e.Containers {
@@ -339,7 +348,7 @@ func (s *stack) checkJournal(machine string) {
 		default:
 			continue
 		}
-		require.Greater(s.t, e.Seq, last, "%s: sequence %d sent after %d", machine, e.Seq, last)
+		require.Greater(t, e.Seq, last, "%s: sequence %d sent after %d", machine, e.Seq, last)
 		last = e.Seq
 		for _, c := range e.Containers {
 			// The sanctioned downgrades: a revert, back to the floor and
@@ -350,10 +359,10 @@ func (s *stack) checkJournal(machine string) {
 				bound = floor[c.Module]
 			}
 			if e.Rollback {
-				require.NotEmpty(s.t, e.Reason, "%s: rollback %d journalled without who and why", machine, e.Seq)
+				require.NotEmpty(t, e.Reason, "%s: rollback %d journalled without who and why", machine, e.Seq)
 				bound, floor[c.Module] = c.Generation, c.Generation
 			}
-			require.GreaterOrEqual(s.t, c.Generation, bound,
+			require.GreaterOrEqual(t, c.Generation, bound,
 				"%s: declaration %d (plan %s, revert %v) sends %s generation %d below %d", machine, e.Seq, e.Plan, e.Revert, c.Module, c.Generation, bound)
 			high[c.Module] = c.Generation
 		}
