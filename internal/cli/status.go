@@ -67,7 +67,7 @@ machine's host and workflow once (as "starter machine list" gives them); and
 
 Every host is asked, within ` + machines.HostCheckTimeout.String() + `, also with --module or --machine: BEHIND
 counts from the whole fleet. A host that cannot be asked is named below the
-table and its rows show "?". An unreachable Temporal is named too, and status
+table and its rows show "?" for all it would have said. An unreachable Temporal is named too, and status
 then exits 1, after printing what the hosts said.
 
 --watch redraws every --interval until interrupted: in place on a terminal;
@@ -221,7 +221,11 @@ func writeStatus(w io.Writer, st machines.Status) error {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MACHINE\tTIER\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT")
 		for _, r := range st.Rows {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, r.Module, statusCells(r), queues[r.Machine], dash(r.Drift))
+			drift := dash(r.Drift)
+			if r.HostError != "" {
+				drift = "?"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, r.Module, statusCells(r), queues[r.Machine], drift)
 		}
 		_ = tw.Flush()
 	}

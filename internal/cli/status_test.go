@@ -106,8 +106,8 @@ func TestStatusWithoutTemporal(t *testing.T) {
 	require.Len(t, lines, 6, r.stdout)
 	assert.Regexp(t, `^MACHINE\s+TIER\s+MODULE\s+GEN\s+COMMIT\s+HEALTH\s+BEHIND\s+PLAN\s+SEQ\s+QUEUE\s+DRIFT$`, lines[0])
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+3\s+0123456789ab\s+healthy\s+0\s+plan/host/0123456789ab\s+4\s+\?\s+-$`, lines[1])
-	assert.Regexp(t, `^control-node\s+2\s+host(\s+\?){7}\s+-$`, lines[2])
-	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+\?){7}\s+-$`, lines[3])
+	assert.Regexp(t, `^control-node\s+2\s+host(\s+\?){8}$`, lines[2])
+	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+\?){8}$`, lines[3])
 	assert.Regexp(t, `^control-node: host http://127\.0\.0\.1:1: unreachable: .+`, lines[4])
 	assert.Regexp(t, `^machine workflows not asked: .*temporal unreachable at `+unreachable, lines[5], "said once, not per machine")
 
@@ -146,7 +146,7 @@ func TestWriteStatus(t *testing.T) {
 	require.Len(t, lines, 8, b.String())
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+27\s+0123456789ab\s+healthy \(1 restart\)\s+0\s+plan/host/0123456789ab\s+9\s+0\s+-$`, lines[1])
 	assert.Regexp(t, `^edge-1\s+1\s+metrics\s+26\s+-\s+crash-looping \(5 restarts\)\s+-\s+by-hand\s+9\s+0\s+unexpected$`, lines[2])
-	assert.Regexp(t, `^edge-2\s+1\s+host(\s+\?){7}\s+-$`, lines[3])
+	assert.Regexp(t, `^edge-2\s+1\s+host(\s+\?){8}$`, lines[3])
 	assert.Regexp(t, `^control-node\s+2\s+host\s+26\s+0123456789ab\s+running\s+1\s+plan/host/0123456789ab\s+9\s+2\+1\s+-$`, lines[4],
 		"a host that does not judge health: its state")
 	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+-){6}\s+2\+1\s+missing$`, lines[5])
