@@ -17,7 +17,8 @@ import (
 // overviews, and one dead host must not hold up the rest of them.
 const HostCheckTimeout = 2 * time.Second
 
-// Row is one machine of List.
+// Row is one machine of List, and of Status.Machines: a machine's host
+// and workflow, as "machine list" and "status" both show them.
 type Row struct {
 	Machine string   `json:"machine"`
 	Tier    int      `json:"tier"`
