@@ -87,7 +87,7 @@ func (a *Activities) ListBuilds(ctx context.Context, in meshapi.BuildsInput) (me
 				return
 			}
 			running[rc.Digest] = append(running[rc.Digest], t.Machine)
-			if rc.Health == mesh.HealthHealthy || (rc.Health == "" && rc.State == mesh.StateRunning) {
+			if rc.Healthy() {
 				healthy[rc.Digest] = append(healthy[rc.Digest], t.Machine)
 			}
 		})

@@ -2,7 +2,10 @@
 // plan for a merge and can follow it to its end; `plan list|show|watch`
 // find and read plans and `plan approve|pause|resume|abort` steer one;
 // `machine list|show` read the machines: what their hosts report and were
-// told, and what their machine workflows are pushing.
+// told, and what their machine workflows are pushing; `status` reads the
+// whole fleet at once, machine by module: what runs, how far behind the
+// newest healthy build, the plan that put it there, drift, once or live;
+// and the operator's levers: `build list|reject` and `rollback`.
 //
 // It lives in a package rather than in package main so that the starter's
 // main stays a thin exit-code mapper and the integration tests can drive
@@ -86,14 +89,16 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "Start and steer meshroll roll-out plans",
 		Long: `starter starts the roll-out plan for a merge to a module (build, compose,
 then push tier by tier); lists, shows, watches, approves, pauses, resumes or
-aborts plans; and shows what the mesh's machines run and were told.
+aborts plans; shows what the mesh's machines run and were told; shows the
+whole fleet at a glance, once or live (status); and pulls the operator's
+levers: reject a build (build reject) and roll a module back (rollback).
 
 Every command takes --output table (for people, the default) or json (for
 scripts). Exit codes: 0 ok, 1 failed, 2 usage (nothing was sent), 3 a
 followed plan ended other than converged or superseded.
 
-A plan's ID is plan/<module>/<commit>; starting the same merge twice finds the
-plan it already started.`,
+A plan's ID is plan/<module>/<commit> (a rollback's, rollback/<module>);
+starting the same merge twice finds the plan it already started.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
@@ -111,7 +116,7 @@ plan it already started.`,
 	pf.StringVarP(&a.output, "output", "o", OutputTable, "output format: table or json")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "level of the Temporal SDK's logs on stderr: debug, info, warn, error, disabled")
 
-	root.AddCommand(a.mergeCommand(), a.rollbackCommand(), a.planCommand(), a.machineCommand(), a.buildCommand(), a.demoCommand())
+	root.AddCommand(a.mergeCommand(), a.rollbackCommand(), a.planCommand(), a.machineCommand(), a.statusCommand(), a.buildCommand(), a.demoCommand())
 	return root
 }
 

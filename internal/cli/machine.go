@@ -75,19 +75,14 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MACHINE\tTIER\tMODULES\tHOST\tLAST SEQ\tQUEUE\tHOST STATUS")
 	for _, r := range rows {
-		seq, queue := "-", "-"
+		seq := "-"
 		if r.WorkflowError != "" {
-			seq, queue = "?", "?"
+			seq = "?"
 		}
 		if r.LastSeq != nil {
 			seq = strconv.FormatUint(*r.LastSeq, 10)
 		}
-		if r.Queue != nil {
-			queue = strconv.Itoa(*r.Queue)
-			if r.Current != nil {
-				queue += "+1"
-			}
-		}
+		queue := queueCell(r)
 		modules := strings.Join(r.Modules, ",")
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, dash(modules), r.Host, seq, queue, r.HostStatus)
 	}
@@ -95,6 +90,35 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
+}
+
+// queueCell is a machine workflow's queue as the tables show it: requests
+// waiting, "+1" while one is being pushed, "-" when the machine has no
+// workflow yet, "?" when it could not be asked.
+func queueCell(r machines.Row) string {
+	switch {
+	case r.Queue != nil && r.Current != nil:
+		return strconv.Itoa(*r.Queue) + "+1"
+	case r.Queue != nil:
+		return strconv.Itoa(*r.Queue)
+	case r.WorkflowError != "":
+		return "?"
+	default:
+		return "-"
+	}
+}
+
+// knownMachine is nil for a machine of cfg, and otherwise a usage error
+// naming the machines it has and the file (path) to add it to.
+func knownMachine(cfg *config.Config, path, name string) error {
+	if _, ok := cfg.Machines[name]; ok {
+		return nil
+	}
+	known := "none"
+	if names := cfg.MachineNames(); len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	return usagef(nil, "unknown machine %q (known: %s); add it to machines: in %s", name, known, path)
 }
 
 func (a *app) machineShowCommand() *cobra.Command {
@@ -133,14 +157,10 @@ error.`,
 			return err
 		}
 		name := args[0]
-		m, ok := cfg.Machines[name]
-		if !ok {
-			known := "none"
-			if names := cfg.MachineNames(); len(names) > 0 {
-				known = strings.Join(names, ", ")
-			}
-			return usagef(nil, "unknown machine %q (known: %s); add it to machines: in %s", name, known, path)
+		if err := knownMachine(cfg, path, name); err != nil {
+			return err
 		}
+		m := cfg.Machines[name]
 		v, err := machines.Show(cmd.Context(), a.dialer(cfg), name, m, entries)
 		if a.json() {
 			if perr := a.printJSON(v); perr != nil {

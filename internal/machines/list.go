@@ -13,11 +13,12 @@ import (
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
-// HostCheckTimeout bounds each host's report in List: the list is an
-// overview, and one dead host must not hold up the rest of it.
+// HostCheckTimeout bounds each host's report in List and Status: they are
+// overviews, and one dead host must not hold up the rest of them.
 const HostCheckTimeout = 2 * time.Second
 
-// Row is one machine of List.
+// Row is one machine of List, and of Status.Machines: a machine's host
+// and workflow, as "machine list" and "status" both show them.
 type Row struct {
 	Machine string   `json:"machine"`
 	Tier    int      `json:"tier"`
@@ -49,53 +50,97 @@ const (
 // machine in cfg's order. Only Temporal being unreachable is an error, and
 // the rows still hold what the hosts said; everything else is in the rows.
 func List(ctx context.Context, cfg *config.Config, dial Dial) ([]Row, error) {
-	names := cfg.MachineNames()
-	rows := make([]Row, len(names))
+	rs, err := readAll(ctx, cfg, cfg.MachineNames(), nil, dial)
+	rows := make([]Row, len(rs))
+	for i, r := range rs {
+		rows[i] = r.row()
+	}
+	return rows, err
+}
+
+// reading is what one machine's host and its machine workflow said, each
+// read on its own: List and Status word the same readings their own way.
+type reading struct {
+	name string
+	m    config.Machine
+	rep  mesh.Report
+	// hostErr is why rep could not be read.
+	hostErr error
+	// asked is whether the workflow was asked; state is nil when it was
+	// not, when the machine has no workflow yet (no plan has pushed it),
+	// or when it could not be asked (wfErr).
+	asked bool
+	state *meshapi.MachineState
+	wfErr error
+}
+
+// readAll asks the hosts of names, each within HostCheckTimeout, and the
+// machine workflows of those of them askWorkflow picks (nil: all), all at
+// once, dialling Temporal while the hosts answer. The error is the dial's
+// alone, and then every asked reading's wfErr is it too: the hosts' answers
+// are kept either way.
+func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflow func(string) bool, dial Dial) ([]reading, error) {
+	rs := make([]reading, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		m := cfg.Machines[name]
-		rows[i] = Row{Machine: name, Tier: m.Tier, Modules: m.Modules, Host: m.Host}
-		if rows[i].Modules == nil {
-			rows[i].Modules = []string{}
-		}
-		r := &rows[i]
+		r := &rs[i]
+		r.name, r.m = name, cfg.Machines[name]
+		r.asked = askWorkflow == nil || askWorkflow(name)
 		wg.Go(func() {
 			hctx, cancel := context.WithTimeout(ctx, HostCheckTimeout)
 			defer cancel()
-			rep, err := hostReport(hctx, m)
-			switch {
-			case err == nil:
-				r.HostStatus, r.HostSeq = HostOK, &rep.LastSeq
-			case host.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded):
-				r.HostStatus, r.HostError = HostUnreachable, err.Error()
-			default:
-				r.HostStatus, r.HostError = HostError, err.Error()
-			}
+			r.rep, r.hostErr = hostReport(hctx, r.m)
 		})
 	}
 	c, derr := dial(ctx)
 	if derr == nil {
 		defer c.Close()
-		for i := range rows {
-			r := &rows[i]
+	}
+	for i := range rs {
+		r := &rs[i]
+		switch {
+		case !r.asked:
+		case derr != nil:
+			r.wfErr = derr
+		default:
 			wg.Go(func() {
-				st, err := machineState(ctx, c, r.Machine)
+				st, err := machineState(ctx, c, r.name)
 				switch {
 				case err == nil:
-					q := len(st.Queue)
-					r.LastSeq, r.Queue, r.Current = &st.LastSeq, &q, st.Current
+					r.state = &st
 				case !errors.Is(err, plans.ErrNoMachineWorkflow):
-					r.WorkflowError = err.Error()
+					r.wfErr = err
 				}
 			})
 		}
-	} else {
-		for i := range rows {
-			rows[i].WorkflowError = derr.Error()
-		}
 	}
 	wg.Wait()
-	return rows, derr
+	return rs, derr
+}
+
+// row is the reading as List words it.
+func (r reading) row() Row {
+	row := Row{Machine: r.name, Tier: r.m.Tier, Modules: r.m.Modules, Host: r.m.Host}
+	if row.Modules == nil {
+		row.Modules = []string{}
+	}
+	switch err := r.hostErr; {
+	case err == nil:
+		seq := r.rep.LastSeq
+		row.HostStatus, row.HostSeq = HostOK, &seq
+	case host.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded):
+		row.HostStatus, row.HostError = HostUnreachable, err.Error()
+	default:
+		row.HostStatus, row.HostError = HostError, err.Error()
+	}
+	if r.wfErr != nil {
+		row.WorkflowError = r.wfErr.Error()
+	}
+	if st := r.state; st != nil {
+		seq, q := st.LastSeq, len(st.Queue)
+		row.LastSeq, row.Queue, row.Current = &seq, &q, st.Current
+	}
+	return row
 }
 
 func hostReport(ctx context.Context, m config.Machine) (mesh.Report, error) {

@@ -139,6 +139,14 @@ type RunningContainer struct {
 	LastProbe *ProbeResult `json:"last_probe,omitempty"`
 }
 
+// Healthy reports whether the host judges the container healthy, or, on a
+// host that does not judge health (Health empty), whether it runs: the one
+// reading of "runs healthy" that the starter's status and the worker's
+// build list share, so that they never disagree about a machine.
+func (r RunningContainer) Healthy() bool {
+	return r.Health == HealthHealthy || (r.Health == "" && r.State == StateRunning)
+}
+
 // Declared is the container as it would be declared to keep it running as
 // it runs now.
 func (r RunningContainer) Declared() Container {

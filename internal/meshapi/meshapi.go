@@ -98,6 +98,22 @@ const (
 // and commit so that a re-delivered merge finds the plan it already started.
 func PlanID(module, commit string) string { return planPrefix + module + "/" + commit }
 
+// ParsePlanID splits a plan ID made by PlanID into its module and commit,
+// so that a reader holding only the ID (a host's report, a plan started
+// before the search attributes existed) can still say which build it was
+// for. ok is false for anything PlanID does not make.
+func ParsePlanID(id string) (module, commit string, ok bool) {
+	rest, ok := strings.CutPrefix(id, planPrefix)
+	if !ok {
+		return "", "", false
+	}
+	module, commit, ok = strings.Cut(rest, "/")
+	if !ok || module == "" || commit == "" {
+		return "", "", false
+	}
+	return module, commit, true
+}
+
 // MachineID is the ID of the machine's long-running workflow, the only writer
 // to that machine's host.
 func MachineID(machine string) string { return machinePrefix + machine }

@@ -216,11 +216,9 @@ func summarize(info *workflowpb.WorkflowExecutionInfo) Summary {
 		Machines: keywordList(fields, meshapi.SAMachines.GetName()),
 	}
 	if s.Module == "" || s.Commit == "" {
-		if rest, ok := strings.CutPrefix(s.Plan, "plan/"); ok {
-			if m, c, ok := strings.Cut(rest, "/"); ok {
-				s.Module = orElse(s.Module, m)
-				s.Commit = orElse(s.Commit, c)
-			}
+		if m, c, ok := meshapi.ParsePlanID(s.Plan); ok {
+			s.Module = orElse(s.Module, m)
+			s.Commit = orElse(s.Commit, c)
 		}
 	}
 	if s.State == "" {

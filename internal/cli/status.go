@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/machines"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// DefaultStatusInterval is how often "status --watch" redraws unless
+// --interval says otherwise: about as often as a push moves.
+const DefaultStatusInterval = 2 * time.Second
+
+// MinStatusInterval is the shortest --interval: every refresh asks every
+// host, and a watch must not turn into a load on the fleet.
+const MinStatusInterval = 100 * time.Millisecond
+
+// clearScreen moves a terminal's cursor home and clears it, for --watch to
+// redraw in place.
+const clearScreen = "\x1b[H\x1b[2J"
+
+func (a *app) statusCommand() *cobra.Command {
+	var f machines.StatusFilter
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "status [--module M] [--machine NAME] [--watch [--interval 2s]]",
+		Short: "Show every machine × module: what runs, how far behind, which plan, drift",
+		Long: `status shows the fleet: for every machine, each module the mesh config gives
+it and each its host reports running, sorted by tier, machine and module:
+
+  GEN, COMMIT  the build that runs, by the host's report
+  HEALTH       healthy, unhealthy or unknown as the host judges it; starting,
+               exited or crash-looping when it does not run; with its
+               restarts since it was declared
+  BEHIND       how many generations (main-line commits) it is below the
+               newest build of the module that runs healthy anywhere in the
+               fleet: 0 when it runs that build or a newer one; "-" when
+               nothing runs here or the module runs healthy nowhere
+  PLAN, SEQ    the declaration that last named it: the plan that put it
+               there, or a later plan of another module that kept it
+  QUEUE        the machine workflow's requests waiting, "+1" while one is
+               being pushed; "-" when no plan has pushed the machine yet
+  DRIFT        missing: the config gives the machine the module and its host
+               does not run it; unexpected: the host runs a module the config
+               does not give the machine
+
+PLAN is cut to plan/<module>/<12 digits of the commit>. --output json has
+every field in full: "rows", one a machine and module; "machines", each
+machine's host and workflow once (as "starter machine list" gives them); and
+"newest_healthy", the generation BEHIND counts from, by module.
+
+Every host is asked, within ` + machines.HostCheckTimeout.String() + `, also with --module or --machine: BEHIND
+counts from the whole fleet. A host that cannot be asked is named below the
+table and its rows show "?" for all it would have said. An unreachable Temporal is named too, and status
+then exits 1, after printing what the hosts said.
+
+--watch redraws every --interval until interrupted: in place on a terminal;
+otherwise one table after another, and with --output json one object a line
+(JSON Lines). A watch goes on when a host or Temporal does not answer, saying
+so, and exits 0 when interrupted.`,
+		Example: `  starter status
+  starter status --module host --output json
+  starter status --machine edge-1 --watch --interval 5s`,
+		Args: cobra.NoArgs,
+	}
+	cmd.RunE = a.run(func(cmd *cobra.Command, _ []string) error {
+		if interval < MinStatusInterval {
+			return usagef(nil, "--interval %s: want at least %s", interval, MinStatusInterval)
+		}
+		if cmd.Flags().Changed("interval") && !watch {
+			return usagef(nil, "--interval %s needs --watch", interval)
+		}
+		cfg, path, err := a.loadConfig()
+		if err != nil {
+			return err
+		}
+		// Checked before Temporal is dialled or a host asked: a filter
+		// naming nothing in the mesh is the command line's fault.
+		if f.Module != "" {
+			if _, err := moduleTargets(cfg, path, f.Module); err != nil {
+				return err
+			}
+		}
+		if f.Machine != "" {
+			if err := knownMachine(cfg, path, f.Machine); err != nil {
+				return err
+			}
+		}
+		if watch {
+			return a.watchStatus(cmd.Context(), cfg, f, interval)
+		}
+		st, terr := machines.ReadStatus(cmd.Context(), cfg, a.dialer(cfg), f)
+		if a.json() {
+			err = a.printJSON(st)
+		} else {
+			err = writeStatus(a.stdout, st)
+		}
+		if err != nil {
+			return err
+		}
+		return terr
+	})
+	fl := cmd.Flags()
+	fl.StringVar(&f.Module, "module", "", "only this module's rows")
+	fl.StringVar(&f.Machine, "machine", "", "only this machine's rows")
+	fl.BoolVar(&watch, "watch", false, "redraw every --interval until interrupted")
+	fl.DurationVar(&interval, "interval", DefaultStatusInterval, "time between --watch refreshes")
+	return cmd
+}
+
+// watchStatus reads the status every interval until ctx ends, writing each
+// refresh in one Write (so that a reader sees it whole): on a terminal it
+// clears the screen first; with --output json it is one line. What a refresh
+// could not read is shown in it, never the end of the watch; the end of ctx
+// (Ctrl-C) is, and is not a failure.
+func (a *app) watchStatus(ctx context.Context, cfg *config.Config, f machines.StatusFilter, interval time.Duration) error {
+	d := &keptDial{dial: a.dialer(cfg)}
+	defer d.close()
+	tty := !a.json() && logging.IsTerminal(a.stdout)
+	for {
+		st, _ := machines.ReadStatus(ctx, cfg, d.Dial, f)
+		if ctx.Err() != nil {
+			// Interrupted mid-read: what was read is cut short, not news.
+			return nil
+		}
+		var b bytes.Buffer
+		if a.json() {
+			if err := json.NewEncoder(&b).Encode(st); err != nil {
+				return fmt.Errorf("encode status: %w", err)
+			}
+		} else {
+			if tty {
+				b.WriteString(clearScreen)
+			}
+			fmt.Fprintf(&b, "status at %s, every %s (Ctrl-C to stop)\n\n", st.AskedAt.Local().Format(timeLayout), interval)
+			if err := writeStatus(&b, st); err != nil {
+				return err
+			}
+			if !tty {
+				b.WriteString("\n")
+			}
+		}
+		if _, err := a.stdout.Write(b.Bytes()); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// keptDial dials Temporal once for a whole --watch and gives every refresh
+// that client, rather than a connection each refresh; a dial that fails is
+// tried again at the next one.
+type keptDial struct {
+	dial machines.Dial
+	mu   sync.Mutex
+	c    client.Client
+}
+
+// Dial is a machines.Dial whose client's Close leaves the connection open
+// for the next refresh.
+func (k *keptDial) Dial(ctx context.Context) (client.Client, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.c == nil {
+		c, err := k.dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		k.c = c
+	}
+	return keptClient{k.c}, nil
+}
+
+func (k *keptDial) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.c != nil {
+		k.c.Close()
+		k.c = nil
+	}
+}
+
+// keptClient is a client whose Close is keptDial's to make.
+type keptClient struct{ client.Client }
+
+func (keptClient) Close() {}
+
+// writeStatus is status's table, then a line for each host and workflow
+// that could not be read.
+func writeStatus(w io.Writer, st machines.Status) error {
+	var b strings.Builder
+	queues := map[string]string{}
+	for _, m := range st.Machines {
+		queues[m.Machine] = queueCell(m)
+	}
+	if len(st.Rows) == 0 {
+		b.WriteString("no module matches: no machine asked is given it or runs it\n")
+	} else {
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MACHINE\tTIER\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT")
+		for _, r := range st.Rows {
+			drift := dash(r.Drift)
+			if r.HostError != "" {
+				drift = "?"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, r.Module, statusCells(r), queues[r.Machine], drift)
+		}
+		_ = tw.Flush()
+	}
+	common := commonWorkflowError(st.Machines)
+	for _, m := range st.Machines {
+		if m.HostError != "" {
+			fmt.Fprintf(&b, "%s: %s\n", m.Machine, oneLine(m.HostError))
+		}
+		if m.WorkflowError != "" && common == "" {
+			fmt.Fprintf(&b, "%s: workflow %s: %s\n", m.Machine, meshapi.MachineID(m.Machine), oneLine(m.WorkflowError))
+		}
+	}
+	if common != "" {
+		fmt.Fprintf(&b, "machine workflows not asked: %s\n", oneLine(common))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// commonWorkflowError is the error every one of several machines' workflows
+// failed with, as all do when Temporal cannot be reached, for it to be said
+// once; "" when they differ.
+func commonWorkflowError(ms []machines.Row) string {
+	if len(ms) < 2 {
+		return ""
+	}
+	for _, m := range ms[1:] {
+		if m.WorkflowError != ms[0].WorkflowError {
+			return ""
+		}
+	}
+	return ms[0].WorkflowError
+}
+
+// statusCells is a row's GEN to SEQ columns, tab-separated: "?" throughout
+// when the host could not be asked, "-" where nothing runs.
+func statusCells(r machines.StatusRow) string {
+	if r.HostError != "" {
+		return "?\t?\t?\t?\t?\t?"
+	}
+	if r.Generation == nil {
+		return "-\t-\t-\t-\t-\t-"
+	}
+	behind := "-"
+	if r.Behind != nil {
+		behind = strconv.FormatInt(*r.Behind, 10)
+	}
+	return strings.Join([]string{
+		strconv.FormatInt(*r.Generation, 10), dash(mesh.ShortCommit(r.Commit)), healthCell(r), behind,
+		dash(shortPlan(r.Plan)), strconv.FormatUint(*r.Seq, 10),
+	}, "\t")
+}
+
+// healthCell says how the container is: its state when it does not run,
+// else its health as the host judges it ("running" from a host that does
+// not judge health), and how often it restarted.
+func healthCell(r machines.StatusRow) string {
+	h := r.Health
+	switch {
+	case r.State != "" && r.State != mesh.StateRunning:
+		h = r.State
+	case h == "":
+		h = dash(r.State)
+	}
+	switch r.Restarts {
+	case 0:
+	case 1:
+		h += " (1 restart)"
+	default:
+		h += fmt.Sprintf(" (%d restarts)", r.Restarts)
+	}
+	return h
+}
+
+// shortPlan cuts a plan ID's commit as ShortCommit does; an ID PlanID did
+// not make is kept whole.
+func shortPlan(id string) string {
+	if m, c, ok := meshapi.ParsePlanID(id); ok {
+		return meshapi.PlanID(m, mesh.ShortCommit(c))
+	}
+	return id
+}

@@ -1,0 +1,189 @@
+package machines
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// Drift of a StatusRow: where what a machine runs and what the mesh config
+// gives it disagree. A machine that drifted is one a push may not bring
+// back (a module missing is added by the next plan of that module only if
+// it has converged somewhere; an unexpected one is kept as it runs), so an
+// operator has to see it.
+const (
+	// DriftNone: the config gives the machine the module and its host
+	// reports it (or the host could not be asked, and nothing is known).
+	DriftNone = ""
+	// DriftMissing: the config gives the machine the module; its host does
+	// not report it.
+	DriftMissing = "missing"
+	// DriftUnexpected: the host runs a module the config does not give the
+	// machine.
+	DriftUnexpected = "unexpected"
+)
+
+// StatusFilter narrows ReadStatus to one module, one machine or both; the
+// empty value is the whole fleet.
+type StatusFilter struct {
+	Module  string
+	Machine string
+}
+
+// Status is the fleet at one moment, as `starter status` shows it: what
+// every machine runs of every module, how far behind the fleet's newest
+// healthy build each is, and what the machine workflows are doing.
+type Status struct {
+	// AskedAt is when the hosts and workflows were asked.
+	AskedAt time.Time `json:"asked_at"`
+	// NewestHealthy is, by module, the newest generation any host of the
+	// fleet reports running healthy: what Behind counts from. A module
+	// healthy nowhere (or on no host that answered) is absent. Every
+	// host is read for it, whatever the filter.
+	NewestHealthy map[string]int64 `json:"newest_healthy"`
+	// Rows is one row a machine and module, sorted by tier, machine and
+	// module.
+	Rows []StatusRow `json:"rows"`
+	// Machines is each machine's own part, as "machine list" shows it
+	// (its host's status and error, its workflow's last sequence, queue
+	// and current request), sorted by tier and machine: the queue is a
+	// machine's, not a module's, so it is said once here.
+	Machines []Row `json:"machines"`
+}
+
+// StatusRow is one module on one machine: over the modules the mesh config
+// gives the machine and those its host reports running.
+type StatusRow struct {
+	Machine string `json:"machine"`
+	Tier    int    `json:"tier"`
+	Module  string `json:"module"`
+	// Generation is what runs, by the host's report; null when the host
+	// runs no such module or could not be asked (HostError).
+	Generation *int64 `json:"generation"`
+	// Commit is the build's commit as declared, or, from a host that was
+	// not told it, the commit of the module's own plan that put it there.
+	Commit       string `json:"commit"`
+	Digest       string `json:"digest"`
+	State        string `json:"state"`
+	Health       string `json:"health"`
+	HealthySince string `json:"healthy_since"`
+	Restarts     int    `json:"restarts"`
+	// Plan and Seq are the declaration that last named the container:
+	// the plan that put it there, or a later plan of another module
+	// that kept it as it ran.
+	Plan string  `json:"plan"`
+	Seq  *uint64 `json:"seq"`
+	// Behind is how many generations (main-line commits) the container is
+	// below Status.NewestHealthy of its module: 0 when it runs that build
+	// or newer; null when nothing runs here or the module runs healthy
+	// nowhere.
+	Behind *int64 `json:"behind"`
+	// Drift is DriftNone, DriftMissing or DriftUnexpected.
+	Drift string `json:"drift"`
+	// HostError says why the host could not be asked: the row then holds
+	// only what the config says.
+	HostError string `json:"host_error,omitempty"`
+}
+
+// ReadStatus asks every host of cfg (each within HostCheckTimeout) and the
+// machine workflows f picks, all at once, and words what they said as
+// rows. Every host is asked even for one machine or module, because Behind
+// counts from the newest healthy build anywhere. As for List, only Temporal
+// being unreachable is an error, and the Status still holds what the hosts
+// said; a host that could not be asked is named in its rows and machine.
+func ReadStatus(ctx context.Context, cfg *config.Config, dial Dial, f StatusFilter) (Status, error) {
+	asked := time.Now().UTC()
+	rs, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.Machine == "" || f.Machine == name }, dial)
+	st := statusOf(rs, f)
+	st.AskedAt = asked
+	return st, err
+}
+
+// statusOf words readings as a Status, narrowed by f.
+func statusOf(rs []reading, f StatusFilter) Status {
+	st := Status{NewestHealthy: map[string]int64{}, Rows: []StatusRow{}, Machines: []Row{}}
+	for _, r := range rs {
+		if r.hostErr != nil {
+			continue
+		}
+		for _, c := range r.rep.Containers {
+			if n, ok := st.NewestHealthy[c.Module]; c.Healthy() && (!ok || c.Generation > n) {
+				st.NewestHealthy[c.Module] = c.Generation
+			}
+		}
+	}
+	for _, r := range rs {
+		if f.Machine != "" && r.name != f.Machine {
+			continue
+		}
+		mr := r.row()
+		st.Machines = append(st.Machines, mr)
+		for _, module := range r.modules() {
+			if f.Module != "" && module != f.Module {
+				continue
+			}
+			row := StatusRow{Machine: r.name, Tier: r.m.Tier, Module: module, HostError: mr.HostError}
+			if r.hostErr == nil {
+				row.fill(r, module, st.NewestHealthy)
+			}
+			st.Rows = append(st.Rows, row)
+		}
+	}
+	if f.Module != "" {
+		maps.DeleteFunc(st.NewestHealthy, func(m string, _ int64) bool { return m != f.Module })
+	}
+	slices.SortStableFunc(st.Machines, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.Tier, b.Tier), cmp.Compare(a.Machine, b.Machine))
+	})
+	slices.SortStableFunc(st.Rows, func(a, b StatusRow) int {
+		return cmp.Or(cmp.Compare(a.Tier, b.Tier), cmp.Compare(a.Machine, b.Machine), cmp.Compare(a.Module, b.Module))
+	})
+	return st
+}
+
+// modules is the union of the modules the config gives the machine and
+// those its host reports (none when it could not be asked).
+func (r reading) modules() []string {
+	ms := slices.Clone(r.m.Modules)
+	if r.hostErr == nil {
+		for _, c := range r.rep.Containers {
+			ms = append(ms, c.Module)
+		}
+	}
+	slices.Sort(ms)
+	return slices.Compact(ms)
+}
+
+// fill sets what the host reports of module, its drift and how far behind
+// newest it is.
+func (row *StatusRow) fill(r reading, module string, newest map[string]int64) {
+	c, runs := r.rep.Running(module)
+	expected := slices.Contains(r.m.Modules, module)
+	switch {
+	case !runs:
+		row.Drift = DriftMissing
+		return
+	case !expected:
+		row.Drift = DriftUnexpected
+	}
+	gen, seq := c.Generation, c.Seq
+	row.Generation, row.Seq = &gen, &seq
+	row.Commit, row.Digest, row.Plan = c.Commit, c.Digest, c.Plan
+	row.State, row.Health, row.HealthySince, row.Restarts = c.State, c.Health, c.HealthySince, c.Restarts
+	if row.Commit == "" {
+		// Only the module's own plan pinned its build; another module's
+		// plan kept whatever ran.
+		if m, commit, ok := meshapi.ParsePlanID(c.Plan); ok && m == module {
+			row.Commit = commit
+		}
+	}
+	if n, ok := newest[module]; ok {
+		behind := max(0, n-gen)
+		row.Behind = &behind
+	}
+}
