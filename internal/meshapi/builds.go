@@ -44,16 +44,20 @@ type RejectInput struct {
 // Validate is what the CLI and the workflow both refuse before anything
 // is recorded: a rejection names its build, who and why.
 func (in RejectInput) Validate() error {
+	return required("a rejection", "module", in.Module, "commit", in.Commit, "by", in.By, "reason", in.Reason)
+}
+
+// required says which of the named values (name, value, name, value...)
+// are blank, as what needs them: "a rejection needs by, reason".
+func required(what string, namesAndValues ...string) error {
 	var missing []string
-	for _, f := range []struct{ name, v string }{
-		{"module", in.Module}, {"commit", in.Commit}, {"by", in.By}, {"reason", in.Reason},
-	} {
-		if strings.TrimSpace(f.v) == "" {
-			missing = append(missing, f.name)
+	for i := 0; i+1 < len(namesAndValues); i += 2 {
+		if strings.TrimSpace(namesAndValues[i+1]) == "" {
+			missing = append(missing, namesAndValues[i])
 		}
 	}
 	if len(missing) > 0 {
-		return errors.New("a rejection needs " + strings.Join(missing, ", "))
+		return errors.New(what + " needs " + strings.Join(missing, ", "))
 	}
 	return nil
 }

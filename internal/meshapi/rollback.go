@@ -1,9 +1,7 @@
 package meshapi
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -33,17 +31,7 @@ type Rollback struct {
 func (r Rollback) Words() string { return fmt.Sprintf("rollback by %s: %s", r.By, r.Reason) }
 
 func (r Rollback) validate() error {
-	var missing []string
-	if strings.TrimSpace(r.By) == "" {
-		missing = append(missing, "by")
-	}
-	if strings.TrimSpace(r.Reason) == "" {
-		missing = append(missing, "reason")
-	}
-	if len(missing) > 0 {
-		return errors.New("a rollback needs " + strings.Join(missing, " and "))
-	}
-	return nil
+	return required("a rollback", "by", r.By, "reason", r.Reason)
 }
 
 // RollbackTargetInput asks which build a rollback plan puts back and on
