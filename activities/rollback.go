@@ -145,3 +145,27 @@ func permanent(typ, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	return temporal.NewNonRetryableApplicationError(msg, typ, errors.New(msg))
 }
+
+// SyncTarget is the build a sync brings a module on a machine to: the
+// newest that ran healthy somewhere and is not rejected. A module the
+// machine should not run, or one with no such build, is refused for good.
+func (a *Activities) SyncTarget(ctx context.Context, in meshapi.SyncTargetInput) (mesh.Build, error) {
+	if err := a.knownModule(in.Module); err != nil {
+		return mesh.Build{}, err
+	}
+	m, ok := a.Mesh.Machines[in.Machine]
+	if !ok {
+		return mesh.Build{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", in.Machine, a.Mesh.MachineNames())
+	}
+	if !slices.Contains(m.Modules, in.Module) {
+		return mesh.Build{}, permanent(meshapi.ErrInvalidInput, "machine %s does not run %s by the worker's mesh config (it runs %v)", in.Machine, in.Module, m.Modules)
+	}
+	b, ok, err := a.Catalogue.NewestConverged(ctx, in.Module)
+	switch {
+	case err != nil:
+		return mesh.Build{}, fmt.Errorf("newest healthy build of %s: %w", in.Module, err)
+	case !ok:
+		return mesh.Build{}, permanent(meshapi.ErrUnknownBuild, "no build of %s ran healthy anywhere and is not rejected: merge one first", in.Module)
+	}
+	return b, nil
+}

@@ -156,8 +156,8 @@ func TestCaptureHistories(t *testing.T) {
 
 // TestCaptureLeverHistories records the histories of the levers' workflow
 // types (RejectBuild, ListBuilds), new types that TestCaptureHistories'
-// plans and machines do not run, and of a rollback plan (a Plan whose
-// input takes it down the rollback path instead of the build). Like it, it runs only with
+// plans and machines do not run, and of a rollback plan and a sync plan
+// (Plans whose input takes them down another path than the build). Like it, it runs only with
 // MESHROLL_WRITE_HISTORIES=1, and its files carry no capture tag until a
 // lever's commands change.
 func TestCaptureLeverHistories(t *testing.T) {
@@ -177,11 +177,15 @@ func TestCaptureLeverHistories(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = s.starter("rollback", "--module", "host", "--reason", "recording", "--by", "capture", "--wait")
 	require.NoError(t, err, out)
+	s.hosts["edge-1"].forget()
+	out, err = s.starter("machine", "sync", "edge-1", "--wait")
+	require.NoError(t, err, out)
 
 	idx := readIndex(t)
 	s.writeHistoryAs(idx, "lever-reject-build", meshapi.RejectID("host", h1), "")
 	s.writeHistoryAs(idx, "lever-list-builds", meshapi.BuildsID("host"), "")
 	s.writeHistoryAs(idx, "plan-rollback", meshapi.RollbackID("host"), "")
+	s.writeHistoryAs(idx, "plan-sync", meshapi.SyncID("edge-1", "host"), "")
 	data, err := json.MarshalIndent(idx, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))

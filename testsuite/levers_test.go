@@ -194,3 +194,49 @@ func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
 		s.checkJournal(m)
 	}
 }
+
+// Syncing a machine (issue 14): edge-1's agent comes back re-imaged,
+// running nothing, after g2 was rejected; `machine sync` brings it, through
+// its machine workflow with the guard and health checks, to the newest
+// build that ran healthy and is not rejected: g1, never g2. Bad input is
+// refused before anything starts.
+func TestMachineSyncBringsAReimagedMachineToTheNewestHealthyBuild(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	g1 := s.commit("host")
+	s.converge("host", g1)
+	g2 := s.commit("host")
+	s.converge("host", g2)
+	out, err := s.starter("build", "reject", "--module", "host", "--commit", g2, "--reason", "leaks", "--by", "alice")
+	require.NoError(t, err, out)
+
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"machine", "sync", "edge-9"}, `unknown machine "edge-9"`},
+		{[]string{"machine", "sync", "edge-1", "--module", "mesh-controller"}, `does not run module "mesh-controller"`},
+	} {
+		_, err := s.starter(tc.args...)
+		require.Error(t, err)
+		require.Equal(t, cli.ExitUsage, cli.ExitCode(err), "%v: %v", tc.args, err)
+		require.Contains(t, err.Error(), tc.says)
+	}
+
+	s.hosts["edge-1"].forget()
+	require.Empty(t, s.hosts["edge-1"].Report().Containers, "re-imaged: runs nothing")
+	out, err = s.starter("machine", "sync", "edge-1", "--wait", "--output", "json")
+	require.NoError(t, err, out)
+	var res []struct {
+		Module string
+		Plan   string
+		State  meshapi.PlanStatus
+		Reason string
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Len(t, res, 1)
+	require.Equal(t, meshapi.SyncID("edge-1", "host"), res[0].Plan)
+	require.Equal(t, meshapi.PlanConverged, res[0].State, res[0].Reason)
+	s.runs("edge-1", s.build("host", g1))
+	s.runs("control-node", s.build("host", g2)) // only the machine synced is touched
+	s.checkJournal("edge-1")
+}

@@ -119,14 +119,18 @@ func (p *plan) roll(ctx workflow.Context) error {
 		return err
 	}
 	var b mesh.Build
-	if p.in.Rollback != nil {
+	switch {
+	case p.in.Rollback != nil:
 		p.details(ctx, "finding what to roll back to")
 		b, targets, err = p.rollbackTarget(ctx, targets)
 		if err == nil && len(targets) == 0 {
 			return endAs(meshapi.PlanSuperseded, fmt.Sprintf("no machine runs %s above generation %d (%s): nothing to roll back",
 				p.in.Module, b.Generation, mesh.ShortCommit(b.Commit)))
 		}
-	} else {
+	case p.in.Sync != nil:
+		p.details(ctx, "finding the newest healthy build")
+		b, targets, err = p.syncTarget(ctx, targets)
+	default:
 		p.details(ctx, "building")
 		b, err = p.build(ctx)
 	}
@@ -228,10 +232,10 @@ func (p *plan) outcome(b mesh.Build) error {
 		withinBudget = append(withinBudget, f...)
 	}
 	failed := len(withinBudget)
-	reason := fmt.Sprintf("%s generation %d runs on %d machines (%d already ran newer)",
-		p.in.Module, b.Generation, total-superseded-failed, superseded)
+	n := total - superseded - failed
+	reason := fmt.Sprintf("%s generation %d runs on %d %s (%d already ran newer)",
+		p.in.Module, b.Generation, n, plural(n, "machine", "machines"), superseded)
 	if p.in.Rollback != nil {
-		n := total - superseded - failed
 		reason = fmt.Sprintf("rolled %s back to generation %d (%s) on %d %s (%d already at or below it), from %s; %s",
 			p.in.Module, b.Generation, mesh.ShortCommit(b.Commit), n, plural(n, "machine", "machines"), superseded, p.st.RolledBackFrom, p.in.Rollback.Words())
 	}

@@ -23,7 +23,7 @@ func (p *plan) rollbackTarget(ctx workflow.Context, targets []meshapi.Target) (m
 	}
 	var res meshapi.RollbackTargetResult
 	err := p.step(ctx, func(sctx workflow.Context) error {
-		return workflow.ExecuteActivity(rollbackOptions(sctx, p.policy, p.in.Module), acts.RollbackTarget, meshapi.RollbackTargetInput{
+		return workflow.ExecuteActivity(rollbackOptions(sctx, p.policy, "find what to roll "+p.in.Module+" back to"), acts.RollbackTarget, meshapi.RollbackTargetInput{
 			Plan: p.st.Plan, Module: p.in.Module, Rollback: *p.in.Rollback, Machines: names,
 		}).Get(sctx, &res)
 	})
@@ -38,32 +38,55 @@ func (p *plan) rollbackTarget(ctx workflow.Context, targets []meshapi.Target) (m
 		}
 		p.st.RolledBackFrom = strings.Join(from, ", ")
 	}
+	return res.Build, p.narrow(targets, res.Machines), nil
+}
+
+// syncTarget is a sync's step in place of the build: the SyncTarget
+// activity names the newest build of the module that ran healthy somewhere
+// and is not rejected, and the plan narrows itself to the one machine.
+func (p *plan) syncTarget(ctx workflow.Context, targets []meshapi.Target) (mesh.Build, []meshapi.Target, error) {
+	var b mesh.Build
+	err := p.step(ctx, func(sctx workflow.Context) error {
+		return workflow.ExecuteActivity(rollbackOptions(sctx, p.policy, "find the newest healthy build of "+p.in.Module), acts.SyncTarget,
+			meshapi.SyncTargetInput{Module: p.in.Module, Machine: p.in.Sync.Machine}).Get(sctx, &b)
+	})
+	if err := p.interrupted(ctx, err, "sync refused: "); err != nil {
+		return mesh.Build{}, nil, err
+	}
+	p.st.Commit = b.Commit
+	return b, p.narrow(targets, []string{p.in.Sync.Machine}), nil
+}
+
+// narrow keeps, of the plan's targets and tiers, only machines (a
+// rollback's or a sync's reach), dropping tiers left empty.
+func (p *plan) narrow(targets []meshapi.Target, machines []string) []meshapi.Target {
 	var kept []meshapi.Target
 	for _, t := range targets {
-		if slices.Contains(res.Machines, t.Machine) {
+		if slices.Contains(machines, t.Machine) {
 			kept = append(kept, t)
 		}
 	}
 	tiers := p.st.Tiers[:0]
 	for _, tier := range p.st.Tiers {
 		tier.Machines = slices.DeleteFunc(tier.Machines, func(m meshapi.MachineProgress) bool {
-			return !slices.Contains(res.Machines, m.Machine)
+			return !slices.Contains(machines, m.Machine)
 		})
 		if len(tier.Machines) > 0 {
 			tiers = append(tiers, tier)
 		}
 	}
 	p.st.Tiers = tiers
-	return res.Build, kept, nil
+	return kept
 }
 
-// rollbackOptions are the RollbackTarget activity's: hosts and catalogue
-// briefly away are retried within the push policy's budget.
-func rollbackOptions(ctx workflow.Context, p meshapi.PushPolicy, module string) workflow.Context {
+// rollbackOptions are the RollbackTarget and SyncTarget activities':
+// hosts and catalogue briefly away are retried within the push policy's
+// budget.
+func rollbackOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    time.Minute,
 		ScheduleToCloseTimeout: p.RetryBudget,
 		RetryPolicy:            retryForever,
-		Summary:                "find what to roll " + module + " back to",
+		Summary:                summary,
 	})
 }

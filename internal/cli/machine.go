@@ -24,14 +24,14 @@ const DefaultJournalEntries = 10
 func (a *app) machineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "machine",
-		Short: "List the mesh's machines, or show what one runs and was told",
+		Short: "List the mesh's machines, show what one runs and was told, or sync one",
 		Long: `machine reads the machines of the mesh config: what each host reports it
 runs, what its machine workflow is pushing and has queued, and the host's
 journal of what it was told.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.machineListCommand(), a.machineShowCommand())
+	cmd.AddCommand(a.machineListCommand(), a.machineShowCommand(), a.machineSyncCommand())
 	return cmd
 }
 
@@ -108,6 +108,14 @@ func queueCell(r machines.Row) string {
 	}
 }
 
+// machineNameArg takes exactly one machine name.
+func machineNameArg(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%s takes one machine name (see \"starter machine list\"), got %d arguments", cmd.CommandPath(), len(args))
+	}
+	return nil
+}
+
 // knownMachine is nil for a machine of cfg, and otherwise a usage error
 // naming the machines it has and the file (path) to add it to.
 func knownMachine(cfg *config.Config, path, name string) error {
@@ -141,12 +149,7 @@ A machine no plan has pushed yet has no machine workflow; that is not an
 error.`,
 		Example: `  starter machine show edge-1
   starter machine show control-node --journal 50 --output json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return fmt.Errorf("%s takes one machine name (see \"starter machine list\"), got %d arguments", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args: machineNameArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
 		if entries < 0 {

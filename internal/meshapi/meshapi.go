@@ -219,6 +219,9 @@ type PlanInput struct {
 	// Rollback, when set, makes the plan a rollback (see Rollback); Commit
 	// is then empty until the plan resolves its target.
 	Rollback *Rollback `json:"rollback,omitempty"`
+	// Sync, when set, makes the plan a sync of one machine (see Sync);
+	// Commit is then empty until the plan resolves its build.
+	Sync *Sync `json:"sync,omitempty"`
 }
 
 // Validate checks what a plan needs before anything connects: a module name
@@ -232,6 +235,9 @@ func (in PlanInput) Validate() error {
 	}
 	if in.Rollback != nil {
 		return in.Rollback.validate()
+	}
+	if in.Sync != nil {
+		return mesh.ValidName("machine", in.Sync.Machine)
 	}
 	return mesh.ValidCommit(in.Commit)
 }

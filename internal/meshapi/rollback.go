@@ -34,6 +34,28 @@ func (r Rollback) validate() error {
 	return required("a rollback", "by", r.By, "reason", r.Reason)
 }
 
+const syncPrefix = "sync/"
+
+// SyncID is the ID of the plan that syncs one module on one machine: one at
+// a time per machine and module; a later sync is a new run.
+func SyncID(machine, module string) string { return syncPrefix + machine + "/" + module }
+
+// Sync makes a plan a sync of one machine: instead of building a merge it
+// brings the module on Machine to the newest build that ran healthy
+// somewhere and is not rejected, through the machine workflow, the guard
+// and the health checks like any push (starter machine sync). It never
+// takes a machine down: one already on something newer is left as it runs.
+type Sync struct {
+	Machine string `json:"machine"`
+	By      string `json:"by"`
+}
+
+// SyncTargetInput asks which build a sync brings a module to.
+type SyncTargetInput struct {
+	Module  string `json:"module"`
+	Machine string `json:"machine"`
+}
+
 // RollbackTargetInput asks which build a rollback plan puts back and on
 // which machines, and has the builds it rolls back from rejected.
 type RollbackTargetInput struct {

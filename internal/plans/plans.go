@@ -69,6 +69,17 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
 		)
 	}
+	if s := in.Sync; s != nil {
+		// One sync of a machine's module at a time; a later one is a new run.
+		o.ID = meshapi.SyncID(s.Machine, in.Module)
+		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		o.StaticSummary = fmt.Sprintf("sync of %s on %s by %s", in.Module, s.Machine, s.By)
+		o.StaticDetails = fmt.Sprintf("module: %s\nmachine: %s\nby: %s", in.Module, s.Machine, s.By)
+		o.TypedSearchAttributes = temporal.NewSearchAttributes(
+			meshapi.SAModule.ValueSet(in.Module),
+			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
+		)
+	}
 	id := o.ID
 	run, err := c.ExecuteWorkflow(ctx, o, meshapi.PlanWorkflowType, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted

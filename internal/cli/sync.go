@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// syncResult is one module's sync in machine sync's JSON output; State and
+// Reason are the final ones with --wait.
+type syncResult struct {
+	Module   string             `json:"module"`
+	Plan     string             `json:"plan"`
+	Existing bool               `json:"existing"`
+	State    meshapi.PlanStatus `json:"state,omitempty"`
+	Reason   string             `json:"reason,omitempty"`
+}
+
+func (a *app) machineSyncCommand() *cobra.Command {
+	var module, by string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "sync NAME [--module M] [--wait]",
+		Short: "Bring a machine to the newest healthy build of every module it should run",
+		Long: `sync brings a machine that was added to the config, re-imaged or has drifted to
+the newest build of each module it should run that ran healthy somewhere and is
+not rejected: one plan per module (ID sync/<machine>/<module>), each pushed
+through the machine's workflow with the guard and health checks of a merge. A
+module already on something newer is left as it runs.
+
+It does not stop modules the machine should not run (starter status shows them
+as unexpected); remove those by hand for now.
+
+--module syncs one module only. --wait follows every plan to its end; the exit
+code is 3 when one did not converge or was not superseded.`,
+		Example: `  starter machine sync edge-3 --wait
+  starter machine sync control-node --module host --output json`,
+		Args: machineNameArg,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			cfg, path, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if err := knownMachine(cfg, path, name); err != nil {
+				return err
+			}
+			modules := cfg.Machines[name].Modules
+			if module != "" {
+				if !slices.Contains(modules, module) {
+					return usagef(nil, "machine %s does not run module %q by %s (it runs: %s)", name, module, path, strings.Join(modules, ", "))
+				}
+				modules = []string{module}
+			}
+			if len(modules) == 0 {
+				return usagef(nil, "machine %s runs no module by %s: nothing to sync", name, path)
+			}
+			if by == "" {
+				by = operator()
+			}
+			return a.withClient(cmd.Context(), func(ctx context.Context, c client.Client) error {
+				return a.sync(ctx, c, cfg.Temporal.TaskQueue, cfg.PushPolicy(), name, by, modules, wait)
+			})
+		}),
+	}
+	cmd.Flags().StringVar(&module, "module", "", "sync this module only")
+	cmd.Flags().StringVar(&by, "by", "", "who syncs (default: the user running the starter)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow every plan to its end and exit 3 unless each converged or was superseded")
+	return cmd
+}
+
+// sync starts a sync plan per module, in order, and with wait follows each
+// to its end; the machine workflow serialises their pushes either way.
+func (a *app) sync(ctx context.Context, c client.Client, taskQueue string, policy meshapi.PushPolicy, machine, by string, modules []string, wait bool) error {
+	var results []syncResult
+	var failed error
+	for _, m := range modules {
+		started, err := plans.Start(ctx, c, taskQueue, meshapi.PlanInput{
+			Module: m, Policy: policy, Sync: &meshapi.Sync{Machine: machine, By: by},
+		})
+		if err != nil {
+			return err
+		}
+		r := syncResult{Module: m, Plan: started.ID, Existing: started.Existing}
+		if !a.json() {
+			verb := "started"
+			if started.Existing {
+				verb = "already running:"
+			}
+			if err := a.printf("%s %s %s\n", m, verb, started.ID); err != nil {
+				return err
+			}
+		}
+		if wait {
+			final, err := plans.Wait(ctx, c, started.ID, WaitInterval, nil)
+			if err != nil {
+				return interrupted(started.ID, planError(started.ID, err))
+			}
+			r.State, r.Reason = final.State, final.Reason
+			if err := endError(final); err != nil && failed == nil {
+				failed = err
+			}
+			if !a.json() {
+				if err := a.printf("%s %s: %s\n", m, final.State, final.Reason); err != nil {
+					return err
+				}
+			}
+		}
+		results = append(results, r)
+	}
+	if a.json() {
+		if err := a.printJSON(results); err != nil {
+			return err
+		}
+	}
+	return failed
+}
