@@ -133,7 +133,7 @@ func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"rollback", "--module", "host", "--to", g3, "--reason", "x", "--wait"}, cli.ExitPlanFailed, "is not below generation"},
+		{[]string{"rollback", "--module", "host", "--to", g3, "--reason", "x", "--wait"}, cli.ExitPlanFailed, "ended refused: rollback refused: rollback target host generation"},
 		{[]string{"rollback", "--module", "host", "--to", "abc", "--reason", "x"}, cli.ExitUsage, "at least 7"},
 		{[]string{"rollback", "--module", "host", "--reason", " "}, cli.ExitUsage, "a rollback needs reason"},
 	} {

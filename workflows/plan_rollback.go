@@ -1,11 +1,13 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -27,10 +29,10 @@ func (p *plan) rollbackTarget(ctx workflow.Context, targets []meshapi.Target) (m
 			Plan: p.st.Plan, Module: p.in.Module, Rollback: *p.in.Rollback, Machines: names,
 		}).Get(sctx, &res)
 	})
-	if err := p.interrupted(ctx, err, "rollback refused: "); err != nil {
+	if err := p.targetRefused(ctx, err, "rollback"); err != nil {
 		return mesh.Build{}, nil, err
 	}
-	p.st.Commit = res.Build.Commit
+	p.setCommit(ctx, res.Build.Commit)
 	if len(res.From) > 0 {
 		var from []string
 		for _, b := range res.From {
@@ -50,11 +52,33 @@ func (p *plan) syncTarget(ctx workflow.Context, targets []meshapi.Target) (mesh.
 		return workflow.ExecuteActivity(rollbackOptions(sctx, p.policy, "find the newest healthy build of "+p.in.Module), acts.SyncTarget,
 			meshapi.SyncTargetInput{Module: p.in.Module, Machine: p.in.Sync.Machine}).Get(sctx, &b)
 	})
-	if err := p.interrupted(ctx, err, "sync refused: "); err != nil {
+	if err := p.targetRefused(ctx, err, "sync"); err != nil {
 		return mesh.Build{}, nil, err
 	}
-	p.st.Commit = b.Commit
+	p.setCommit(ctx, b.Commit)
 	return b, p.narrow(targets, []string{p.in.Sync.Machine}), nil
+}
+
+// targetRefused ends a rollback or sync whose target the worker refused
+// for good (unknown, rejected, not below what runs): refused, as a merge
+// of an unknown module is, since nothing was tried. Anything else that
+// stopped the step halts the plan, as a failed build does.
+func (p *plan) targetRefused(ctx workflow.Context, err error, what string) error {
+	var appErr *temporal.ApplicationError
+	if ctx.Err() == nil && !p.aborted && errors.As(err, &appErr) && appErr.NonRetryable() {
+		return endAs(meshapi.PlanRefused, what+" refused: "+errorReason(err))
+	}
+	return p.interrupted(ctx, err, what+" failed: ")
+}
+
+// setCommit records the commit a rollback or sync resolved, in its state
+// and its MeshrollCommit search attribute (a merge has it from the start),
+// so that plan list and the Web UI name the build it pushes.
+func (p *plan) setCommit(ctx workflow.Context, commit string) {
+	p.st.Commit = commit
+	if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SACommit.ValueSet(commit)); err != nil {
+		workflow.GetLogger(ctx).Warn("could not set the commit search attribute", "error", err)
+	}
 }
 
 // narrow keeps, of the plan's targets and tiers, only machines (a

@@ -279,6 +279,12 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 			if e.Revert {
 				outcome += " (revert)"
 			}
+			if e.Rollback {
+				outcome += " (rollback)"
+				if e.ForcedPast != "" {
+					force = "rollback past " + e.ForcedPast
+				}
+			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Index, e.Time.Local().Format(timeLayout), outcome, e.Seq,
 				dash(e.Plan), dash(strings.Join(cs, ",")), oneLine(force))
 		}

@@ -142,6 +142,9 @@ func (a *app) printStarted(s plans.Started) error {
 	if s.Existing {
 		return a.printf("plan %s already started by this merge (run %s); not starting another\n", s.ID, s.RunID)
 	}
+	if strings.HasPrefix(s.ID, "rollback/") {
+		return a.printf("started plan %s (starter plan watch %s follows it)\n", s.ID, s.ID)
+	}
 	return a.printf("started plan %s\n", s.ID)
 }
 

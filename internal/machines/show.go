@@ -112,7 +112,10 @@ type JournalEntry struct {
 	// Revert marks a declaration that put the machine back after its
 	// plan's build failed; Reason says how it failed (or, on the first
 	// declaration to a host that lost its state, that it had).
-	Revert     bool               `json:"revert,omitempty"`
+	Revert bool `json:"revert,omitempty"`
+	// Rollback marks an operator's rollback, the one declaration that may
+	// go below the floor; Reason says who asked and why.
+	Rollback   bool               `json:"rollback,omitempty"`
 	Reason     string             `json:"reason,omitempty"`
 	Containers []JournalContainer `json:"containers"`
 }
@@ -254,7 +257,7 @@ func journal(ctx context.Context, hc *host.HTTPClient, n int) ([]JournalEntry, e
 			je := JournalEntry{
 				Index: e.Index, Time: e.Time, Outcome: e.Outcome, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
 				Force: e.Force, ForcedPast: e.ForcedPast, Code: e.Code, Message: e.Message,
-				Revert: e.Revert, Reason: e.Reason, Containers: []JournalContainer{},
+				Revert: e.Revert, Rollback: e.Rollback, Reason: e.Reason, Containers: []JournalContainer{},
 			}
 			for _, c := range e.Containers {
 				je.Containers = append(je.Containers, JournalContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
