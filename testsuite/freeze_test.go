@@ -1,0 +1,71 @@
+package testsuite
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// A freeze (issue 14) taken from the starter while a plan waits between
+// tiers, on the real worker, catalogue and hosts: approved, the plan holds
+// before tier 2, says so in plan show, and the control node is sent
+// nothing; unfreezing tells it and it converges by itself.
+func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	h1 := s.commit("host")
+	s.converge("host", h1)
+	h2 := s.commit("host")
+	held := s.start("host", h2, 2).ID
+	waitFor(t, s, held, meshapi.PlanGated)
+	before := len(s.hosts["control-node"].Applied())
+
+	out, err := s.starter("freeze", "--module", "host", "--reason", "incident 42", "--by", "alice", "--output", "json")
+	require.NoError(t, err, out)
+	var f mesh.Freeze
+	require.NoError(t, json.Unmarshal([]byte(out), &f), out)
+	require.Equal(t, "host", f.Module)
+	require.Equal(t, "alice", f.By)
+	// A freeze of another module holds nothing here; it stays after.
+	_, err = s.starter("freeze", "--module", "mesh-controller", "--reason", "other", "--by", "carol")
+	require.NoError(t, err)
+
+	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "bob"})
+	require.NoError(t, err)
+	st := waitFor(t, s, held, meshapi.PlanHeld)
+	require.Equal(t, "held: freeze by alice: incident 42", st.Reason)
+	require.Equal(t, meshapi.TierWaiting, st.Tiers[1].State)
+	show, err := s.starter("plan", "show", held)
+	require.NoError(t, err, show)
+	require.Contains(t, show, "held: freeze by alice: incident 42")
+	list, err := s.starter("freeze", "list")
+	require.NoError(t, err, list)
+	require.Contains(t, list, "incident 42")
+	require.Len(t, s.hosts["control-node"].Applied(), before, "nothing was sent to the control node while frozen")
+
+	out, err = s.starter("unfreeze", "--module", "host", "--by", "bob", "--output", "json")
+	require.NoError(t, err, out)
+	var res meshapi.UnfreezeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Len(t, res.Lifted, 1)
+	require.Equal(t, f.ID, res.Lifted[0].ID)
+	require.Equal(t, "bob", res.Lifted[0].LiftedBy)
+	require.Contains(t, res.Signalled, held)
+
+	st = s.wait(held)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	b2 := s.build("host", h2)
+	for m := range s.hosts {
+		s.runs(m, b2)
+		s.checkJournal(m)
+	}
+	out, err = s.starter("freeze", "list", "--output", "json")
+	require.NoError(t, err, out)
+	var fs meshapi.FreezesResult
+	require.NoError(t, json.Unmarshal([]byte(out), &fs), out)
+	require.Len(t, fs.Freezes, 1, "the other module's freeze stays")
+	require.Equal(t, "mesh-controller", fs.Freezes[0].Module)
+}
