@@ -13,6 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	// The zone database in the binary, so that a window's time zone reads
+	// the same on a minimal container image as on a developer's machine.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 )
@@ -35,6 +38,18 @@ type Window struct {
 	Reason string
 
 	sched cron.Schedule
+}
+
+// CheckSpec says why spec is not a schedule this package takes, or nil.
+func CheckSpec(spec string) error {
+	_, err := parser.Parse(spec)
+	return err
+}
+
+// CheckZone says why zone is not a time zone this package takes, or nil.
+func CheckZone(zone string) error {
+	_, err := time.LoadLocation(zone)
+	return err
 }
 
 // New checks and parses a window: the spec must parse, the zone must be

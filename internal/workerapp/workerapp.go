@@ -161,6 +161,7 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 		Plans:        activities.TemporalPlans{Client: c, Log: log},
 		ConfigDir:    configDir,
 		PollInterval: deps.PollInterval,
+		Windows:      cfg.DeployWindows(),
 		Log:          log,
 	})
 	return w
