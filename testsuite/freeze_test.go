@@ -2,7 +2,9 @@ package testsuite
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,4 +70,42 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &fs), out)
 	require.Len(t, fs.Freezes, 1, "the other module's freeze stays")
 	require.Equal(t, "mesh-controller", fs.Freezes[0].Module)
+}
+
+// A deny window in the config (issue 14), a few seconds long and open when
+// the worker starts: a merge started inside it holds before its first tier,
+// says when the window closes, sends nothing, and goes on by itself on its
+// durable timer when it closes. The test waits on the plan's state, never
+// on a sleep.
+func TestDenyWindowHoldsAMergeUntilItCloses(t *testing.T) {
+	o := exampleMesh()
+	var closes time.Time
+	o.windows = func() string {
+		// cron has minute resolution: the window starts at this minute
+		// and lasts until a few seconds from now.
+		now := time.Now().UTC()
+		start := now.Truncate(time.Minute)
+		closes = now.Add(8 * time.Second)
+		return fmt.Sprintf(`[{deny: "%d %d * * *", duration: %s, time_zone: UTC, reason: "test window"}]`,
+			start.Minute(), start.Hour(), closes.Sub(start).Round(time.Millisecond))
+	}
+	s := newStack(t, o)
+	h := s.commit("host")
+	id := s.start("host", h).ID
+	st := waitFor(t, s, id, meshapi.PlanHeld)
+	require.Contains(t, st.Reason, "held: outside window, opens at ")
+	require.Contains(t, st.Reason, "test window")
+	for m, host := range s.hosts {
+		require.Empty(t, host.Applied(), "nothing sent to %s inside the deny window", m)
+	}
+	show, err := s.starter("plan", "show", id)
+	require.NoError(t, err, show)
+	require.Contains(t, show, "held: outside window, opens at ")
+
+	st = s.wait(id)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.False(t, time.Now().Before(closes), "converged before the window closed")
+	for m := range s.hosts {
+		s.runs(m, s.build("host", h))
+	}
 }
