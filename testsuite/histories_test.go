@@ -89,7 +89,11 @@ func TestReplayHistories(t *testing.T) {
 //     max_parallel, a failure budget, a bake, the control plane alone;
 //     version "tier-policies" of Plan). The capture's tier 1 has two
 //     machines pushed one at a time and a one-second bake.
-const captureTag = "tier-policies"
+//   - "holds": plans check freezes and deployment windows before every
+//     batch (version "holds" of Plan); the capture adds a plan held by a
+//     freeze and let go by unfreeze, and the freeze levers' workflows
+//     (Freeze, Unfreeze, ListFreezes).
+const captureTag = "holds"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed
@@ -135,6 +139,16 @@ func TestCaptureHistories(t *testing.T) {
 	_, err = controlPlan(s, aborted, meshapi.UpdateAbort, meshapi.AbortInput{By: "capture", Reason: "recording"})
 	require.NoError(t, err)
 	require.Equal(t, meshapi.PlanAborted, s.wait(aborted).State)
+	// Held by a freeze before its first tier, let go by unfreeze.
+	out, err := s.starter("freeze", "--module", "host", "--reason", "recording", "--by", "capture")
+	require.NoError(t, err, out)
+	frozen := s.start("host", s.commit("host")).ID
+	waitFor(t, s, frozen, meshapi.PlanHeld)
+	out, err = s.starter("freeze", "list")
+	require.NoError(t, err, out)
+	out, err = s.starter("unfreeze", "--module", "host", "--by", "capture")
+	require.NoError(t, err, out)
+	require.Equal(t, meshapi.PlanConverged, s.wait(frozen).State)
 	// Halted: edge-1 unreachable.
 	s.hosts["edge-1"].SetDown(true)
 	h4 := s.commit("host")
@@ -147,6 +161,10 @@ func TestCaptureHistories(t *testing.T) {
 	s.writeHistory(idx, "plan-superseded", superseded, "")
 	s.writeHistory(idx, "plan-aborted-at-gate", aborted, "")
 	s.writeHistory(idx, "plan-halted-unreachable", halted, "")
+	s.writeHistory(idx, "plan-held-frozen", frozen, "")
+	s.writeHistory(idx, "lever-freeze", meshapi.FreezeID("freeze", "host", ""), "")
+	s.writeHistory(idx, "lever-unfreeze", meshapi.FreezeID("unfreeze", "host", ""), "")
+	s.writeHistory(idx, "lever-list-freezes", meshapi.FreezesID, "")
 	s.writeHistory(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
 	s.writeHistory(idx, "machine-running", meshapi.MachineID("edge-1"), "")
 	data, err := json.MarshalIndent(idx, "", "  ")
