@@ -70,3 +70,10 @@ func TestFreezeTable(t *testing.T) {
 	require.NoError(t, writeFreezes(&b, nil))
 	assert.Contains(t, b.String(), "(no active freezes)")
 }
+
+// A held plan's words name the hold once: "held: freeze by ...".
+func TestWithReasonHeld(t *testing.T) {
+	assert.Equal(t, "held: freeze by alice: release week", withReason("held", "held: freeze by alice: release week"))
+	assert.Equal(t, "halted: tier 1 halted", withReason("halted", "tier 1 halted"))
+	assert.Equal(t, "pushing", withReason("pushing", ""))
+}
