@@ -109,3 +109,35 @@ func TestDenyWindowHoldsAMergeUntilItCloses(t *testing.T) {
 		s.runs(m, s.build("host", h))
 	}
 }
+
+// A merge started with --override-freeze passes a freeze of the whole mesh,
+// and every host journals who overrode it and why; another merge, without
+// it, holds.
+func TestOverrideFreezePassesAndIsJournalled(t *testing.T) {
+	s := newStack(t, exampleMesh())
+	_, err := s.starter("freeze", "--reason", "release week", "--by", "alice")
+	require.NoError(t, err)
+	h := s.commit("host")
+	out, err := s.starter("merge", "--module", "host", "--commit", h, "--override-freeze", "--reason", "hotfix for incident 42",
+		"--by", "bob", "--wait", "--output", "json")
+	require.NoError(t, err, out)
+	var res struct {
+		State meshapi.PlanStatus `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, meshapi.PlanConverged, res.State, out)
+	for m, host := range s.hosts {
+		var said []string
+		for _, e := range host.journal() {
+			if e.Plan == meshapi.PlanID("host", h) && e.Reason != "" {
+				said = append(said, e.Reason)
+			}
+		}
+		require.Contains(t, said, "override freeze by bob: hotfix for incident 42", "%s journal", m)
+		s.checkJournal(m)
+	}
+
+	held := s.start("host", s.commit("host")).ID
+	st := waitFor(t, s, held, meshapi.PlanHeld)
+	require.Equal(t, "held: freeze by alice: release week", st.Reason)
+}
