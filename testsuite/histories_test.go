@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,6 +201,34 @@ func TestCaptureLeverHistories(t *testing.T) {
 	s.writeHistoryAs(idx, "lever-reject-build", meshapi.RejectID("host", h1), "")
 	s.writeHistoryAs(idx, "lever-list-builds", meshapi.BuildsID("host"), "")
 	s.writeHistoryAs(idx, "plan-rollback", meshapi.RollbackID("host"), "")
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
+// TestCaptureWindowHistory records a plan held outside a deployment window
+// and let go by its durable timer (the path of version "holds" that waits
+// on a timer rather than a signal), under the capture tag. Like the others
+// it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureWindowHistory(t *testing.T) {
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+	o := exampleMesh()
+	o.identity = "meshroll-capture"
+	o.windows = func() string {
+		now := time.Now().UTC()
+		start := now.Truncate(time.Minute)
+		return fmt.Sprintf(`[{deny: "%d %d * * *", duration: %s, time_zone: UTC, reason: recording}]`,
+			start.Minute(), start.Hour(), now.Add(6*time.Second).Sub(start).Round(time.Millisecond))
+	}
+	s := newStack(t, o)
+	id := s.start("host", s.commit("host")).ID
+	waitFor(t, s, id, meshapi.PlanHeld)
+	require.Equal(t, meshapi.PlanConverged, s.wait(id).State)
+
+	idx := readIndex(t)
+	s.writeHistory(idx, "plan-held-window", id, "")
 	data, err := json.MarshalIndent(idx, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
