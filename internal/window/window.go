@@ -12,6 +12,7 @@ package window
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	// The zone database in the binary, so that a window's time zone reads
 	// the same on a minimal container image as on a developer's machine.
@@ -42,8 +43,38 @@ type Window struct {
 
 // CheckSpec says why spec is not a schedule this package takes, or nil.
 func CheckSpec(spec string) error {
-	_, err := parser.Parse(spec)
+	_, err := parse(spec)
 	return err
+}
+
+// parse reads a calendar schedule. It refuses what robfig/cron takes but a
+// window cannot use: a zone inside the spec (the window's time_zone says
+// it; and cron v3.0.1 panics on "TZ=x" with nothing after it) and @every,
+// which is a delay from whenever it is asked, not a time on the calendar.
+// A panic in the parser on some other input is an error, not a crash of
+// the worker or the starter reading the config.
+func parse(spec string) (sched *cron.SpecSchedule, err error) {
+	trimmed := strings.TrimSpace(spec)
+	switch {
+	case strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ="):
+		return nil, errors.New("give the time zone in time_zone, not in the schedule")
+	case strings.HasPrefix(trimmed, "@every"):
+		return nil, errors.New("@every is a delay, not a time on the calendar; use five fields or @hourly, @daily, @weekly, @monthly, @yearly")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			sched, err = nil, fmt.Errorf("cannot parse %q: %v", spec, r)
+		}
+	}()
+	s, err := parser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	ss, ok := s.(*cron.SpecSchedule)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a calendar schedule", spec)
+	}
+	return ss, nil
 }
 
 // CheckZone says why zone is not a time zone this package takes, or nil.
@@ -66,14 +97,11 @@ func New(deny bool, spec string, duration time.Duration, zone, reason string) (W
 			loc = l
 		}
 	}
-	s, err := parser.Parse(spec)
-	if err != nil {
+	if ss, err := parse(spec); err != nil {
 		errs = append(errs, fmt.Errorf("schedule %q: %w", spec, err))
-	} else if ss, ok := s.(*cron.SpecSchedule); ok {
+	} else {
 		ss.Location = loc
 		w.sched = ss
-	} else {
-		w.sched = s
 	}
 	if duration <= 0 {
 		errs = append(errs, fmt.Errorf("duration %s: must be above zero", duration))

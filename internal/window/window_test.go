@@ -34,6 +34,10 @@ func TestNewRefuses(t *testing.T) {
 		{"0 18 * * FRI", -time.Hour, ""},
 		{"0 18 * * FRI", time.Hour, "Mars/Olympus"},
 		{"0 0 18 * * FRI", time.Hour, ""}, // six fields: seconds are not taken
+		{"TZ=UTC", time.Hour, ""},         // robfig/cron v3.0.1 panics on it
+		{"CRON_TZ=UTC 0 18 * * FRI", time.Hour, ""},
+		{"@every 1h", time.Hour, ""},
+		{"", time.Hour, ""},
 	} {
 		if _, err := New(true, tc.spec, tc.d, tc.zone, ""); err == nil {
 			t.Errorf("New(%q, %s, %q) = nil error; want one", tc.spec, tc.d, tc.zone)
