@@ -28,6 +28,7 @@ import (
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/window"
 )
 
 // Hosts gives the host API client of a machine. Credentials stay on the
@@ -56,7 +57,13 @@ type Activities struct {
 	// PollInterval is how often a push reads the host's report while it
 	// waits for a declaration to run; zero means DefaultPollInterval.
 	PollInterval time.Duration
-	Log          zerolog.Logger
+	// Windows are the mesh's deployment windows (from the config): outside
+	// them plans hold (see Holds). Empty allows any time.
+	Windows window.Set
+	// Clock tells the time the windows are judged at; nil is time.Now. Tests
+	// set it to hold a plan at a chosen moment.
+	Clock func() time.Time
+	Log   zerolog.Logger
 }
 
 // Targets resolves which machines run a module, from the worker's mesh

@@ -136,7 +136,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		}
 		sent = res.Declaration
 		sent.Seq = max(in.Seq, rep.LastSeq+1)
-		sent.Plan, sent.Request, sent.Force, sent.Reason = req.Plan, req.Request, req.Force, out.HostLostState
+		sent.Plan, sent.Request, sent.Force, sent.Reason = req.Plan, req.Request, req.Force, withNote(req.Note, out.HostLostState)
 		if req.Rollback != nil {
 			sent.Rollback, sent.Reason = true, withNote(req.Rollback.Words(), out.HostLostState)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,7 +90,11 @@ func TestReplayHistories(t *testing.T) {
 //     max_parallel, a failure budget, a bake, the control plane alone;
 //     version "tier-policies" of Plan). The capture's tier 1 has two
 //     machines pushed one at a time and a one-second bake.
-const captureTag = "tier-policies"
+//   - "holds": plans check freezes and deployment windows before every
+//     batch (version "holds" of Plan); the capture adds a plan held by a
+//     freeze and let go by unfreeze, and the freeze levers' workflows
+//     (Freeze, Unfreeze, ListFreezes).
+const captureTag = "holds"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed
@@ -135,6 +140,16 @@ func TestCaptureHistories(t *testing.T) {
 	_, err = controlPlan(s, aborted, meshapi.UpdateAbort, meshapi.AbortInput{By: "capture", Reason: "recording"})
 	require.NoError(t, err)
 	require.Equal(t, meshapi.PlanAborted, s.wait(aborted).State)
+	// Held by a freeze before its first tier, let go by unfreeze.
+	out, err := s.starter("freeze", "--module", "host", "--reason", "recording", "--by", "capture")
+	require.NoError(t, err, out)
+	frozen := s.start("host", s.commit("host")).ID
+	waitFor(t, s, frozen, meshapi.PlanHeld)
+	out, err = s.starter("freeze", "list")
+	require.NoError(t, err, out)
+	out, err = s.starter("unfreeze", "--module", "host", "--by", "capture")
+	require.NoError(t, err, out)
+	require.Equal(t, meshapi.PlanConverged, s.wait(frozen).State)
 	// Halted: edge-1 unreachable.
 	s.hosts["edge-1"].SetDown(true)
 	h4 := s.commit("host")
@@ -147,6 +162,10 @@ func TestCaptureHistories(t *testing.T) {
 	s.writeHistory(idx, "plan-superseded", superseded, "")
 	s.writeHistory(idx, "plan-aborted-at-gate", aborted, "")
 	s.writeHistory(idx, "plan-halted-unreachable", halted, "")
+	s.writeHistory(idx, "plan-held-frozen", frozen, "")
+	s.writeHistory(idx, "lever-freeze", meshapi.FreezeID("freeze", "host", ""), "")
+	s.writeHistory(idx, "lever-unfreeze", meshapi.FreezeID("unfreeze", "host", ""), "")
+	s.writeHistory(idx, "lever-list-freezes", meshapi.FreezesID, "")
 	s.writeHistory(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
 	s.writeHistory(idx, "machine-running", meshapi.MachineID("edge-1"), "")
 	data, err := json.MarshalIndent(idx, "", "  ")
@@ -186,6 +205,34 @@ func TestCaptureLeverHistories(t *testing.T) {
 	s.writeHistoryAs(idx, "lever-list-builds", meshapi.BuildsID("host"), "")
 	s.writeHistoryAs(idx, "plan-rollback", meshapi.RollbackID("host"), "")
 	s.writeHistoryAs(idx, "plan-sync", meshapi.SyncID("edge-1", "host"), "")
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
+// TestCaptureWindowHistory records a plan held outside a deployment window
+// and let go by its durable timer (the path of version "holds" that waits
+// on a timer rather than a signal), under the capture tag. Like the others
+// it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureWindowHistory(t *testing.T) {
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+	o := exampleMesh()
+	o.identity = "meshroll-capture"
+	o.windows = func() string {
+		now := time.Now().UTC()
+		start := now.Truncate(time.Minute)
+		return fmt.Sprintf(`[{deny: "%d %d * * *", duration: %s, time_zone: UTC, reason: recording}]`,
+			start.Minute(), start.Hour(), now.Add(6*time.Second).Sub(start).Round(time.Millisecond))
+	}
+	s := newStack(t, o)
+	id := s.start("host", s.commit("host")).ID
+	waitFor(t, s, id, meshapi.PlanHeld)
+	require.Equal(t, meshapi.PlanConverged, s.wait(id).State)
+
+	idx := readIndex(t)
+	s.writeHistory(idx, "plan-held-window", id, "")
 	data, err := json.MarshalIndent(idx, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))

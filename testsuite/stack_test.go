@@ -86,6 +86,10 @@ type stackOptions struct {
 	// tokens makes every host agent require a token of its own (see
 	// machineToken), which the config gives the worker.
 	tokens bool
+	// windows, when set, gives the windows: section in YAML flow style. It
+	// is called as the config is written, just before the worker starts,
+	// so that a window can be a few seconds from then.
+	windows func() string
 }
 
 // healthYAML is every module's health key: the test's own, or no probe
@@ -161,6 +165,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	if o.tiers != "" {
 		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
+	}
+	if o.windows != nil {
+		fmt.Fprintf(&y, "windows: %s\n", o.windows())
 	}
 	cfg, err := config.Parse("test mesh.yaml", []byte(y.String()))
 	require.NoError(t, err, "test mesh config:\n%s", y.String())

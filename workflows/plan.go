@@ -66,6 +66,12 @@ type plan struct {
 	tierPolicies bool
 	// alone names the machines pushed in a batch of their own.
 	alone map[string]bool
+
+	// holds is set for plans started by code that checks freezes and
+	// deployment windows before every batch (versionHolds).
+	holds bool
+	// liftedSignals counts hold-lifted signals, to wake a held plan.
+	liftedSignals int
 }
 
 // versionTierPolicies gates pushing tiers by their policy; plans started
@@ -84,6 +90,7 @@ func (p *plan) setup(ctx workflow.Context) error {
 	if err := p.setControls(ctx); err != nil {
 		return err
 	}
+	p.takeHoldLifted(ctx)
 	results := workflow.GetSignalChannel(ctx, meshapi.SignalPushResult)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
@@ -111,6 +118,7 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 // then push tier by tier. It returns the plan's ending, whatever it is.
 func (p *plan) roll(ctx workflow.Context) error {
 	p.tierPolicies = workflow.GetVersion(ctx, versionTierPolicies, workflow.DefaultVersion, 1) >= 1
+	p.holds = workflow.GetVersion(ctx, versionHolds, workflow.DefaultVersion, 1) >= 1
 	if err := p.in.Validate(); err != nil {
 		return endAs(meshapi.PlanRefused, err.Error())
 	}

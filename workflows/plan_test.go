@@ -42,6 +42,10 @@ type planHarness struct {
 	targetsFn func() (meshapi.TargetsResult, error)
 	buildFn   func() (mesh.Build, error)
 	composeFn func(composeCall) (meshapi.ComposeResult, error)
+	// holdsFn answers the hold check before each batch; default: no hold.
+	holdsFn func(meshapi.HoldsInput) (meshapi.HoldsResult, error)
+	holds   []meshapi.HoldsInput
+	notes   []string // PushRequest.Note of every request handed
 }
 
 // composeCall is one target of a ComposeTargets call.
@@ -89,10 +93,21 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			}
 			return out, nil
 		})
+	h.holdsFn = func(meshapi.HoldsInput) (meshapi.HoldsResult, error) { return meshapi.HoldsResult{}, nil }
+	h.env.OnActivity(acts.Holds, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in meshapi.HoldsInput) (meshapi.HoldsResult, error) {
+			h.mu.Lock()
+			h.holds = append(h.holds, in)
+			h.mu.Unlock()
+			return h.holdsFn(in)
+		})
 	h.env.OnActivity(acts.HandPushes, mock.Anything, mock.Anything).Return(func(_ context.Context, in meshapi.HandPushesInput) (meshapi.HandPushesResult, error) {
 		var ms []string
 		for _, r := range in.Requests {
 			ms = append(ms, r.Machine)
+			h.mu.Lock()
+			h.notes = append(h.notes, r.Note)
+			h.mu.Unlock()
 			res := &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
 			if h.outcome != nil {
 				res = h.outcome(r.Machine)

@@ -55,6 +55,9 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 	}
 	p.st.State, tier.State = meshapi.PlanPushing, meshapi.TierPushing
 	for bi, batch := range batches {
+		if err := p.holdBefore(ctx, tier, batch, bi == 0); err != nil {
+			return err
+		}
 		if tier.Batches > 0 {
 			tier.Batch = bi + 1
 			p.details(ctx, fmt.Sprintf("pushing tier %d, batch %d of %d", tier.Tier, tier.Batch, tier.Batches))
@@ -135,6 +138,7 @@ func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []
 			Policy:      p.policy,
 			Force:       p.in.Force,
 			Rollback:    p.in.Rollback,
+			Note:        p.overrideWords(),
 		})
 	}
 	err := p.step(ctx, func(sctx workflow.Context) error {

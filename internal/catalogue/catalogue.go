@@ -23,6 +23,11 @@
 // Builds and rejections are only ever added, never changed or removed (a fix
 // is a new build), which is what lets every implementation answer a retried
 // or concurrent call by what it finds stored.
+//
+// Freezes are an operator's holds on roll-outs (see Freeze). They are kept
+// here, beside the builds, because every worker must see them and they must
+// survive a restart; a lifted freeze is marked lifted, by whom and when, and
+// kept for audit.
 package catalogue
 
 import (
@@ -124,7 +129,24 @@ type Catalogue interface {
 	Rejected(ctx context.Context, digest string) (Rejection, bool, error)
 	// Builds lists a module's builds, newest first, at most limit (0: all).
 	Builds(ctx context.Context, module string, limit int) ([]Entry, error)
+	// Freeze records an active freeze of module on machine ("" for either:
+	// every module, every machine), by whom and why, and returns it as
+	// stored, with its ID. reason must not be blank. Freezing a scope that
+	// is frozen already adds another freeze: each is an operator's act with
+	// its own reason, and unfreezing the scope lifts them all.
+	Freeze(ctx context.Context, module, machine, by, reason string) (Freeze, error)
+	// Unfreeze lifts every active freeze whose scope is exactly module and
+	// machine (a freeze of the whole mesh is not lifted by unfreezing one
+	// module), marking each lifted by by, now, and returns those it lifted,
+	// oldest first; none is not an error (a retried call finds them lifted).
+	Unfreeze(ctx context.Context, module, machine, by string) ([]Freeze, error)
+	// Freezes lists the active freezes, oldest first.
+	Freezes(ctx context.Context) ([]Freeze, error)
 }
+
+// Freeze is mesh.Freeze: kept by the catalogue so that every worker holds
+// the plans it applies to, and reported by the plan's hold check.
+type Freeze = mesh.Freeze
 
 // Entry is one build with what the catalogue knows about it.
 type Entry struct {
@@ -181,12 +203,22 @@ func ValidReason(reason string) error {
 	return nil
 }
 
+// ValidFreezeReason checks the reason given to Freeze: a freeze without one
+// leaves everyone whose plan it holds guessing why.
+func ValidFreezeReason(reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return errors.New("a freeze needs a reason")
+	}
+	return nil
+}
+
 // Memory is an in-process catalogue, for tests and as File's cache.
 type Memory struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries []Entry
-	persist func([]Entry) error
+	freezes []Freeze
+	persist func([]Entry, []Freeze) error
 }
 
 // NewMemory returns an empty catalogue.
@@ -405,11 +437,65 @@ func (m *Memory) MarkConverged(_ context.Context, digest, machine string) error 
 	return m.save()
 }
 
+// Freeze implements Catalogue.
+func (m *Memory) Freeze(_ context.Context, module, machine, by, reason string) (Freeze, error) {
+	if err := ValidFreezeReason(reason); err != nil {
+		return Freeze{}, fmt.Errorf("freeze %s: %w", Freeze{Module: module, Machine: machine}.Scope(), err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := Freeze{ID: int64(len(m.freezes) + 1), Module: module, Machine: machine, By: by, Reason: reason, At: m.now().UTC()}
+	m.freezes = append(m.freezes, f)
+	if err := m.save(); err != nil {
+		m.freezes = m.freezes[:len(m.freezes)-1]
+		return Freeze{}, fmt.Errorf("freeze %s: %w", f.Scope(), err)
+	}
+	return f, nil
+}
+
+// Unfreeze implements Catalogue.
+func (m *Memory) Unfreeze(_ context.Context, module, machine, by string) ([]Freeze, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := slices.Clone(m.freezes)
+	at := m.now().UTC()
+	var lifted []Freeze
+	for i := range m.freezes {
+		f := &m.freezes[i]
+		if f.LiftedAt != nil || f.Module != module || f.Machine != machine {
+			continue
+		}
+		f.LiftedBy, f.LiftedAt = by, &at
+		lifted = append(lifted, *f)
+	}
+	if len(lifted) == 0 {
+		return nil, nil
+	}
+	if err := m.save(); err != nil {
+		m.freezes = before
+		return nil, fmt.Errorf("unfreeze %s: %w", Freeze{Module: module, Machine: machine}.Scope(), err)
+	}
+	return lifted, nil
+}
+
+// Freezes implements Catalogue.
+func (m *Memory) Freezes(context.Context) ([]Freeze, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Freeze
+	for _, f := range m.freezes {
+		if f.LiftedAt == nil {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
 func (m *Memory) save() error {
 	if m.persist == nil {
 		return nil
 	}
-	return m.persist(m.entries)
+	return m.persist(m.entries, m.freezes)
 }
 
 // OpenFile opens (or creates) a catalogue kept in one JSON file, rewritten
@@ -419,6 +505,9 @@ func (m *Memory) save() error {
 // The file is the list of entries. A rejection is written in its own build's
 // entry ("rejected"; in the file that is the build's own rejection, not its
 // digest's), so a file written before rejections existed opens unchanged.
+// Once a freeze has been taken the file is an object, {"builds": [...],
+// "freezes": [...]}, freezes lifted or not; a file that never had one stays
+// the list, so files written before freezes existed open unchanged too.
 func OpenFile(path string) (*Memory, error) {
 	m := NewMemory()
 	data, err := os.ReadFile(path)
@@ -427,15 +516,40 @@ func OpenFile(path string) (*Memory, error) {
 	case err != nil:
 		return nil, fmt.Errorf("open catalogue: %w", err)
 	default:
-		if err := json.Unmarshal(data, &m.entries); err != nil {
+		if err := decodeFile(data, m); err != nil {
 			return nil, fmt.Errorf("open catalogue %s: %w (move it aside to start an empty one)", path, err)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open catalogue: %w", err)
 	}
-	m.persist = func(es []Entry) error { return writeAtomic(path, es) }
+	m.persist = func(es []Entry, fs []Freeze) error {
+		if len(fs) == 0 {
+			return writeAtomic(path, es)
+		}
+		return writeAtomic(path, fileData{Builds: es, Freezes: fs})
+	}
 	return m, nil
+}
+
+// fileData is a File catalogue once it holds freezes.
+type fileData struct {
+	Builds  []Entry  `json:"builds"`
+	Freezes []Freeze `json:"freezes"`
+}
+
+// decodeFile reads either form of a File catalogue into m.
+func decodeFile(data []byte, m *Memory) error {
+	trimmed := strings.TrimSpace(string(data))
+	if strings.HasPrefix(trimmed, "{") {
+		var fd fileData
+		if err := json.Unmarshal(data, &fd); err != nil {
+			return err
+		}
+		m.entries, m.freezes = fd.Builds, fd.Freezes
+		return nil
+	}
+	return json.Unmarshal(data, &m.entries)
 }
 
 func writeAtomic(path string, v any) error {

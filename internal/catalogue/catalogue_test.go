@@ -162,3 +162,56 @@ func TestFileRejectNotKeptWhenUnsaved(t *testing.T) {
 		t.Fatal("not rejected after a successful Reject and a reopen")
 	}
 }
+
+// A freeze survives a restart, lifted or not, and a file without freezes
+// keeps the list form that older meshrolls wrote and read.
+func TestFileCatalogueFreezesSurviveReopen(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "catalogue.json")
+	c, err := catalogue.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Record(ctx, build("host", 1), "plan/test"); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(path); err != nil || !strings.HasPrefix(string(data), "[") {
+		t.Fatalf("file without freezes = %.40q, %v; want the list form", data, err)
+	}
+	kept, err := c.Freeze(ctx, "", "", "alice", "release week")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Freeze(ctx, "host", "", "bob", "incident 42"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Unfreeze(ctx, "host", "", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := catalogue.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := c2.Freezes(ctx)
+	if err != nil || len(fs) != 1 || fs[0].ID != kept.ID || fs[0].Reason != "release week" {
+		t.Fatalf("Freezes after reopen = %+v, %v; want only %+v", fs, err, kept)
+	}
+	if b, ok, err := c2.Lookup(ctx, build("host", 1).Digest); err != nil || !ok || b != build("host", 1) {
+		t.Fatalf("Lookup after reopen = %+v, %v, %v", b, ok, err)
+	}
+	var raw struct {
+		Freezes []catalogue.Freeze `json:"freezes"`
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &raw); err != nil || len(raw.Freezes) != 2 || raw.Freezes[1].LiftedBy != "carol" {
+		t.Fatalf("file freezes = %+v, %v; want both, the lifted one kept for audit", raw.Freezes, err)
+	}
+	// A new freeze after reopening gets a new ID.
+	f, err := c2.Freeze(ctx, "", "edge-1", "dave", "disk swap")
+	if err != nil || f.ID == kept.ID || f.ID == raw.Freezes[1].ID {
+		t.Fatalf("Freeze after reopen = %+v, %v; want a new ID", f, err)
+	}
+}

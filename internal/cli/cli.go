@@ -116,7 +116,8 @@ starting the same merge twice finds the plan it already started.`,
 	pf.StringVarP(&a.output, "output", "o", OutputTable, "output format: table or json")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "level of the Temporal SDK's logs on stderr: debug, info, warn, error, disabled")
 
-	root.AddCommand(a.mergeCommand(), a.rollbackCommand(), a.planCommand(), a.machineCommand(), a.statusCommand(), a.buildCommand(), a.demoCommand())
+	root.AddCommand(a.mergeCommand(), a.rollbackCommand(), a.planCommand(), a.machineCommand(), a.statusCommand(), a.buildCommand(),
+		a.freezeCommand(), a.unfreezeCommand(), a.demoCommand())
 	return root
 }
 

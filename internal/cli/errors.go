@@ -127,5 +127,10 @@ func withReason(state meshapi.PlanStatus, reason string) string {
 	if reason == "" {
 		return string(state)
 	}
+	// A held plan's reason already begins with its state ("held: freeze
+	// by alice: ..."); it is said once.
+	if strings.HasPrefix(reason, string(state)+": ") {
+		return reason
+	}
 	return string(state) + ": " + reason
 }

@@ -26,6 +26,9 @@ type mergeOpts struct {
 	// rollback makes the plan a rollback (starter rollback); commit is
 	// then empty.
 	rollback *meshapi.Rollback
+	// override lets the merge pass freezes and windows (--override-freeze).
+	overrideFreeze bool
+	override       meshapi.Override
 }
 
 func (a *app) mergeCommand() *cobra.Command {
@@ -42,10 +45,14 @@ it already started instead of starting another.
 --gate makes a tier wait for "starter plan approve" before it is pushed.
 --force lets pushes pass an unknown running digest or a host's floor (the host
 journals it); operators only.
+--override-freeze --reason R lets the plan pass freezes and deployment windows;
+every declaration carries "override freeze by <who>: <reason>" and every host
+journals it (--by defaults to the user running the starter).
 --wait follows the plan to its end; the exit code is 0 when it converged or was
 superseded and 3 when it halted, was refused or was aborted.`,
 		Example: `  starter merge --module host --commit 0123456789abcdef0123456789abcdef01234567
   starter merge --module host --commit $SHA --gate 2 --wait
+  starter merge --module host --commit $SHA --override-freeze --reason "hotfix for incident 42"
   starter merge --module host --commit $SHA --wait --output json`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.merge(cmd.Context(), o) }),
@@ -56,6 +63,9 @@ superseded and 3 when it halted, was refused or was aborted.`,
 	f.IntSliceVar(&o.gates, "gate", nil, "push tier that waits for approval; repeat or comma-separate for several")
 	f.BoolVar(&o.force, "force", false, "let pushes pass an unknown running digest or the host's floor")
 	f.BoolVar(&o.wait, "wait", false, "follow the plan to its end and exit 3 unless it converged or was superseded")
+	f.BoolVar(&o.overrideFreeze, "override-freeze", false, "pass freezes and deployment windows (needs --reason; journalled)")
+	f.StringVar(&o.override.Reason, "reason", "", "why the merge overrides a freeze (with --override-freeze)")
+	f.StringVar(&o.override.By, "by", "", "who overrides (with --override-freeze; default: the user running the starter)")
 	_ = cmd.MarkFlagRequired("module")
 	_ = cmd.MarkFlagRequired("commit")
 	return cmd
@@ -171,6 +181,16 @@ func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput,
 		return meshapi.PlanInput{}, err
 	}
 	in := meshapi.PlanInput{Module: o.module, Commit: o.commit, Policy: cfg.PushPolicy(), Force: o.force, Rollback: o.rollback}
+	switch {
+	case o.overrideFreeze:
+		ov := o.override
+		if ov.By == "" {
+			ov.By = operator()
+		}
+		in.OverrideFreeze = &ov
+	case o.override.Reason != "" || o.override.By != "":
+		return meshapi.PlanInput{}, usagef(nil, "--reason and --by go with --override-freeze")
+	}
 	if err := in.Validate(); err != nil {
 		return meshapi.PlanInput{}, &UsageError{Err: err}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/secret"
+	"github.com/meshroll/meshroll/internal/window"
 )
 
 // Names and defaults of the configuration. They are constants so that the
@@ -93,6 +94,10 @@ type Config struct {
 	// Worker is how the worker process is observed and upgraded; none of
 	// it changes what a plan does.
 	Worker Worker `mapstructure:"worker"`
+	// Windows are the deployment windows: when plans may push (allow) and
+	// may not (deny). Deny wins; with any allow window, plans push only
+	// inside one. Read it through DeployWindows.
+	Windows []Window `mapstructure:"windows"`
 
 	// path is the file the config was read from, so that Validate on a
 	// loaded config still names it.
@@ -414,4 +419,35 @@ func (c *Config) controlPlaneModules(machine string) []string {
 
 func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// Window is one deployment window as the file writes it: a cron schedule
+// of its starts (allow or deny, exactly one), how long each lasts, and the
+// time zone the schedule is read in. Plans outside the windows hold before
+// their next tier or batch until they open; rollbacks pass.
+type Window struct {
+	Allow    string        `mapstructure:"allow"`
+	Deny     string        `mapstructure:"deny"`
+	Duration time.Duration `mapstructure:"duration"`
+	// TimeZone is an IANA zone such as Europe/Berlin; "" is UTC.
+	TimeZone string `mapstructure:"time_zone"`
+	// Reason is shown by the plans a deny window holds.
+	Reason string `mapstructure:"reason"`
+}
+
+// DeployWindows is the windows as the hold check judges them. A window
+// that does not parse is left out: Validate reports it, and a loaded
+// config has none.
+func (c *Config) DeployWindows() window.Set {
+	var out window.Set
+	for _, w := range c.Windows {
+		spec, deny := w.Allow, false
+		if w.Deny != "" {
+			spec, deny = w.Deny, true
+		}
+		if win, err := window.New(deny, spec, w.Duration, w.TimeZone, w.Reason); err == nil {
+			out = append(out, win)
+		}
+	}
+	return out
 }

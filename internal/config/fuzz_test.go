@@ -29,6 +29,8 @@ func FuzzParse(f *testing.F) {
 			"machines:\n  a: {host: http://h:1, tier: 0, modules: [host, m]}\n  b: {host: http://h:2, tier: 0, modules: [host]}\ntiers: {0: {max_parallel: 50%, max_failed: 1}}\n",
 		"modules: {h: {repo: ., health: {http: {port: 0, path: x}, tcp: {port: 70000}, exec: [], interval: -1s, min_healthy: 9m}}}\n" +
 			"machines: {a: {host: http://h:1, tier: 1, modules: [h]}}\ntiers: {01: {max_parallel: 101%, max_failed: 100%}, 3: {bake: -1s}, x: 1}\n",
+		"windows:\n  - {deny: \"0 18 * * FRI\", duration: 62h, time_zone: Europe/Berlin, reason: weekend}\n  - {allow: \"0 9 * * MON-FRI\", duration: 8h}\n",
+		"windows: [{deny: TZ=x, duration: -1h, time_zone: ../etc}, {allow: \"@every 1s\"}, 3, {deny: [a]}]\n",
 		"{",
 		"",
 	} {
@@ -60,6 +62,10 @@ func FuzzParse(f *testing.F) {
 			if size[tier] == 0 {
 				t.Fatalf("tier %d has a policy but no machine", tier)
 			}
+		}
+		// Every window of an accepted config is one the hold check judges.
+		if ws := c.DeployWindows(); len(ws) != len(c.Windows) {
+			t.Fatalf("DeployWindows kept %d of %d windows", len(ws), len(c.Windows))
 		}
 		for tier, n := range size {
 			for k := range n + 1 {

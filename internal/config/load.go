@@ -90,6 +90,7 @@ var (
 	httpKeys     = tagKeys(reflect.TypeFor[mesh.HTTPProbe]())
 	tcpKeys      = tagKeys(reflect.TypeFor[mesh.TCPProbe]())
 	tierKeys     = tagKeys(reflect.TypeFor[TierPolicy]())
+	windowKeys   = tagKeys(reflect.TypeFor[Window]())
 )
 
 func tagKeys(t reflect.Type) []string {
@@ -410,7 +411,62 @@ func (l *loader) decode(root *yaml.Node) *Config {
 		c.Machines[e.key.Value] = l.machine(e.key.Value, e.val)
 	}
 	l.tiers(c, val("tiers"))
+	l.windows(c, val("windows"))
 	return c
+}
+
+// windows reads the windows list straight from the file: viper cannot
+// override one item of a list by a variable, so MESHROLL_* variables do
+// not reach it.
+func (l *loader) windows(c *Config, n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		l.problem("windows", "must be a list of windows ({allow|deny: CRON, duration: D, time_zone: Z, reason: R}), got %s", describe(n))
+		return
+	}
+	for i, item := range n.Content {
+		key := fmt.Sprintf("windows[%d]", i)
+		item = resolve(item)
+		l.lines[key] = item.Line
+		if item.Kind != yaml.MappingNode {
+			l.problem(key, "must be a mapping of %s, got %s", strings.Join(windowKeys, ", "), describe(item))
+			continue
+		}
+		var w Window
+		for _, e := range entries(item) {
+			k := key + "." + e.key.Value
+			l.lines[k] = e.key.Line
+			if !slices.Contains(windowKeys, e.key.Value) {
+				l.problem(k, "unknown key; known keys: %s", strings.Join(windowKeys, ", "))
+				continue
+			}
+			if e.val.Kind != yaml.ScalarNode {
+				l.problem(k, "must be a string, got %s", describe(e.val))
+				continue
+			}
+			switch e.key.Value {
+			case "allow":
+				w.Allow = e.val.Value
+			case "deny":
+				w.Deny = e.val.Value
+			case "time_zone":
+				w.TimeZone = e.val.Value
+			case "reason":
+				w.Reason = e.val.Value
+			case "duration":
+				d, err := time.ParseDuration(e.val.Value)
+				if err != nil {
+					l.problem(k, "is not a duration such as 8h or 62h30m: %q", e.val.Value)
+					l.skip.leaf[k] = true
+					continue
+				}
+				w.Duration = d
+			}
+		}
+		c.Windows = append(c.Windows, w)
+	}
 }
 
 // tiers reads the tiers section. A tier is written as machines' tier is (1,

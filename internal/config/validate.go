@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/window"
 )
 
 // Problem is one thing wrong with a config. Key is the dotted path of the
@@ -124,6 +125,7 @@ func (l *problemList) add(key, format string, args ...any) {
 // be read.
 func (c *Config) problems(sk *skip) []Problem {
 	ps := &problemList{skip: sk}
+	c.windowProblems(ps)
 
 	for _, f := range []struct{ key, val, def string }{
 		{"temporal.address", c.Temporal.Address, DefaultTemporalAddress},
@@ -354,4 +356,34 @@ func orNone(names []string) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
+}
+
+// windowProblems checks the deployment windows: each is allow or deny (not
+// both), its schedule parses as cron, its zone is known, and it lasts.
+func (c *Config) windowProblems(ps *problemList) {
+	for i, w := range c.Windows {
+		key := fmt.Sprintf("windows[%d]", i)
+		spec, specKey := w.Allow, key+".allow"
+		switch {
+		case w.Allow != "" && w.Deny != "":
+			ps.add(key, "is both allow and deny; write two windows")
+			continue
+		case w.Deny != "":
+			spec, specKey = w.Deny, key+".deny"
+		case w.Allow == "":
+			ps.add(key, "needs allow or deny: a cron schedule of when the window starts, such as \"0 18 * * FRI\"")
+			continue
+		}
+		if err := window.CheckSpec(spec); err != nil {
+			ps.add(specKey, "is not a cron schedule (minute hour day-of-month month day-of-week, or @daily and the like): %v", err)
+		}
+		if w.TimeZone != "" {
+			if err := window.CheckZone(w.TimeZone); err != nil {
+				ps.add(key+".time_zone", "is not a time zone (an IANA name such as Europe/Berlin, or UTC): %v", err)
+			}
+		}
+		if w.Duration <= 0 {
+			ps.add(key+".duration", "must be above zero, such as 8h")
+		}
+	}
 }

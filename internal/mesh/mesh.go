@@ -236,3 +236,64 @@ type Rejection struct {
 func (r Rejection) String() string {
 	return fmt.Sprintf("rejected by %s at %s: %s", r.By, r.At.UTC().Format(time.RFC3339), r.Reason)
 }
+
+// Freeze is an operator's hold on roll-outs: while it is active, plans it
+// applies to wait before their next tier or batch. An empty Module or
+// Machine means every module or every machine, so a freeze with both empty
+// holds the whole mesh. It lives here, beside Rejection, because the
+// catalogue keeps it and the plan's hold check reports it.
+type Freeze struct {
+	// ID tells freezes apart in lists and audits; the catalogue assigns it.
+	ID      int64     `json:"id"`
+	Module  string    `json:"module,omitempty"`
+	Machine string    `json:"machine,omitempty"`
+	By      string    `json:"by"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+	// LiftedBy and LiftedAt are set once the freeze is lifted; lifted
+	// freezes are kept for audit, never deleted.
+	LiftedBy string     `json:"lifted_by,omitempty"`
+	LiftedAt *time.Time `json:"lifted_at,omitempty"`
+}
+
+// Scope names what the freeze holds, in words, for lists and logs: "the
+// whole mesh", "module host", "machine edge-1", "module host on machine
+// edge-1".
+func (f Freeze) Scope() string {
+	switch {
+	case f.Module == "" && f.Machine == "":
+		return "the whole mesh"
+	case f.Machine == "":
+		return "module " + f.Module
+	case f.Module == "":
+		return "machine " + f.Machine
+	}
+	return fmt.Sprintf("module %s on machine %s", f.Module, f.Machine)
+}
+
+// String is the freeze as a held plan shows it: "freeze by alice: reason".
+func (f Freeze) String() string {
+	by := f.By
+	if by == "" {
+		by = "someone"
+	}
+	return fmt.Sprintf("freeze by %s: %s", by, f.Reason)
+}
+
+// Holds is whether the freeze applies to a plan of module that pushes
+// machines: it does when its module is empty or module, and its machine is
+// empty or one of machines.
+func (f Freeze) Holds(module string, machines []string) bool {
+	if f.Module != "" && f.Module != module {
+		return false
+	}
+	if f.Machine == "" {
+		return true
+	}
+	for _, m := range machines {
+		if m == f.Machine {
+			return true
+		}
+	}
+	return false
+}

@@ -130,11 +130,14 @@ type PlanStatus string
 
 // Plan phases and outcomes. The last five are terminal.
 const (
-	PlanBuilding   PlanStatus = "building"
-	PlanComposing  PlanStatus = "composing"
-	PlanPushing    PlanStatus = "pushing"
-	PlanGated      PlanStatus = "gated"
-	PlanPaused     PlanStatus = "paused"
+	PlanBuilding  PlanStatus = "building"
+	PlanComposing PlanStatus = "composing"
+	PlanPushing   PlanStatus = "pushing"
+	PlanGated     PlanStatus = "gated"
+	PlanPaused    PlanStatus = "paused"
+	// PlanHeld: a freeze or the deployment windows hold the plan before its
+	// next batch; it goes on by itself when they allow.
+	PlanHeld       PlanStatus = "held"
 	PlanConverged  PlanStatus = "converged"
 	PlanSuperseded PlanStatus = "superseded"
 	PlanHalted     PlanStatus = "halted"
@@ -222,6 +225,9 @@ type PlanInput struct {
 	// Sync, when set, makes the plan a sync of one machine (see Sync);
 	// Commit is then empty until the plan resolves its build.
 	Sync *Sync `json:"sync,omitempty"`
+	// OverrideFreeze, when set, lets the plan pass freezes and deployment
+	// windows; every declaration carries its words for the host to journal.
+	OverrideFreeze *Override `json:"override_freeze,omitempty"`
 }
 
 // Validate checks what a plan needs before anything connects: a module name
@@ -232,6 +238,11 @@ type PlanInput struct {
 func (in PlanInput) Validate() error {
 	if err := mesh.ValidName("module", in.Module); err != nil {
 		return err
+	}
+	if in.OverrideFreeze != nil {
+		if err := in.OverrideFreeze.validate(); err != nil {
+			return err
+		}
 	}
 	if in.Rollback != nil {
 		return in.Rollback.validate()
@@ -417,6 +428,9 @@ type PushRequest struct {
 	// Rollback is set for a rollback plan's push: the one that may take
 	// the plan's module below what runs and below the floor, to Build.
 	Rollback *Rollback `json:"rollback,omitempty"`
+	// Note is words the declaration carries for the host to journal: an
+	// operator's override of a freeze.
+	Note string `json:"note,omitempty"`
 }
 
 // RequestID is the push request ID a plan uses for a machine.

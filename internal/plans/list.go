@@ -30,7 +30,7 @@ var ErrSearchAttributes = errors.New("meshroll search attributes not registered"
 // (PlanState.State), in the order a plan goes through them. ListFilter.State
 // must be one of them: anything else could never match.
 var PlanStates = []meshapi.PlanStatus{
-	meshapi.PlanBuilding, meshapi.PlanComposing, meshapi.PlanPushing, meshapi.PlanGated, meshapi.PlanPaused,
+	meshapi.PlanBuilding, meshapi.PlanComposing, meshapi.PlanPushing, meshapi.PlanGated, meshapi.PlanPaused, meshapi.PlanHeld,
 	meshapi.PlanConverged, meshapi.PlanSuperseded, meshapi.PlanHalted, meshapi.PlanRefused, meshapi.PlanAborted,
 }
 
@@ -55,6 +55,9 @@ type ListFilter struct {
 	State   meshapi.PlanStatus
 	// Limit bounds how many plans List returns; 0 means no bound.
 	Limit int
+	// Running keeps the list to plans whose workflow still runs: those an
+	// unfreeze tells to check their hold again.
+	Running bool
 }
 
 // Validate checks every filter value before it goes into a query. The
@@ -105,6 +108,9 @@ func Query(f ListFilter) (string, error) {
 	// On a KeywordList, = means "contains".
 	add(meshapi.SAMachines.GetName(), f.Machine)
 	add(meshapi.SAState.GetName(), string(f.State))
+	if f.Running {
+		terms = append(terms, "ExecutionStatus = 'Running'")
+	}
 	return strings.Join(terms, " AND "), nil
 }
 

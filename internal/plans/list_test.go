@@ -30,6 +30,9 @@ func TestQuery(t *testing.T) {
 		{"commit", ListFilter{Commit: commit}, `WorkflowType = 'Plan' AND MeshrollCommit = '` + commit + `'`},
 		{"machine", ListFilter{Machine: "edge-1"}, `WorkflowType = 'Plan' AND MeshrollMachines = 'edge-1'`},
 		{"state", ListFilter{State: meshapi.PlanHalted}, `WorkflowType = 'Plan' AND MeshrollState = 'halted'`},
+		{"held", ListFilter{State: meshapi.PlanHeld}, `WorkflowType = 'Plan' AND MeshrollState = 'held'`},
+		// The plans an unfreeze tells: those still running, whatever they show.
+		{"running", ListFilter{TaskQueue: "q", Running: true}, `WorkflowType = 'Plan' AND TaskQueue = 'q' AND ExecutionStatus = 'Running'`},
 		{"all", ListFilter{TaskQueue: "q", Module: "mesh-controller", Commit: commit, Machine: "control-node", State: meshapi.PlanConverged, Limit: 5},
 			`WorkflowType = 'Plan' AND TaskQueue = 'q' AND MeshrollModule = 'mesh-controller' AND MeshrollCommit = '` + commit +
 				`' AND MeshrollMachines = 'control-node' AND MeshrollState = 'converged'`},

@@ -57,6 +57,15 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.ListBuilds, workflow.RegisterOptions{
 		Name: meshapi.BuildsWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
 	})
+	w.RegisterWorkflowWithOptions(workflows.Freeze, workflow.RegisterOptions{
+		Name: meshapi.FreezeWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
+	w.RegisterWorkflowWithOptions(workflows.Unfreeze, workflow.RegisterOptions{
+		Name: meshapi.UnfreezeWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
+	w.RegisterWorkflowWithOptions(workflows.ListFreezes, workflow.RegisterOptions{
+		Name: meshapi.FreezesWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
 }
 
 // Deps are the activities' dependencies that a deployment chooses.
@@ -152,6 +161,7 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 		Plans:        activities.TemporalPlans{Client: c, Log: log},
 		ConfigDir:    configDir,
 		PollInterval: deps.PollInterval,
+		Windows:      cfg.DeployWindows(),
 		Log:          log,
 	})
 	return w

@@ -20,12 +20,14 @@
 package sqlcat
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -480,4 +482,80 @@ func (s timeScanner) parse(text string) error {
 	}
 	*s.t = t.UTC()
 	return nil
+}
+
+const freezeColumns = `id, module, machine, frozen_by, reason, frozen_at, lifted_by, lifted_at`
+
+func scanFreeze(row interface{ Scan(...any) error }) (catalogue.Freeze, error) {
+	var f catalogue.Freeze
+	var lifted time.Time
+	err := row.Scan(&f.ID, &f.Module, &f.Machine, &f.By, &f.Reason, timeScanner{&f.At}, &f.LiftedBy, nullTimeScanner{&lifted})
+	if err == nil && !lifted.IsZero() {
+		f.LiftedAt = &lifted
+	}
+	return f, err
+}
+
+// Freeze implements catalogue.Catalogue: one row per freeze, its ID from the
+// database (RETURNING reads it back in both dialects).
+func (c *Catalogue) Freeze(ctx context.Context, module, machine, by, reason string) (catalogue.Freeze, error) {
+	op := "freeze " + catalogue.Freeze{Module: module, Machine: machine}.Scope()
+	if err := catalogue.ValidFreezeReason(reason); err != nil {
+		return catalogue.Freeze{}, fmt.Errorf("%s: %w", op, err)
+	}
+	f, err := scanFreeze(c.db.QueryRowContext(ctx,
+		`INSERT INTO freezes (module, machine, frozen_by, reason, frozen_at) VALUES ($1, $2, $3, $4, $5)
+		RETURNING `+freezeColumns,
+		module, machine, by, reason, c.d.timeArg(c.stamp())))
+	if err != nil {
+		return catalogue.Freeze{}, c.fail(op, err)
+	}
+	return f, nil
+}
+
+// Unfreeze implements catalogue.Catalogue: one UPDATE marks the scope's
+// active freezes lifted and returns them, so that two operators lifting at
+// once each get only the freezes they lifted.
+func (c *Catalogue) Unfreeze(ctx context.Context, module, machine, by string) ([]catalogue.Freeze, error) {
+	op := "unfreeze " + catalogue.Freeze{Module: module, Machine: machine}.Scope()
+	rows, err := c.db.QueryContext(ctx,
+		`UPDATE freezes SET lifted_by = $1, lifted_at = $2
+		WHERE module = $3 AND machine = $4 AND lifted_at IS NULL
+		RETURNING `+freezeColumns,
+		by, c.d.timeArg(c.stamp()), module, machine)
+	if err != nil {
+		return nil, c.fail(op, err)
+	}
+	out, err := scanFreezes(rows)
+	if err != nil {
+		return nil, c.fail(op, err)
+	}
+	slices.SortFunc(out, func(a, b catalogue.Freeze) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Freezes implements catalogue.Catalogue, from the freezes_active index.
+func (c *Catalogue) Freezes(ctx context.Context) ([]catalogue.Freeze, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+freezeColumns+` FROM freezes WHERE lifted_at IS NULL ORDER BY id`)
+	if err != nil {
+		return nil, c.fail("list freezes", err)
+	}
+	out, err := scanFreezes(rows)
+	if err != nil {
+		return nil, c.fail("list freezes", err)
+	}
+	return out, nil
+}
+
+func scanFreezes(rows *sql.Rows) ([]catalogue.Freeze, error) {
+	defer rows.Close()
+	var out []catalogue.Freeze
+	for rows.Next() {
+		f, err := scanFreeze(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
 }
