@@ -1,8 +1,9 @@
 // Package levers is the client side of the operator's levers on builds:
 // reject one (it is never sent again) and list a module's builds with where
-// each runs; and on roll-outs: freeze, unfreeze and list freezes. Each runs as a short workflow on the worker, which owns the
-// catalogue and the host credentials, so that the starter needs only
-// Temporal; the starter CLI and the integration tests both go through here.
+// each runs; and on roll-outs: freeze, unfreeze and list freezes. Each runs
+// as a short workflow on the worker, which owns the catalogue and the host
+// credentials, so that the starter needs only Temporal; the starter CLI and
+// the integration tests both go through here.
 package levers
 
 import (
