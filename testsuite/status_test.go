@@ -49,6 +49,7 @@ type statusRowJSON struct {
 	Behind     *int64  `json:"behind"`
 	Drift      string  `json:"drift"`
 	HostError  string  `json:"host_error"`
+	Frozen     bool    `json:"frozen"`
 }
 
 // byKey indexes rows by "machine/module".
@@ -171,11 +172,27 @@ func TestStatus(t *testing.T) {
 	require.NoError(t, err, out)
 	t.Logf("starter status:\n%s", out)
 	short := func(c string) string { return regexp.QuoteMeta(mesh.ShortCommit(c)) }
-	require.Regexp(t, `(?m)^edge-1\s+1\s+host\s+`+fmt.Sprint(g2.Generation)+`\s+`+short(h2)+`\s+\S+\s+0\s+plan/host/`+short(h2)+`\s+\d+\s+0\s+-$`, out)
-	require.Regexp(t, `(?m)^control-node\s+2\s+host\s+`+fmt.Sprint(g1.Generation)+`\s+`+short(h1)+`\s+\S+\s+1\s+plan/host/`+short(h1)+`\s+\d+\s+0\s+-$`, out)
-	require.Regexp(t, `(?m)^control-node\s+2\s+mesh-controller(\s+-){6}\s+0\s+missing$`, out)
-	require.Regexp(t, `(?m)^edge-2\s+1\s+host(\s+-){6}\s+-\s+missing$`, out)
-	require.Regexp(t, `(?m)^edge-3\s+1\s+mesh-controller\s+1\s+-\s+\S+\s+0\s+by-hand\s+1\s+-\s+unexpected$`, out)
+	require.Regexp(t, `(?m)^edge-1\s+1\s+host\s+`+fmt.Sprint(g2.Generation)+`\s+`+short(h2)+`\s+\S+\s+0\s+plan/host/`+short(h2)+`\s+\d+\s+0\s+-\s+-$`, out)
+	require.Regexp(t, `(?m)^control-node\s+2\s+host\s+`+fmt.Sprint(g1.Generation)+`\s+`+short(h1)+`\s+\S+\s+1\s+plan/host/`+short(h1)+`\s+\d+\s+0\s+-\s+-$`, out)
+	require.Regexp(t, `(?m)^control-node\s+2\s+mesh-controller(\s+-){6}\s+0\s+missing\s+-$`, out)
+	require.Regexp(t, `(?m)^edge-2\s+1\s+host(\s+-){6}\s+-\s+missing\s+-$`, out)
+	require.Regexp(t, `(?m)^edge-3\s+1\s+mesh-controller\s+1\s+-\s+\S+\s+0\s+by-hand\s+1\s+-\s+unexpected\s+-$`, out)
+
+	// A freeze of the control node: its rows say frozen, the others not,
+	// and the freeze is named below the table.
+	out, err = s.starter("freeze", "--machine", "control-node", "--reason", "disk swap", "--by", "alice")
+	require.NoError(t, err, out)
+	st, err = s.status()
+	require.NoError(t, err)
+	for key, r := range st.byKey() {
+		require.Equal(t, r.Machine == "control-node", r.Frozen, key)
+	}
+	out, err = s.starter("status")
+	require.NoError(t, err, out)
+	require.Regexp(t, `(?m)^control-node\s+2\s+host\s+.*\sfrozen$`, out)
+	require.Regexp(t, `(?m)^frozen: machine control-node: .*alice.*disk swap`, out)
+	out, err = s.starter("unfreeze", "--machine", "control-node", "--by", "alice")
+	require.NoError(t, err, out)
 
 	// One module, one machine: still behind the whole fleet.
 	st, err = s.status("--module", "host", "--machine", "control-node")
@@ -199,7 +216,7 @@ func TestStatus(t *testing.T) {
 	out, err = s.starter("status")
 	require.NoError(t, err, out)
 	t.Logf("starter status, edge-1's host down:\n%s", out)
-	require.Regexp(t, `(?m)^edge-1\s+1\s+host(\s+\?){6}\s+0\s+\?$`, out, "its queue is still known")
+	require.Regexp(t, `(?m)^edge-1\s+1\s+host(\s+\?){6}\s+0\s+\?\s+-$`, out, "its queue is still known")
 	require.Regexp(t, `(?m)^edge-1: host `+regexp.QuoteMeta(s.hosts["edge-1"].URL())+`.*$`, out)
 	s.hosts["edge-1"].SetDown(false)
 

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/levers"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -59,6 +60,9 @@ it and each its host reports running, sorted by tier, machine and module:
   DRIFT        missing: the config gives the machine the module and its host
                does not run it; unexpected: the host runs a module the config
                does not give the machine
+  FROZEN       frozen when a freeze holds this module's plans on this machine
+               (each freeze in force is listed below the table); "?" when
+               the freezes could not be read (the worker answers for them)
 
 PLAN is cut to plan/<module>/<12 digits of the commit>. --output json has
 every field in full: "rows", one a machine and module; "machines", each
@@ -105,7 +109,10 @@ so, and exits 0 when interrupted.`,
 		if watch {
 			return a.watchStatus(cmd.Context(), cfg, f, interval)
 		}
-		st, terr := machines.ReadStatus(cmd.Context(), cfg, a.dialer(cfg), f)
+		d := &keptDial{dial: a.dialer(cfg)}
+		defer d.close()
+		st, terr := machines.ReadStatus(cmd.Context(), cfg, d.Dial, f)
+		st.SetFreezes(readFreezes(cmd.Context(), cfg, d.Dial))
 		if a.json() {
 			err = a.printJSON(st)
 		} else {
@@ -133,8 +140,16 @@ func (a *app) watchStatus(ctx context.Context, cfg *config.Config, f machines.St
 	d := &keptDial{dial: a.dialer(cfg)}
 	defer d.close()
 	tty := !a.json() && logging.IsTerminal(a.stdout)
+	var freezes []mesh.Freeze
+	var freezesErr error
+	var freezesAt time.Time
 	for {
 		st, _ := machines.ReadStatus(ctx, cfg, d.Dial, f)
+		if time.Since(freezesAt) >= FreezesRefresh {
+			freezes, freezesErr = readFreezes(ctx, cfg, d.Dial)
+			freezesAt = time.Now()
+		}
+		st.SetFreezes(freezes, freezesErr)
 		if ctx.Err() != nil {
 			// Interrupted mid-read: what was read is cut short, not news.
 			return nil
@@ -167,6 +182,31 @@ func (a *app) watchStatus(ctx context.Context, cfg *config.Config, f machines.St
 		case <-t.C:
 		}
 	}
+}
+
+// FreezesRefresh is how often --watch reads the freezes again: each read
+// is a short workflow on the worker (the catalogue is its), so a watch
+// reads them far less often than it asks the hosts.
+const FreezesRefresh = 30 * time.Second
+
+// freezesTimeout bounds reading the freezes: status must not wait on a
+// worker that is not there.
+const freezesTimeout = 10 * time.Second
+
+// readFreezes lists the freezes in force through the worker.
+func readFreezes(ctx context.Context, cfg *config.Config, dial machines.Dial) ([]mesh.Freeze, error) {
+	ctx, cancel := context.WithTimeout(ctx, freezesTimeout)
+	defer cancel()
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	res, err := levers.Freezes(ctx, c, cfg.Temporal.TaskQueue)
+	if err != nil {
+		return nil, err
+	}
+	return res.Freezes, nil
 }
 
 // keptDial dials Temporal once for a whole --watch and gives every refresh
@@ -219,13 +259,20 @@ func writeStatus(w io.Writer, st machines.Status) error {
 		b.WriteString("no module matches: no machine asked is given it or runs it\n")
 	} else {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tTIER\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT")
+		fmt.Fprintln(tw, "MACHINE\tTIER\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT\tFROZEN")
 		for _, r := range st.Rows {
 			drift := dash(r.Drift)
 			if r.HostError != "" {
 				drift = "?"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, r.Module, statusCells(r), queues[r.Machine], drift)
+			frozen := "-"
+			switch {
+			case st.FreezesError != "":
+				frozen = "?"
+			case r.Frozen:
+				frozen = "frozen"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, r.Module, statusCells(r), queues[r.Machine], drift, frozen)
 		}
 		_ = tw.Flush()
 	}
@@ -240,6 +287,12 @@ func writeStatus(w io.Writer, st machines.Status) error {
 	}
 	if common != "" {
 		fmt.Fprintf(&b, "machine workflows not asked: %s\n", oneLine(common))
+	}
+	for _, fz := range st.Freezes {
+		fmt.Fprintf(&b, "frozen: %s: %s\n", fz.Scope(), oneLine(fz.String()))
+	}
+	if st.FreezesError != "" {
+		fmt.Fprintf(&b, "freezes not read: %s\n", oneLine(st.FreezesError))
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write output: %w", err)

@@ -103,13 +103,15 @@ func TestStatusWithoutTemporal(t *testing.T) {
 	r = run(t, "--config", cfg, "status")
 	require.Error(t, r.err)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 6, r.stdout)
-	assert.Regexp(t, `^MACHINE\s+TIER\s+MODULE\s+GEN\s+COMMIT\s+HEALTH\s+BEHIND\s+PLAN\s+SEQ\s+QUEUE\s+DRIFT$`, lines[0])
-	assert.Regexp(t, `^edge-1\s+1\s+host\s+3\s+0123456789ab\s+healthy\s+0\s+plan/host/0123456789ab\s+4\s+\?\s+-$`, lines[1])
-	assert.Regexp(t, `^control-node\s+2\s+host(\s+\?){8}$`, lines[2])
-	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+\?){8}$`, lines[3])
+	require.Len(t, lines, 7, r.stdout)
+	assert.Regexp(t, `^MACHINE\s+TIER\s+MODULE\s+GEN\s+COMMIT\s+HEALTH\s+BEHIND\s+PLAN\s+SEQ\s+QUEUE\s+DRIFT\s+FROZEN$`, lines[0])
+	assert.Regexp(t, `^edge-1\s+1\s+host\s+3\s+0123456789ab\s+healthy\s+0\s+plan/host/0123456789ab\s+4\s+\?\s+-\s+\?$`, lines[1],
+		"frozen or not is unknown without the worker")
+	assert.Regexp(t, `^control-node\s+2\s+host(\s+\?){9}$`, lines[2])
+	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+\?){9}$`, lines[3])
 	assert.Regexp(t, `^control-node: host http://127\.0\.0\.1:1: unreachable: .+`, lines[4])
 	assert.Regexp(t, `^machine workflows not asked: .*temporal unreachable at `+unreachable, lines[5], "said once, not per machine")
+	assert.Regexp(t, `^freezes not read: .*temporal unreachable at `+unreachable, lines[6])
 
 	r = run(t, "--config", cfg, "status", "--machine", "edge-1", "--module", "host", "-o", "json")
 	require.Error(t, r.err)
@@ -133,6 +135,7 @@ func TestWriteStatus(t *testing.T) {
 			{Machine: "control-node", Tier: 2, Module: "host", Generation: &old, Commit: commit, State: mesh.StateRunning, Plan: plan, Seq: &seq, Behind: &one},
 			{Machine: "control-node", Tier: 2, Module: "mesh-controller", Drift: machines.DriftMissing},
 		},
+		Freezes: []mesh.Freeze{{ID: 1, Machine: "control-node", By: "alice", Reason: "disk swap"}},
 		Machines: []machines.Row{
 			{Machine: "edge-1", Queue: &zero, HostStatus: machines.HostOK},
 			{Machine: "edge-2", HostStatus: machines.HostUnreachable, HostError: "host http://h2: unreachable: connection refused",
@@ -140,18 +143,20 @@ func TestWriteStatus(t *testing.T) {
 			{Machine: "control-node", Queue: &q, Current: &meshapi.QueuedRequest{Plan: plan}, HostStatus: machines.HostOK},
 		},
 	}
+	st.SetFreezes(st.Freezes, nil)
 	var b bytes.Buffer
 	require.NoError(t, writeStatus(&b, st))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	require.Len(t, lines, 8, b.String())
-	assert.Regexp(t, `^edge-1\s+1\s+host\s+27\s+0123456789ab\s+healthy \(1 restart\)\s+0\s+plan/host/0123456789ab\s+9\s+0\s+-$`, lines[1])
-	assert.Regexp(t, `^edge-1\s+1\s+metrics\s+26\s+-\s+crash-looping \(5 restarts\)\s+-\s+by-hand\s+9\s+0\s+unexpected$`, lines[2])
-	assert.Regexp(t, `^edge-2\s+1\s+host(\s+\?){8}$`, lines[3])
-	assert.Regexp(t, `^control-node\s+2\s+host\s+26\s+0123456789ab\s+running\s+1\s+plan/host/0123456789ab\s+9\s+2\+1\s+-$`, lines[4],
-		"a host that does not judge health: its state")
-	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+-){6}\s+2\+1\s+missing$`, lines[5])
+	require.Len(t, lines, 9, b.String())
+	assert.Regexp(t, `^edge-1\s+1\s+host\s+27\s+0123456789ab\s+healthy \(1 restart\)\s+0\s+plan/host/0123456789ab\s+9\s+0\s+-\s+-$`, lines[1])
+	assert.Regexp(t, `^edge-1\s+1\s+metrics\s+26\s+-\s+crash-looping \(5 restarts\)\s+-\s+by-hand\s+9\s+0\s+unexpected\s+-$`, lines[2])
+	assert.Regexp(t, `^edge-2\s+1\s+host(\s+\?){8}\s+-$`, lines[3])
+	assert.Regexp(t, `^control-node\s+2\s+host\s+26\s+0123456789ab\s+running\s+1\s+plan/host/0123456789ab\s+9\s+2\+1\s+-\s+frozen$`, lines[4],
+		"a host that does not judge health: its state; a freeze of the machine holds it")
+	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+-){6}\s+2\+1\s+missing\s+frozen$`, lines[5])
 	assert.Equal(t, "edge-2: host http://h2: unreachable: connection refused", lines[6])
 	assert.Equal(t, "edge-2: workflow machine/edge-2: query timed out", lines[7], "one machine's own failure is its own line")
+	assert.Regexp(t, `^frozen: .*machine control-node.*alice.*disk swap`, lines[8])
 
 	b.Reset()
 	require.NoError(t, writeStatus(&b, machines.Status{Machines: []machines.Row{{Machine: "edge-1", HostStatus: machines.HostOK}}}))

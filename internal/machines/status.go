@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -54,6 +55,29 @@ type Status struct {
 	// and current request), sorted by tier and machine: the queue is a
 	// machine's, not a module's, so it is said once here.
 	Machines []Row `json:"machines"`
+	// Freezes are the freezes in force, as the worker's catalogue holds
+	// them (read through a lever workflow, see SetFreezes); FreezesError
+	// says why they could not be read, and Frozen is then unknown.
+	Freezes      []mesh.Freeze `json:"freezes"`
+	FreezesError string        `json:"freezes_error,omitempty"`
+}
+
+// SetFreezes marks every row a freeze holds: plans of its module pushing
+// its machine wait before their next batch. err is why the freezes could
+// not be read; every row's Frozen is then unknown (false, with
+// FreezesError set).
+func (st *Status) SetFreezes(fs []mesh.Freeze, err error) {
+	st.Freezes = fs
+	if st.Freezes == nil {
+		st.Freezes = []mesh.Freeze{}
+	}
+	if err != nil {
+		st.FreezesError = err.Error()
+	}
+	for i := range st.Rows {
+		r := &st.Rows[i]
+		r.Frozen = slices.ContainsFunc(fs, func(f mesh.Freeze) bool { return f.Holds(r.Module, []string{r.Machine}) })
+	}
 }
 
 // StatusRow is one module on one machine: over the modules the mesh config
@@ -88,6 +112,9 @@ type StatusRow struct {
 	// HostError says why the host could not be asked: the row then holds
 	// only what the config says.
 	HostError string `json:"host_error,omitempty"`
+	// Frozen is whether a freeze holds plans of this module pushing this
+	// machine (Status.SetFreezes).
+	Frozen bool `json:"frozen"`
 }
 
 // ReadStatus asks every host of cfg (each within HostCheckTimeout) and the
