@@ -57,7 +57,7 @@ func required(what string, namesAndValues ...string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return errors.New(what + " needs " + strings.Join(missing, ", "))
+		return errors.New(what + " needs " + strings.Join(missing, " and "))
 	}
 	return nil
 }

@@ -1,9 +1,7 @@
 package meshapi
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -59,17 +57,7 @@ type FreezeInput struct {
 // Validate is what the CLI and the workflow both refuse before anything is
 // recorded: a freeze says who and why.
 func (in FreezeInput) Validate() error {
-	var missing []string
-	if strings.TrimSpace(in.By) == "" {
-		missing = append(missing, "by")
-	}
-	if strings.TrimSpace(in.Reason) == "" {
-		missing = append(missing, "reason")
-	}
-	if len(missing) > 0 {
-		return errors.New("a freeze needs " + strings.Join(missing, " and "))
-	}
-	return nil
+	return required("a freeze", "by", in.By, "reason", in.Reason)
 }
 
 // UnfreezeInput lifts the freezes of exactly one scope (starter unfreeze).
@@ -106,17 +94,7 @@ type Override struct {
 func (o Override) Words() string { return fmt.Sprintf("override freeze by %s: %s", o.By, o.Reason) }
 
 func (o Override) validate() error {
-	var missing []string
-	if strings.TrimSpace(o.By) == "" {
-		missing = append(missing, "by")
-	}
-	if strings.TrimSpace(o.Reason) == "" {
-		missing = append(missing, "reason")
-	}
-	if len(missing) > 0 {
-		return errors.New("an override of a freeze needs " + strings.Join(missing, " and "))
-	}
-	return nil
+	return required("an override of a freeze", "by", o.By, "reason", o.Reason)
 }
 
 // HoldsInput asks whether a plan must hold before its next batch: is a

@@ -51,21 +51,15 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
 	// The levers are short: each run finishes on the build that started it.
-	w.RegisterWorkflowWithOptions(workflows.RejectBuild, workflow.RegisterOptions{
-		Name: meshapi.RejectWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
-	})
-	w.RegisterWorkflowWithOptions(workflows.ListBuilds, workflow.RegisterOptions{
-		Name: meshapi.BuildsWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
-	})
-	w.RegisterWorkflowWithOptions(workflows.Freeze, workflow.RegisterOptions{
-		Name: meshapi.FreezeWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
-	})
-	w.RegisterWorkflowWithOptions(workflows.Unfreeze, workflow.RegisterOptions{
-		Name: meshapi.UnfreezeWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
-	})
-	w.RegisterWorkflowWithOptions(workflows.ListFreezes, workflow.RegisterOptions{
-		Name: meshapi.FreezesWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
-	})
+	for name, fn := range map[string]any{
+		meshapi.RejectWorkflowType:   workflows.RejectBuild,
+		meshapi.BuildsWorkflowType:   workflows.ListBuilds,
+		meshapi.FreezeWorkflowType:   workflows.Freeze,
+		meshapi.UnfreezeWorkflowType: workflows.Unfreeze,
+		meshapi.FreezesWorkflowType:  workflows.ListFreezes,
+	} {
+		w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name, VersioningBehavior: workflow.VersioningBehaviorPinned})
+	}
 }
 
 // Deps are the activities' dependencies that a deployment chooses.
