@@ -1,0 +1,108 @@
+package activities
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host/hosttest"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// RollbackTarget's choices, on a catalogue of host generations 1 to 4 that
+// all ran healthy (3 the same bits as 4), with edge-1 on 4 and edge-2 on
+// 2: what it rolls back to, which machines it reaches, what it rejects,
+// and every target it refuses for good, naming why, while rejecting
+// nothing.
+func TestRollbackTarget(t *testing.T) {
+	b := map[int64]mesh.Build{}
+	for g := int64(1); g <= 4; g++ {
+		b[g] = bld("host", g)
+	}
+	same := b[4]
+	same.Commit, same.Generation = b[3].Commit, 3 // reproducible: 3 and 4 are the same bits
+	b[3] = same
+
+	for _, tc := range []struct {
+		name     string
+		to       string
+		rejected []int64
+		want     int64 // generation rolled back to; 0: refused
+		machines []string
+		errType  string
+		says     string
+	}{
+		{name: "by default the newest healthy build below what runs, skipping the same bits", want: 2, machines: []string{"edge-1"}},
+		{name: "a rejected build is no target", rejected: []int64{2}, want: 1, machines: []string{"edge-1", "edge-2"}},
+		{name: "a named target", to: b[1].Commit, want: 1, machines: []string{"edge-1", "edge-2"}},
+		{name: "an ambiguous prefix", to: b[1].Commit[:8], errType: meshapi.ErrInvalidInput, says: "names more than one build"},
+		{name: "not below what runs", to: b[4].Commit, errType: meshapi.ErrInvalidInput, says: "is not below generation 4"},
+		{name: "a rejected target", to: b[1].Commit, rejected: []int64{1}, errType: meshapi.ErrRejected, says: "was rejected by"},
+		{name: "an unknown commit", to: "abcdef0123", errType: meshapi.ErrUnknownBuild, says: "no build of host at commit abcdef0123"},
+		{name: "a prefix too short", to: "abc", errType: meshapi.ErrInvalidInput, says: "at least 7"},
+		{name: "nothing healthy below", rejected: []int64{1, 2}, errType: meshapi.ErrUnknownBuild, says: "name one with --to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cat := catalogue.NewMemory()
+			for g := int64(1); g <= 4; g++ {
+				require.NoError(t, cat.Record(ctx, b[g], "plan/test"))
+				require.NoError(t, cat.MarkConverged(ctx, b[g].Digest, "edge-1"))
+			}
+			for _, g := range tc.rejected {
+				_, err := cat.Reject(ctx, "host", b[g].Commit, "alice", "bad")
+				require.NoError(t, err)
+			}
+			e1, e2 := hosttest.New(t, "edge-1"), hosttest.New(t, "edge-2")
+			e1.Seed(running(b[4]))
+			e2.Seed(running(b[2]))
+			a := &Activities{
+				Mesh:      &config.Config{Modules: map[string]config.Module{"host": {}}},
+				Catalogue: cat, Hosts: fixedHosts{"edge-1": e1, "edge-2": e2},
+				PollInterval: time.Millisecond, Log: zerolog.Nop(),
+			}
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestActivityEnvironment()
+			env.RegisterActivity(a)
+			v, err := env.ExecuteActivity(a.RollbackTarget, meshapi.RollbackTargetInput{
+				Plan: meshapi.RollbackID("host"), Module: "host", Machines: []string{"edge-1", "edge-2"},
+				Rollback: meshapi.Rollback{To: tc.to, By: "bob", Reason: "leaks memory"},
+			})
+			if tc.errType != "" {
+				var appErr *temporal.ApplicationError
+				require.ErrorAs(t, err, &appErr)
+				require.Equal(t, tc.errType, appErr.Type())
+				require.True(t, appErr.NonRetryable(), "refused for good")
+				require.Contains(t, appErr.Error(), tc.says)
+				_, rejected, err := cat.Rejected(ctx, b[4].Digest)
+				require.NoError(t, err)
+				require.False(t, rejected, "a refused rollback rejects nothing")
+				return
+			}
+			require.NoError(t, err)
+			var res meshapi.RollbackTargetResult
+			require.NoError(t, v.Get(&res))
+			require.Equal(t, tc.want, res.Build.Generation)
+			require.Equal(t, tc.machines, res.Machines)
+			runs := map[string]mesh.Build{"edge-1": b[4], "edge-2": b[2]}
+			for _, m := range res.Machines {
+				r, rejected, err := cat.Rejected(ctx, runs[m].Digest)
+				require.NoError(t, err)
+				require.True(t, rejected, "%s's build, rolled back from, is rejected", m)
+				if !slices.Contains(tc.rejected, runs[m].Generation) {
+					require.Equal(t, meshapi.RollbackID("host"), r.By)
+					require.Contains(t, r.Reason, "by bob: leaks memory")
+				}
+			}
+		})
+	}
+}
