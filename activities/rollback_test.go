@@ -106,3 +106,52 @@ func TestRollbackTarget(t *testing.T) {
 		})
 	}
 }
+
+// SyncTarget: the newest build that ran healthy somewhere and is not
+// rejected, for a module the machine should run; anything else refused
+// for good, naming why.
+func TestSyncTarget(t *testing.T) {
+	ctx := context.Background()
+	cat := catalogue.NewMemory()
+	b1, b2 := bld("host", 1), bld("host", 2)
+	for _, b := range []mesh.Build{b1, b2} {
+		require.NoError(t, cat.Record(ctx, b, "plan/test"))
+		require.NoError(t, cat.MarkConverged(ctx, b.Digest, "edge-2"))
+	}
+	_, err := cat.Reject(ctx, "host", b2.Commit, "alice", "leaks")
+	require.NoError(t, err)
+	a := &Activities{
+		Mesh: &config.Config{
+			Modules:  map[string]config.Module{"host": {}, "metrics": {}},
+			Machines: map[string]config.Machine{"edge-1": {Modules: []string{"host", "metrics"}}, "edge-2": {Modules: []string{"host"}}},
+		},
+		Catalogue: cat, Log: zerolog.Nop(),
+	}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	for _, tc := range []struct {
+		module, machine string
+		want            mesh.Build
+		errType, says   string
+	}{
+		{"host", "edge-1", b1, "", ""},
+		{"metrics", "edge-2", mesh.Build{}, meshapi.ErrInvalidInput, "does not run metrics"},
+		{"host", "edge-9", mesh.Build{}, meshapi.ErrUnknownMachine, `machine "edge-9"`},
+		{"metrics", "edge-1", mesh.Build{}, meshapi.ErrUnknownBuild, "merge one first"},
+	} {
+		v, err := env.ExecuteActivity(a.SyncTarget, meshapi.SyncTargetInput{Module: tc.module, Machine: tc.machine})
+		if tc.errType != "" {
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr, "%s on %s", tc.module, tc.machine)
+			require.Equal(t, tc.errType, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			require.Contains(t, appErr.Error(), tc.says)
+			continue
+		}
+		require.NoError(t, err)
+		var got mesh.Build
+		require.NoError(t, v.Get(&got))
+		require.Equal(t, tc.want, got, "the newest healthy build that is not rejected")
+	}
+}
