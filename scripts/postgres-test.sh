@@ -8,7 +8,8 @@
 # Meant for Debian 12 as root (CI's machine, and a developer's): installs the
 # postgresql package if it is missing, creates a cluster if there is none,
 # starts it, and creates (or resets) the role meshroll, with a password and
-# CREATEDB, that logs in over TCP on 127.0.0.1 (Debian's pg_hba.conf allows
+# CREATEDB (and pg_signal_backend, for the tests' DROP DATABASE ... WITH
+# (FORCE)), that logs in over TCP on 127.0.0.1 (Debian's pg_hba.conf allows
 # password logins there by default). Safe to run again: each step checks
 # first. The server is left running.
 #
@@ -95,6 +96,9 @@ as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$port" -d postgres -v role="$role"
 SELECT format('CREATE ROLE %I', :'role')
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
 ALTER ROLE :"role" WITH LOGIN CREATEDB PASSWORD :'pw';
+-- Each test drops its database WITH (FORCE), which ends the sessions still
+-- in it; one of another role (a background worker) needs this to be ended.
+GRANT pg_signal_backend TO :"role";
 SQL
 
 dsn="postgres://$role:$password@127.0.0.1:$port/postgres?sslmode=disable"
