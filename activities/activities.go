@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +78,16 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 		return meshapi.TargetsResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("module %q is not in the worker's mesh config (known: %v)", in.Module, a.Mesh.ModuleNames()),
 			meshapi.ErrUnknownModule, err)
+	}
+	if in.Remove != "" {
+		m, ok := a.Mesh.Machines[in.Remove]
+		if !ok {
+			return meshapi.TargetsResult{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", in.Remove, a.Mesh.MachineNames())
+		}
+		if slices.Contains(m.Modules, in.Module) {
+			return meshapi.TargetsResult{}, permanent(meshapi.ErrInvalidInput, "machine %s runs %s by the worker's mesh config: a sync brings it up, it does not stop it", in.Remove, in.Module)
+		}
+		ts = []meshapi.Target{{Machine: in.Remove, Tier: m.Tier}}
 	}
 	res := meshapi.TargetsResult{Targets: ts}
 	size := map[int]int{}

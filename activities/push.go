@@ -115,6 +115,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 			Floor:       floor,
 			Rejected:    a.rejected(ctx),
 			Rollback:    req.Rollback != nil,
+			Remove:      req.Remove,
 		})
 		if err != nil {
 			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
@@ -333,6 +334,9 @@ func (a *Activities) rejected(ctx context.Context) func(string) (string, bool, e
 // compositions may give it to a machine that lacks the module. A failure is
 // logged, not fatal: the push itself succeeded.
 func (a *Activities) markConverged(ctx context.Context, req meshapi.PushRequest) {
+	if req.Remove {
+		return // the build was stopped there, not put there
+	}
 	if err := a.Catalogue.MarkConverged(ctx, req.Build.Digest, req.Machine); err != nil {
 		a.Log.Warn().Err(err).Str("machine", req.Machine).Str("digest", req.Build.Digest).Msg("could not mark build converged")
 	}

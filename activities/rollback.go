@@ -140,6 +140,27 @@ func (a *Activities) runningGenerations(ctx context.Context, module string, mach
 	return runs, unknown
 }
 
+// removeTarget is the build a removing sync stops: what the machine's host
+// reports running of the module, as the catalogue knows it.
+func (a *Activities) removeTarget(ctx context.Context, in meshapi.SyncTargetInput) (mesh.Build, error) {
+	rc, err := a.runningOn(ctx, in.Machine, in.Module)
+	if err != nil {
+		return mesh.Build{}, fmt.Errorf("ask %s what it runs: %w", in.Machine, err)
+	}
+	if rc == nil {
+		return mesh.Build{}, permanent(meshapi.ErrInvalidInput, "machine %s does not run %s: nothing to stop", in.Machine, in.Module)
+	}
+	b, known, err := a.Catalogue.Lookup(ctx, rc.Digest)
+	switch {
+	case err != nil:
+		return mesh.Build{}, fmt.Errorf("look up %s %s: %w", in.Module, rc.Digest, err)
+	case !known:
+		return mesh.Build{}, permanent(meshapi.ErrUnknownDigest, "machine %s runs %s at digest %s, which the catalogue does not know; stop it on the host by hand",
+			in.Machine, in.Module, rc.Digest)
+	}
+	return b, nil
+}
+
 // permanent is a non-retryable application error of type typ.
 func permanent(typ, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
@@ -156,6 +177,9 @@ func (a *Activities) SyncTarget(ctx context.Context, in meshapi.SyncTargetInput)
 	m, ok := a.Mesh.Machines[in.Machine]
 	if !ok {
 		return mesh.Build{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", in.Machine, a.Mesh.MachineNames())
+	}
+	if in.Remove {
+		return a.removeTarget(ctx, in)
 	}
 	if !slices.Contains(m.Modules, in.Module) {
 		return mesh.Build{}, permanent(meshapi.ErrInvalidInput, "machine %s does not run %s by the worker's mesh config (it runs %v)", in.Machine, in.Module, m.Modules)

@@ -214,7 +214,7 @@ func TestMachineSyncBringsAReimagedMachineToTheNewestHealthyBuild(t *testing.T) 
 		says string
 	}{
 		{[]string{"machine", "sync", "edge-9"}, `unknown machine "edge-9"`},
-		{[]string{"machine", "sync", "edge-1", "--module", "mesh-controller"}, `does not run module "mesh-controller"`},
+		{[]string{"machine", "sync", "edge-1", "--module", "mesh-controller"}, `neither runs module "mesh-controller"`},
 	} {
 		_, err := s.starter(tc.args...)
 		require.Error(t, err)
@@ -238,5 +238,35 @@ func TestMachineSyncBringsAReimagedMachineToTheNewestHealthyBuild(t *testing.T) 
 	require.Equal(t, meshapi.PlanConverged, res[0].State, res[0].Reason)
 	s.runs("edge-1", s.build("host", g1))
 	s.runs("control-node", s.build("host", g2)) // only the machine synced is touched
+	s.checkJournal("edge-1")
+
+	// Someone starts the controller on edge-1 by hand, beside host: the
+	// config does not give it edge-1, so a sync stops it (and leaves host
+	// as it runs).
+	k1 := s.commit("mesh-controller")
+	s.converge("mesh-controller", k1)
+	e1 := s.hosts["edge-1"]
+	rep := e1.Report()
+	hostNow, _ := rep.Running("host")
+	_, err = e1.a.Apply(t.Context(), mesh.Declaration{Machine: "edge-1", Seq: rep.LastSeq + 1, Plan: "by-hand", Request: "by-hand@edge-1",
+		Containers: []mesh.Container{hostNow.Declared(), {Module: "mesh-controller", Digest: s.build("mesh-controller", k1).Digest, Generation: s.build("mesh-controller", k1).Generation}}})
+	require.NoError(t, err)
+	require.True(t, assertEventually(func() bool {
+		rc, ok := e1.Report().Running("mesh-controller")
+		return ok && rc.Healthy()
+	}), "edge-1 runs the controller started by hand")
+	out, err = s.starter("machine", "sync", "edge-1", "--wait", "--output", "json")
+	require.NoError(t, err, out)
+	res = nil
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Len(t, res, 2, out)
+	for _, r := range res {
+		require.Equal(t, meshapi.PlanConverged, r.State, "%s: %s", r.Module, r.Reason)
+	}
+	require.Contains(t, out, "stopped mesh-controller on edge-1")
+	_, stillRuns := e1.Report().Running("mesh-controller")
+	require.False(t, stillRuns, "the controller is stopped")
+	s.runs("edge-1", s.build("host", g1))
+	s.runs("control-node", s.build("mesh-controller", k1))
 	s.checkJournal("edge-1")
 }

@@ -173,7 +173,11 @@ func (p *plan) roll(ctx workflow.Context) error {
 // MeshrollMachines search attribute.
 func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	var tr meshapi.TargetsResult
-	if err := workflow.ExecuteLocalActivity(targetsOptions(ctx), acts.Targets, meshapi.TargetsInput{Module: p.in.Module}).Get(ctx, &tr); err != nil {
+	in := meshapi.TargetsInput{Module: p.in.Module}
+	if s := p.in.Sync; s != nil && s.Remove {
+		in.Remove = s.Machine
+	}
+	if err := workflow.ExecuteLocalActivity(targetsOptions(ctx), acts.Targets, in).Get(ctx, &tr); err != nil {
 		return nil, endAs(meshapi.PlanRefused, errorReason(err))
 	}
 	if len(tr.Targets) == 0 {
@@ -243,6 +247,10 @@ func (p *plan) outcome(b mesh.Build) error {
 	n := total - superseded - failed
 	reason := fmt.Sprintf("%s generation %d runs on %d %s (%d already ran newer)",
 		p.in.Module, b.Generation, n, plural(n, "machine", "machines"), superseded)
+	if s := p.in.Sync; s != nil && s.Remove {
+		reason = fmt.Sprintf("stopped %s on %s (it ran generation %d, %s), which the config no longer gives it",
+			p.in.Module, s.Machine, b.Generation, mesh.ShortCommit(b.Commit))
+	}
 	if p.in.Rollback != nil {
 		reason = fmt.Sprintf("rolled %s back to generation %d (%s) on %d %s (%d already at or below it), from %s; %s",
 			p.in.Module, b.Generation, mesh.ShortCommit(b.Commit), n, plural(n, "machine", "machines"), superseded, p.st.RolledBackFrom, p.in.Rollback.Words())

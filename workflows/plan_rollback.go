@@ -50,7 +50,7 @@ func (p *plan) syncTarget(ctx workflow.Context, targets []meshapi.Target) (mesh.
 	var b mesh.Build
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		return workflow.ExecuteActivity(rollbackOptions(sctx, p.policy, "find the newest healthy build of "+p.in.Module), acts.SyncTarget,
-			meshapi.SyncTargetInput{Module: p.in.Module, Machine: p.in.Sync.Machine}).Get(sctx, &b)
+			meshapi.SyncTargetInput{Module: p.in.Module, Machine: p.in.Sync.Machine, Remove: p.in.Sync.Remove}).Get(sctx, &b)
 	})
 	if err := p.targetRefused(ctx, err, "sync"); err != nil {
 		return mesh.Build{}, nil, err

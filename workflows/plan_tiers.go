@@ -138,6 +138,7 @@ func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []
 			Policy:      p.policy,
 			Force:       p.in.Force,
 			Rollback:    p.in.Rollback,
+			Remove:      p.in.Sync != nil && p.in.Sync.Remove,
 			Note:        p.overrideWords(),
 		})
 	}

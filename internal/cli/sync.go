@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -15,11 +17,14 @@ import (
 // syncResult is one module's sync in machine sync's JSON output; State and
 // Reason are the final ones with --wait.
 type syncResult struct {
-	Module   string             `json:"module"`
-	Plan     string             `json:"plan"`
-	Existing bool               `json:"existing"`
-	State    meshapi.PlanStatus `json:"state,omitempty"`
-	Reason   string             `json:"reason,omitempty"`
+	Module   string `json:"module"`
+	Plan     string `json:"plan"`
+	Existing bool   `json:"existing"`
+	// Remove: the config does not give the machine the module; the sync
+	// stops it.
+	Remove bool               `json:"remove,omitempty"`
+	State  meshapi.PlanStatus `json:"state,omitempty"`
+	Reason string             `json:"reason,omitempty"`
 }
 
 func (a *app) machineSyncCommand() *cobra.Command {
@@ -34,10 +39,11 @@ not rejected: one plan per module (ID sync/<machine>/<module>), each pushed
 through the machine's workflow with the guard and health checks of a merge. A
 module already on something newer is left as it runs.
 
-It does not stop modules the machine should not run (starter status shows them
-as unexpected); remove those by hand for now.
+A module its host runs that the config does not give the machine (starter
+status shows it as unexpected) is stopped the same way: a plan (ID
+sync/<machine>/<module>) sends the machine what it runs without it.
 
---module syncs one module only. --wait follows every plan to its end; the exit
+--module syncs (or stops) one module only. --wait follows every plan to its end; the exit
 code is 3 when one did not converge or was not superseded.`,
 		Example: `  starter machine sync edge-3 --wait
   starter machine sync control-node --module host --output json`,
@@ -51,21 +57,43 @@ code is 3 when one did not converge or was not superseded.`,
 			if err := knownMachine(cfg, path, name); err != nil {
 				return err
 			}
-			modules := cfg.Machines[name].Modules
 			if module != "" {
-				if !slices.Contains(modules, module) {
-					return usagef(nil, "machine %s does not run module %q by %s (it runs: %s)", name, module, path, strings.Join(modules, ", "))
+				if _, err := moduleTargets(cfg, path, module); err != nil {
+					return err
 				}
-				modules = []string{module}
-			}
-			if len(modules) == 0 {
-				return usagef(nil, "machine %s runs no module by %s: nothing to sync", name, path)
 			}
 			if by == "" {
 				by = operator()
 			}
+			// What the host runs that the config does not give it: each is
+			// stopped by a sync of its own.
+			st, err := machines.ReadStatus(cmd.Context(), cfg, a.dialer(cfg), machines.StatusFilter{Machine: name, Module: module})
+			if err != nil {
+				return err
+			}
+			var syncs []meshapi.Sync
+			var modules []string
+			for _, r := range st.Rows {
+				switch {
+				case r.HostError != "":
+					return fmt.Errorf("machine %s: %s", name, r.HostError)
+				case r.Drift == machines.DriftUnexpected:
+					syncs = append(syncs, meshapi.Sync{Machine: name, By: by, Remove: true})
+					modules = append(modules, r.Module)
+				case slices.Contains(cfg.Machines[name].Modules, r.Module):
+					syncs = append(syncs, meshapi.Sync{Machine: name, By: by})
+					modules = append(modules, r.Module)
+				}
+			}
+			if len(modules) == 0 {
+				if module != "" {
+					return usagef(nil, "machine %s neither runs module %q by %s (it runs: %s) nor has it running: nothing to sync",
+						name, module, path, strings.Join(cfg.Machines[name].Modules, ", "))
+				}
+				return usagef(nil, "machine %s runs no module by %s and its host runs none: nothing to sync", name, path)
+			}
 			return a.withClient(cmd.Context(), func(ctx context.Context, c client.Client) error {
-				return a.sync(ctx, c, cfg.Temporal.TaskQueue, cfg.PushPolicy(), name, by, modules, wait)
+				return a.sync(ctx, c, cfg.Temporal.TaskQueue, cfg.PushPolicy(), modules, syncs, wait)
 			})
 		}),
 	}
@@ -77,19 +105,22 @@ code is 3 when one did not converge or was not superseded.`,
 
 // sync starts a sync plan per module, in order, and with wait follows each
 // to its end; the machine workflow serialises their pushes either way.
-func (a *app) sync(ctx context.Context, c client.Client, taskQueue string, policy meshapi.PushPolicy, machine, by string, modules []string, wait bool) error {
+func (a *app) sync(ctx context.Context, c client.Client, taskQueue string, policy meshapi.PushPolicy, modules []string, syncs []meshapi.Sync, wait bool) error {
 	var results []syncResult
 	var failed error
-	for _, m := range modules {
+	for i, m := range modules {
 		started, err := plans.Start(ctx, c, taskQueue, meshapi.PlanInput{
-			Module: m, Policy: policy, Sync: &meshapi.Sync{Machine: machine, By: by},
+			Module: m, Policy: policy, Sync: &syncs[i],
 		})
 		if err != nil {
 			return err
 		}
-		r := syncResult{Module: m, Plan: started.ID, Existing: started.Existing}
+		r := syncResult{Module: m, Plan: started.ID, Existing: started.Existing, Remove: syncs[i].Remove}
 		if !a.json() {
 			verb := "started"
+			if syncs[i].Remove {
+				verb = "(not in the config: stopping) started"
+			}
 			if started.Existing {
 				verb = "already running:"
 			}

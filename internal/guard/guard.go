@@ -65,6 +65,10 @@ type Input struct {
 	// one sanctioned downgrade), and a machine already at or below it is
 	// left as it runs. Every other rule stands, rejection included.
 	Rollback bool
+	// Remove is set for a sync that stops the plan's module on the
+	// machine (the config no longer gives it the module): what is sent is
+	// the rest, kept by the same rules, without it.
+	Remove bool
 }
 
 // Result is the guard's conclusion.
@@ -98,10 +102,14 @@ type Result struct {
 //     the catalogue does not know is refused, unless forced;
 //   - last, no container the machine does not run already may be of a
 //     rejected build, forced or not.
+//
+// Two kinds of plan bend the rules for their own module only: a rollback
+// may take it below what runs and below its floor (Rollback), and a sync
+// that stops it sends the rest without it (Remove).
 func Check(in Input) (Result, error) {
 	d := in.Declaration
 	pinned, ok := d.Container(in.Module)
-	if !ok {
+	if !ok && !in.Remove { // a removal's composition may leave it out: it is dropped anyway
 		return Result{Decision: Refused, Code: meshapi.ErrInvalidInput,
 			Reason: fmt.Sprintf("declaration for %s does not contain the plan's module %s", d.Machine, in.Module)}, nil
 	}
@@ -132,14 +140,14 @@ func Check(in Input) (Result, error) {
 					d.Machine, in.Module, g, r.Digest, pinned.Generation, pinned.Digest)}, nil
 		}
 	}
-	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest && !in.Rollback {
+	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest && !in.Rollback && !in.Remove {
 		if g, known := gens[in.Module]; known && g > pinned.Generation && !in.Force {
 			return Result{Decision: Superseded,
 				Reason: fmt.Sprintf("machine %s already runs %s generation %d (%s), newer than this plan's generation %d (%s)",
 					d.Machine, in.Module, g, r.Digest, pinned.Generation, pinned.Digest)}, nil
 		}
 	}
-	if f, ok := in.Floor[in.Module]; ok && f.Generation > pinned.Generation && !in.Force && !in.Rollback {
+	if f, ok := in.Floor[in.Module]; ok && f.Generation > pinned.Generation && !in.Force && !in.Rollback && !in.Remove {
 		return Result{Decision: Superseded,
 			Reason: fmt.Sprintf("%s generation %d (%s) has run healthy on machine %s, newer than this plan's generation %d (%s)",
 				in.Module, f.Generation, f.Digest, d.Machine, pinned.Generation, pinned.Digest)}, nil
@@ -151,6 +159,9 @@ func Check(in Input) (Result, error) {
 	declared := map[string]bool{}
 	for _, c := range d.Containers {
 		declared[c.Module] = true
+		if in.Remove && c.Module == in.Module {
+			continue
+		}
 		if r, ok := running[c.Module]; ok && c.Module != in.Module && r.Digest != c.Digest {
 			nc := r.Declared()
 			if g, known := gens[c.Module]; known {
@@ -162,7 +173,7 @@ func Check(in Input) (Result, error) {
 		out.Containers = append(out.Containers, c)
 	}
 	for _, r := range in.Report.Containers {
-		if !declared[r.Module] {
+		if !declared[r.Module] && !(in.Remove && r.Module == in.Module) {
 			nc := r.Declared()
 			if g, known := gens[r.Module]; known {
 				nc.Generation = g

@@ -69,6 +69,7 @@ func TestCheck(t *testing.T) {
 		force    bool
 		rejected []int // digest numbers an operator rejected
 		rollback bool
+		remove   bool
 		want     Decision
 		code     string
 		rebased  []string
@@ -284,6 +285,24 @@ func TestCheck(t *testing.T) {
 			code:     meshapi.ErrRejected,
 		},
 		{
+			name:     "a sync that stops a module sends the rest as it runs, without it",
+			decl:     []mesh.Container{ctr("host", 4), ctr("ctl", 2)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			floor:    map[string]int{"host": 4},
+			remove:   true,
+			want:     Send,
+			rebased:  []string{"ctl"},
+			wantSent: map[string]int{"ctl": 3},
+		},
+		{
+			name:     "a removal whose composition left the module out",
+			decl:     []mesh.Container{ctr("ctl", 3)},
+			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
+			remove:   true,
+			want:     Send,
+			wantSent: map[string]int{"ctl": 3},
+		},
+		{
 			name:     "forced, the floor is not applied",
 			decl:     []mesh.Container{ctr("host", 4), ctr("mesh-controller", 1)},
 			floor:    map[string]int{"host": 5, "mesh-controller": 3},
@@ -303,6 +322,7 @@ func TestCheck(t *testing.T) {
 				Floor:       floors(tt.floor),
 				Rejected:    rejected(tt.rejected...),
 				Rollback:    tt.rollback,
+				Remove:      tt.remove,
 			}
 			got, err := Check(in)
 			if err != nil {

@@ -390,6 +390,10 @@ type TierPolicy struct {
 // TargetsInput asks the worker's mesh config which machines run a module.
 type TargetsInput struct {
 	Module string `json:"module"`
+	// Remove names the one machine of a sync that stops the module there
+	// (the config no longer gives it the module, so it is not among the
+	// module's machines).
+	Remove string `json:"remove,omitempty"`
 }
 
 // TargetsResult lists them sorted by tier, then name, with each tier's
@@ -425,6 +429,9 @@ type PushRequest struct {
 	Declaration mesh.Declaration `json:"declaration"`
 	Policy      PushPolicy       `json:"policy"`
 	Force       bool             `json:"force,omitempty"`
+	// Remove is set for a sync that stops the plan's module on the
+	// machine: the declaration sent is what runs, without it.
+	Remove bool `json:"remove,omitempty"`
 	// Rollback is set for a rollback plan's push: the one that may take
 	// the plan's module below what runs and below the floor, to Build.
 	Rollback *Rollback `json:"rollback,omitempty"`

@@ -48,12 +48,17 @@ func SyncID(machine, module string) string { return syncPrefix + machine + "/" +
 type Sync struct {
 	Machine string `json:"machine"`
 	By      string `json:"by"`
+	// Remove stops the module on Machine instead: the config does not give
+	// the machine the module, and its host runs it (drift: unexpected).
+	Remove bool `json:"remove,omitempty"`
 }
 
 // SyncTargetInput asks which build a sync brings a module to.
 type SyncTargetInput struct {
 	Module  string `json:"module"`
 	Machine string `json:"machine"`
+	// Remove asks for the build the machine runs, which the sync stops.
+	Remove bool `json:"remove,omitempty"`
 }
 
 // RollbackTargetInput asks which build a rollback plan puts back and on
