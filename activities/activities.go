@@ -73,16 +73,17 @@ type Activities struct {
 // local activity: cheap, and its answer is recorded in the plan's history
 // so the plan keeps the topology and policy it started with.
 func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshapi.TargetsResult, error) {
+	if err := a.knownModule(in.Module); err != nil {
+		return meshapi.TargetsResult{}, err
+	}
 	ts, err := a.Mesh.Targets(in.Module)
 	if err != nil {
-		return meshapi.TargetsResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("module %q is not in the worker's mesh config (known: %v)", in.Module, a.Mesh.ModuleNames()),
-			meshapi.ErrUnknownModule, err)
+		return meshapi.TargetsResult{}, err
 	}
 	if in.Remove != "" {
-		m, ok := a.Mesh.Machines[in.Remove]
-		if !ok {
-			return meshapi.TargetsResult{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", in.Remove, a.Mesh.MachineNames())
+		m, err := a.knownMachine(in.Remove)
+		if err != nil {
+			return meshapi.TargetsResult{}, err
 		}
 		if slices.Contains(m.Modules, in.Module) {
 			return meshapi.TargetsResult{}, permanent(meshapi.ErrInvalidInput, "machine %s runs %s by the worker's mesh config: a sync brings it up, it does not stop it", in.Remove, in.Module)
@@ -107,11 +108,10 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 // Build builds the plan's module at its commit and records the build in the
 // catalogue.
 func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Build, error) {
-	m, ok := a.Mesh.Modules[in.Module]
-	if !ok {
-		return mesh.Build{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("module %q is not in the worker's mesh config", in.Module), meshapi.ErrUnknownModule, nil)
+	if err := a.knownModule(in.Module); err != nil {
+		return mesh.Build{}, err
 	}
+	m := a.Mesh.Modules[in.Module]
 	repo := m.Repo
 	if !filepath.IsAbs(repo) {
 		repo = filepath.Join(a.ConfigDir, repo)

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -124,12 +125,21 @@ func (a *Activities) runningOn(ctx context.Context, machine, module string) (*me
 	return nil, nil
 }
 
-// knownModule refuses, for good, a module the worker's mesh config lacks.
+// knownModule refuses, for good, a module the worker's mesh config lacks:
+// the one refusal every activity given a module gives, naming the known.
 func (a *Activities) knownModule(module string) error {
 	if _, ok := a.Mesh.Modules[module]; !ok {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("module %q is not in the worker's mesh config (known: %v)", module, a.Mesh.ModuleNames()),
-			meshapi.ErrUnknownModule, nil)
+		return permanent(meshapi.ErrUnknownModule, "module %q is not in the worker's mesh config (known: %v)", module, a.Mesh.ModuleNames())
 	}
 	return nil
+}
+
+// knownMachine is the machine's config, or knownModule's refusal for a
+// machine the worker's mesh config lacks.
+func (a *Activities) knownMachine(machine string) (config.Machine, error) {
+	m, ok := a.Mesh.Machines[machine]
+	if !ok {
+		return config.Machine{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", machine, a.Mesh.MachineNames())
+	}
+	return m, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -60,9 +59,8 @@ func (a *Activities) knownScope(module, machine string) error {
 		}
 	}
 	if machine != "" {
-		if _, ok := a.Mesh.Machines[machine]; !ok {
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("machine %q is not in the worker's mesh config", machine), meshapi.ErrUnknownMachine, nil)
+		if _, err := a.knownMachine(machine); err != nil {
+			return err
 		}
 	}
 	return nil

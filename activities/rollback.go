@@ -174,9 +174,9 @@ func (a *Activities) SyncTarget(ctx context.Context, in meshapi.SyncTargetInput)
 	if err := a.knownModule(in.Module); err != nil {
 		return mesh.Build{}, err
 	}
-	m, ok := a.Mesh.Machines[in.Machine]
-	if !ok {
-		return mesh.Build{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", in.Machine, a.Mesh.MachineNames())
+	m, err := a.knownMachine(in.Machine)
+	if err != nil {
+		return mesh.Build{}, err
 	}
 	if in.Remove {
 		return a.removeTarget(ctx, in)
