@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
