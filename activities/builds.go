@@ -69,41 +69,61 @@ func (a *Activities) ListBuilds(ctx context.Context, in meshapi.BuildsInput) (me
 		return meshapi.BuildsResult{}, err
 	}
 	res := meshapi.BuildsResult{Module: in.Module, Builds: []meshapi.BuildInfo{}, AskedAt: time.Now().UTC()}
-	running, healthy := map[string][]string{}, map[string][]string{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, t := range targets {
-		wg.Go(func() {
-			rc, err := a.runningOn(ctx, t.Machine, in.Module)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if res.Unreachable == nil {
-					res.Unreachable = map[string]string{}
-				}
-				res.Unreachable[t.Machine] = err.Error()
-				return
-			}
-			if rc == nil {
-				return
-			}
-			running[rc.Digest] = append(running[rc.Digest], t.Machine)
-			if rc.Healthy() {
-				healthy[rc.Digest] = append(healthy[rc.Digest], t.Machine)
-			}
-		})
+	machines := make([]string, len(targets))
+	for i, t := range targets {
+		machines[i] = t.Machine
 	}
-	wg.Wait()
+	slices.Sort(machines) // so that each list below is sorted
+	answers := a.runningOnAll(ctx, in.Module, machines)
+	running, healthy := map[string][]string{}, map[string][]string{}
+	for _, m := range machines {
+		switch ans := answers[m]; {
+		case ans.err != nil:
+			if res.Unreachable == nil {
+				res.Unreachable = map[string]string{}
+			}
+			res.Unreachable[m] = ans.err.Error()
+		case ans.rc != nil:
+			running[ans.rc.Digest] = append(running[ans.rc.Digest], m)
+			if ans.rc.Healthy() {
+				healthy[ans.rc.Digest] = append(healthy[ans.rc.Digest], m)
+			}
+		}
+	}
 	for _, e := range entries {
 		d := e.Build.Digest
-		slices.Sort(running[d])
-		slices.Sort(healthy[d])
 		res.Builds = append(res.Builds, meshapi.BuildInfo{
 			Build: e.Build, Plan: e.Plan, BuiltAt: e.BuiltAt, Converged: e.Converged,
 			Running: running[d], Healthy: healthy[d], Rejected: e.Rejected,
 		})
 	}
 	return res, nil
+}
+
+// hostAnswer is what one machine's host said of a module: the container
+// (nil when it runs none), or why it could not be asked.
+type hostAnswer struct {
+	rc  *mesh.RunningContainer
+	err error
+}
+
+// runningOnAll asks the machines' hosts at once what each runs of module
+// (runningOn, each bounded by HostAskTimeout), so that one slow host costs
+// its own wait only.
+func (a *Activities) runningOnAll(ctx context.Context, module string, machines []string) map[string]hostAnswer {
+	answers := make(map[string]hostAnswer, len(machines))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range machines {
+		wg.Go(func() {
+			rc, err := a.runningOn(ctx, m, module)
+			mu.Lock()
+			defer mu.Unlock()
+			answers[m] = hostAnswer{rc: rc, err: err}
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 // runningOn is the module's container as machine's host reports it; nil

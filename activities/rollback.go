@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -116,27 +115,20 @@ func (a *Activities) rollbackBuild(ctx context.Context, in meshapi.RollbackTarge
 // digest the catalogue does not know.
 func (a *Activities) runningGenerations(ctx context.Context, module string, machines []string) (runs map[string]mesh.Build, unknown []string) {
 	runs = map[string]mesh.Build{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range machines {
-		wg.Go(func() {
-			rc, err := a.runningOn(ctx, m, module)
-			var b mesh.Build
-			known := false
-			if err == nil && rc != nil {
-				b, known, err = a.Catalogue.Lookup(ctx, rc.Digest)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil || (rc != nil && !known):
-				unknown = append(unknown, m)
-			case rc != nil:
-				runs[m] = b
-			}
-		})
+	for m, ans := range a.runningOnAll(ctx, module, machines) {
+		if ans.err == nil && ans.rc == nil {
+			continue // runs no such module
+		}
+		b, known, err := mesh.Build{}, false, ans.err
+		if err == nil {
+			b, known, err = a.Catalogue.Lookup(ctx, ans.rc.Digest)
+		}
+		if err != nil || !known {
+			unknown = append(unknown, m)
+			continue
+		}
+		runs[m] = b
 	}
-	wg.Wait()
 	return runs, unknown
 }
 
