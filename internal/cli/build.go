@@ -56,15 +56,19 @@ it cannot reach is named below the table, its machines missing from RUNS.`,
 			if in.Limit < 0 {
 				return usagef(nil, "--limit %d is negative; want 0 (all) or more", in.Limit)
 			}
-			return a.leverCall(cmd.Context(), in.Module, func(ctx context.Context, c leverClient) error {
-				res, err := levers.Builds(ctx, c, c.cfg.Temporal.TaskQueue, in)
+			return a.leverCall(cmd.Context(), in.Module, "", func(ctx context.Context, cfg *config.Config, c client.Client) error {
+				res, err := levers.Builds(ctx, c, cfg.Temporal.TaskQueue, in)
 				if err != nil {
 					return err
 				}
 				if a.json() {
 					return a.printJSON(res)
 				}
-				return writeBuildList(a.stdout, res, len(c.targets))
+				targets, err := cfg.Targets(in.Module)
+				if err != nil {
+					return err
+				}
+				return writeBuildList(a.stdout, res, len(targets))
 			})
 		}),
 	}
@@ -132,8 +136,8 @@ rejected keeps the first rejection and prints it.
 			if _, _, err := catalogue.CommitPrefix(in.Commit); err != nil {
 				return usagef(err, "--commit %q: %v", in.Commit, err)
 			}
-			return a.leverCall(cmd.Context(), in.Module, func(ctx context.Context, c leverClient) error {
-				r, err := levers.Reject(ctx, c, c.cfg.Temporal.TaskQueue, in)
+			return a.leverCall(cmd.Context(), in.Module, "", func(ctx context.Context, cfg *config.Config, c client.Client) error {
+				r, err := levers.Reject(ctx, c, cfg.Temporal.TaskQueue, in)
 				if err != nil {
 					return err
 				}
@@ -156,24 +160,23 @@ rejected keeps the first rejection and prints it.
 	return cmd
 }
 
-// leverClient is what a lever needs: the config, the module's machines and
-// a Temporal client.
-type leverClient struct {
-	cfg     *config.Config
-	targets []meshapi.Target
-	client.Client
-}
-
-// leverCall checks the module against the config before connecting, then
-// runs fn with a client, bounded by LeverTimeout.
-func (a *app) leverCall(ctx context.Context, module string, fn func(context.Context, leverClient) error) error {
+// leverCall checks a lever's module and machine ("" for none) against the
+// config before connecting (an unknown one is a usage error), then runs fn
+// with the config and a client, bounded by LeverTimeout.
+func (a *app) leverCall(ctx context.Context, module, machine string, fn func(context.Context, *config.Config, client.Client) error) error {
 	cfg, path, err := a.loadConfig()
 	if err != nil {
 		return err
 	}
-	targets, err := moduleTargets(cfg, path, module)
-	if err != nil {
-		return err
+	if module != "" {
+		if _, err := moduleTargets(cfg, path, module); err != nil {
+			return err
+		}
+	}
+	if machine != "" {
+		if err := knownMachine(cfg, path, machine); err != nil {
+			return err
+		}
 	}
 	c, err := a.dial(ctx, cfg)
 	if err != nil {
@@ -182,7 +185,7 @@ func (a *app) leverCall(ctx context.Context, module string, fn func(context.Cont
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, LeverTimeout)
 	defer cancel()
-	return fn(ctx, leverClient{cfg: cfg, targets: targets, Client: c})
+	return fn(ctx, cfg, c)
 }
 
 // operator names the person running the starter: $USER, else the account.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -44,7 +42,7 @@ active freezes.`,
 			if err := in.Validate(); err != nil {
 				return &UsageError{Err: err}
 			}
-			return a.scopeCall(cmd.Context(), in.Module, in.Machine, func(ctx context.Context, cfg *config.Config, c client.Client) error {
+			return a.leverCall(cmd.Context(), in.Module, in.Machine, func(ctx context.Context, cfg *config.Config, c client.Client) error {
 				f, err := levers.Freeze(ctx, c, cfg.Temporal.TaskQueue, in)
 				if err != nil {
 					return err
@@ -86,7 +84,7 @@ with nothing left to lift, tells them again.`,
 			if in.By == "" {
 				in.By = operator()
 			}
-			return a.scopeCall(cmd.Context(), in.Module, in.Machine, func(ctx context.Context, cfg *config.Config, c client.Client) error {
+			return a.leverCall(cmd.Context(), in.Module, in.Machine, func(ctx context.Context, cfg *config.Config, c client.Client) error {
 				res, err := levers.Unfreeze(ctx, c, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue, in)
 				if err != nil {
 					return err
@@ -122,7 +120,7 @@ func (a *app) freezeListCommand() *cobra.Command {
 		Short: "List the active freezes, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			return a.scopeCall(cmd.Context(), "", "", func(ctx context.Context, cfg *config.Config, c client.Client) error {
+			return a.leverCall(cmd.Context(), "", "", func(ctx context.Context, cfg *config.Config, c client.Client) error {
 				res, err := levers.Freezes(ctx, c, cfg.Temporal.TaskQueue)
 				if err != nil {
 					return err
@@ -153,39 +151,6 @@ func writeFreezes(w io.Writer, fs []mesh.Freeze) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
-}
-
-// scopeCall checks a freeze's module and machine against the config before
-// connecting (an unknown one is a usage error), then runs fn with a client,
-// bounded by LeverTimeout.
-func (a *app) scopeCall(ctx context.Context, module, machine string, fn func(context.Context, *config.Config, client.Client) error) error {
-	cfg, path, err := a.loadConfig()
-	if err != nil {
-		return err
-	}
-	if module != "" {
-		if _, err := moduleTargets(cfg, path, module); err != nil {
-			return err
-		}
-	}
-	if machine != "" {
-		if _, ok := cfg.Machines[machine]; !ok {
-			names := make([]string, 0, len(cfg.Machines))
-			for m := range cfg.Machines {
-				names = append(names, m)
-			}
-			slices.Sort(names)
-			return usagef(nil, "unknown machine %q (known: %s); see machines: in %s", machine, strings.Join(names, ", "), path)
-		}
-	}
-	c, err := a.dial(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, LeverTimeout)
-	defer cancel()
-	return fn(ctx, cfg, c)
 }
 
 // scopeFlags are the flags naming a scope, for a hint to type.

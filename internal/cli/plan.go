@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -117,7 +116,7 @@ gate (and no --tier is given), has no gate before --tier, or has ended.`,
 		return a.control(cmd.Context(), args[0], meshapi.UpdateApprove, in, in.Tier)
 	})
 	cmd.Flags().IntVar(&tier, "tier", 0, "tier whose gate to open (default: the gate the plan waits at now)")
-	cmd.Flags().StringVar(&by, "by", os.Getenv("USER"), "who approves, for the plan's log")
+	cmd.Flags().StringVar(&by, "by", operator(), "who approves, for the plan's log")
 	return cmd
 }
 
@@ -134,7 +133,7 @@ finish. "starter plan resume" lets it go on.`,
 		return a.control(cmd.Context(), args[0], meshapi.UpdatePause, in, nil)
 	})
 	cmd.Flags().StringVar(&in.Reason, "reason", "", "why, for the plan's log")
-	cmd.Flags().StringVar(&in.By, "by", os.Getenv("USER"), "who pauses, for the plan's log")
+	cmd.Flags().StringVar(&in.By, "by", operator(), "who pauses, for the plan's log")
 	return cmd
 }
 
@@ -148,7 +147,7 @@ func (a *app) resumeCommand() *cobra.Command {
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
 		return a.control(cmd.Context(), args[0], meshapi.UpdateResume, in, nil)
 	})
-	cmd.Flags().StringVar(&in.By, "by", os.Getenv("USER"), "who resumes, for the plan's log")
+	cmd.Flags().StringVar(&in.By, "by", operator(), "who resumes, for the plan's log")
 	return cmd
 }
 
@@ -165,7 +164,7 @@ machines already pushed keep what they got, and later tiers are not touched.`,
 		return a.control(cmd.Context(), args[0], meshapi.UpdateAbort, in, nil)
 	})
 	cmd.Flags().StringVar(&in.Reason, "reason", "", "why, for the plan's log and its final reason")
-	cmd.Flags().StringVar(&in.By, "by", os.Getenv("USER"), "who aborts, for the plan's log")
+	cmd.Flags().StringVar(&in.By, "by", operator(), "who aborts, for the plan's log")
 	return cmd
 }
 
