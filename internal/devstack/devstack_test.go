@@ -28,14 +28,26 @@ type ports struct{ temporal, ui, registry, edge, control int }
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return freePortsN(t, 1)[0]
+}
+
+// freePortsN picks n distinct free ports, holding each until all are picked
+// so that the kernel cannot hand the same one out twice.
+func freePortsN(t *testing.T, n int) []int {
+	t.Helper()
+	out := make([]int, n)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer func() { _ = l.Close() }()
+		out[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return out
 }
 
 func freePorts(t *testing.T) ports {
-	return ports{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
+	p := freePortsN(t, 5)
+	return ports{p[0], p[1], p[2], p[3], p[4]}
 }
 
 // writeMesh writes a two-tier mesh on p's ports and returns its path.

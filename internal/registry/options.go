@@ -6,12 +6,10 @@
 // and anything else that pulls or pushes share one notion of "the registry"
 // and one place where credentials are handled (and never printed).
 //
-// Server is the embedded default: go-containerregistry's registry handler,
-// with blobs on disk and manifests persisted next to them. The upstream
-// handler keeps manifests in memory only, so on its own a restart of the
-// worker would forget every image a host agent is about to pull by digest;
-// Server records each accepted manifest before acknowledging it and replays
-// the records when it starts.
+// Server is the embedded default: the CNCF distribution registry (the one
+// Docker and most clouds run) as a library, storing in the worker's state
+// directory, so that the development mesh is held to the same distribution
+// spec as a production registry and keeps its images across restarts.
 package registry
 
 import (

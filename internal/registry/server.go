@@ -1,46 +1,38 @@
 package registry
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	ggcr "github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/handlers"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // the "filesystem" storage driver
+	"github.com/sirupsen/logrus"
 )
 
-// maxManifest bounds a manifest body; the distribution spec asks registries
-// to accept at least 4 MiB.
-const maxManifest = 4 << 20
-
-// Server is the embedded registry. Blobs live under dir/blobs (in the same
-// layout as go-containerregistry's disk blob handler) and every accepted
-// manifest under dir/manifests, so that an image pushed before a restart can
-// still be pulled by tag and by digest after it. One Server per directory:
-// two processes sharing a directory would each replay only what they saw.
+// Server is the embedded registry: the CNCF distribution registry's HTTP
+// application over its filesystem driver, rooted at the state directory it
+// was opened on. Everything the registry acknowledged is in that directory
+// in distribution's own layout, so a restart serves what was pushed before
+// it with no replay step that could fail. One Server per directory.
+//
+// Deletes are enabled (the distribution spec's content management), but
+// nothing ever garbage-collects the blobs: meshroll never deletes, and an
+// image a host runs stays pullable for as long as the state directory
+// lives.
 type Server struct {
-	dir   string
-	inner http.Handler
-	// mu serialises manifest writes with their persistence, so that the
-	// order of records on disk is the order the registry applied them and a
-	// tag pushed twice concurrently replays to the manifest it last held.
-	mu sync.Mutex
+	app *handlers.App
 
 	srvMu sync.Mutex
 	srv   *http.Server
@@ -52,55 +44,103 @@ type ServerOption func(*serverConfig)
 
 type serverConfig struct{ log io.Writer }
 
-// WithRequestLog sends the registry's per-request log lines to w. They are
-// discarded by default: a pull logs several lines, and the worker's log is
-// for plans.
-func WithRequestLog(w io.Writer) ServerOption {
+// WithLog sends the registry's own log lines (warnings and errors of the
+// storage and the HTTP application, as logfmt) to w. They are discarded by
+// default. The distribution registry logs through logrus's standard logger,
+// so the last Server opened in a process decides where they go.
+func WithLog(w io.Writer) ServerOption {
 	return func(c *serverConfig) { c.log = w }
 }
 
-// manifestRecord is one persisted manifest: the key it is served under in a
-// repository, and the exact bytes and content type that were pushed.
-type manifestRecord struct {
-	Repo        string `json:"repo"`
-	Reference   string `json:"reference"`
-	ContentType string `json:"content_type"`
-	Digest      string `json:"digest"`
-	Manifest    []byte `json:"manifest"`
-}
+// secretFile keeps the key the registry signs upload state with, so that an
+// upload started before a restart can finish after it.
+const secretFile = "http-secret"
 
-// New opens (creating if needed) the registry stored in dir and replays its
-// manifests, so that the returned Server serves everything that was pushed to
-// it before.
+// New opens (creating if needed) the registry stored in dir.
 func New(dir string, opts ...ServerOption) (*Server, error) {
 	cfg := serverConfig{log: io.Discard}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	for _, d := range []string{filepath.Join(dir, "blobs"), filepath.Join(dir, "manifests")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("registry store: %w", err)
-		}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("registry store %s: %w", dir, err)
 	}
-	// Uploads cut short by a crash leave temporary files; nothing names them.
-	if tmps, err := filepath.Glob(filepath.Join(dir, "blobs", "*", ".tmp-*")); err == nil {
-		for _, p := range tmps {
-			_ = os.Remove(p)
-		}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("registry store: %w", err)
 	}
-	s := &Server{dir: dir}
-	s.inner = ggcr.New(
-		ggcr.WithBlobHandler(&diskBlobs{dir: filepath.Join(dir, "blobs")}),
-		ggcr.Logger(log.New(cfg.log, "registry: ", log.LstdFlags)),
-	)
-	if err := s.replay(); err != nil {
+	if err := refuseLegacy(abs); err != nil {
 		return nil, err
 	}
-	return s, nil
+	secret, err := httpSecret(abs)
+	if err != nil {
+		return nil, err
+	}
+	logrus.SetOutput(cfg.log)
+	logrus.SetLevel(logrus.WarnLevel)
+	logrus.SetFormatter(&logrus.TextFormatter{DisableColors: true})
+
+	c := &configuration.Configuration{
+		Storage: configuration.Storage{
+			"filesystem": configuration.Parameters{"rootdirectory": abs},
+			"delete":     configuration.Parameters{"enabled": true},
+		},
+	}
+	c.HTTP.Secret = secret
+	app, err := newApp(c)
+	if err != nil {
+		return nil, fmt.Errorf("registry store %s: %w", abs, err)
+	}
+	return &Server{app: app}, nil
+}
+
+// newApp builds the distribution application, which reports a bad
+// configuration or storage by panicking.
+func newApp(c *configuration.Configuration) (app *handlers.App, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("distribution registry: %v", r)
+		}
+	}()
+	return handlers.NewApp(context.Background(), c), nil
+}
+
+// httpSecret reads the upload-signing key kept in dir, creating it on the
+// first start.
+func httpSecret(dir string) (string, error) {
+	p := filepath.Join(dir, secretFile)
+	b, err := os.ReadFile(p)
+	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("registry store: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("registry secret: %w", err)
+	}
+	secret := hex.EncodeToString(raw)
+	if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("registry store: %w", err)
+	}
+	return secret, nil
+}
+
+// refuseLegacy stops at a store written by meshroll's earlier, hand-written
+// registry (blobs/ and manifests/ beside each other), whose images the
+// distribution registry cannot see, rather than serving an empty registry
+// over it.
+func refuseLegacy(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "manifests")); err != nil {
+		return nil
+	}
+	return fmt.Errorf("registry store %s holds images in the layout of an earlier meshroll (blobs/ and manifests/), which this registry does not read: "+
+		"move that directory aside and merge again to rebuild what the plans need", dir)
 }
 
 // Handler serves the OCI distribution API at the site root.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+func (s *Server) Handler() http.Handler { return s.app }
 
 // Start listens on addr (for example "127.0.0.1:0") and serves in the
 // background until Close. It returns the registry's URL, http://host:port,
@@ -161,288 +201,19 @@ func (s *Server) Addr() string {
 	return s.addr
 }
 
-// Close stops serving. Everything acknowledged is already on disk.
+// Close stops serving and the registry's background upload purger.
+// Everything acknowledged is already on disk.
 func (s *Server) Close() error {
 	s.srvMu.Lock()
 	srv := s.srv
-	s.srvMu.Unlock()
 	if srv == nil {
-		return nil
+		// Never served: mark closed so that a later Start is refused.
+		s.srv = &http.Server{}
 	}
-	return srv.Close()
-}
-
-// manifestPath splits a /v2/<repo>/manifests/<reference> path the way the
-// upstream handler does; ok is false for every other path.
-func manifestPath(p string) (repo, ref string, ok bool) {
-	// Like upstream, the /v2 prefix is not checked: the record must name the
-	// repository the upstream handler stored the manifest under. (Its blob
-	// check, which runs first, cannot match when the next-to-last element
-	// is "manifests".)
-	elem := strings.Split(p, "/")[1:]
-	if len(elem) < 4 || elem[len(elem)-2] != "manifests" {
-		return "", "", false
-	}
-	return strings.Join(elem[1:len(elem)-2], "/"), elem[len(elem)-1], true
-}
-
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	repo, ref, ok := manifestPath(r.URL.Path)
-	if !ok || (r.Method != http.MethodPut && r.Method != http.MethodDelete) {
-		s.inner.ServeHTTP(w, r)
-		return
-	}
-	var body []byte
-	if r.Method == http.MethodPut {
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManifest))
-		if err != nil {
-			http.Error(w, "manifest too large or unreadable", http.StatusRequestEntityTooLarge)
-			return
-		}
-		body = b
-		r.Body = io.NopCloser(bytes.NewReader(b))
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rec := httptest.NewRecorder()
-	s.inner.ServeHTTP(rec, r)
+	s.srvMu.Unlock()
 	var err error
-	switch {
-	case r.Method == http.MethodPut && rec.Code == http.StatusCreated:
-		err = s.persistPut(repo, ref, r.Header.Get("Content-Type"), body)
-	case r.Method == http.MethodDelete && rec.Code == http.StatusAccepted:
-		err = s.remove(repo, ref)
+	if srv != nil {
+		err = srv.Close()
 	}
-	if err != nil {
-		// The manifest is in memory but not on disk; refuse it so the client
-		// retries rather than trusting an image a restart would lose.
-		http.Error(w, "registry store: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
-}
-
-// persistPut records a manifest under the two keys the upstream handler
-// stores it under: the reference it was pushed to and its digest.
-func (s *Server) persistPut(repo, ref, contentType string, body []byte) error {
-	sum := sha256.Sum256(body)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
-	keys := []string{digest}
-	if ref != digest {
-		keys = append(keys, ref)
-	}
-	for _, k := range keys {
-		rec := manifestRecord{Repo: repo, Reference: k, ContentType: contentType, Digest: digest, Manifest: body}
-		if err := s.write(rec); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Server) recordPath(repo, ref string) string {
-	sum := sha256.Sum256([]byte(repo + "\x00" + ref))
-	return filepath.Join(s.dir, "manifests", hex.EncodeToString(sum[:])+".json")
-}
-
-// write stores rec atomically: a complete file or none, synced before the
-// push is acknowledged.
-func (s *Server) write(rec manifestRecord) error {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(s.recordPath(rec.Repo, rec.Reference), data)
-}
-
-func (s *Server) remove(repo, ref string) error {
-	if err := os.Remove(s.recordPath(repo, ref)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return syncDir(filepath.Join(s.dir, "manifests"))
-}
-
-// replay feeds every persisted manifest back through the upstream handler.
-// Images go before indexes (an index PUT needs its manifests present), and a
-// digest key removed by a DELETE while a tag still names the manifest is
-// removed again after the tag's PUT recreated it.
-func (s *Server) replay() error {
-	dir := filepath.Join(s.dir, "manifests")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("registry store: %w", err)
-	}
-	var recs []manifestRecord
-	have := map[[2]string]bool{}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".tmp-") {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-			continue
-		}
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return fmt.Errorf("registry store: %w", err)
-		}
-		var rec manifestRecord
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return fmt.Errorf("registry store: manifest record %s: %w", e.Name(), err)
-		}
-		sum := sha256.Sum256(rec.Manifest)
-		if got := "sha256:" + hex.EncodeToString(sum[:]); got != rec.Digest {
-			return fmt.Errorf("registry store: manifest record %s is corrupt (digest %s, recorded %s)", e.Name(), got, rec.Digest)
-		}
-		recs = append(recs, rec)
-		have[[2]string{rec.Repo, rec.Reference}] = true
-	}
-	sort.SliceStable(recs, func(i, j int) bool {
-		return !types.MediaType(recs[i].ContentType).IsIndex() && types.MediaType(recs[j].ContentType).IsIndex()
-	})
-	// An index of indexes needs its children first; a few passes settle any
-	// nesting that occurs in practice.
-	pending := recs
-	for pass := 0; len(pending) > 0; pass++ {
-		var failed []manifestRecord
-		var lastErr string
-		for _, rec := range pending {
-			if code, msg := s.serveInner(http.MethodPut, rec.Repo, rec.Reference, rec.ContentType, rec.Manifest); code != http.StatusCreated {
-				failed = append(failed, rec)
-				lastErr = fmt.Sprintf("%s:%s: %d %s", rec.Repo, rec.Reference, code, msg)
-			}
-		}
-		if len(failed) == len(pending) || pass > 8 {
-			return fmt.Errorf("registry store: %d manifests could not be restored; last: %s", len(failed), lastErr)
-		}
-		pending = failed
-	}
-	for _, rec := range recs {
-		if rec.Reference == rec.Digest || have[[2]string{rec.Repo, rec.Digest}] {
-			continue
-		}
-		s.serveInner(http.MethodDelete, rec.Repo, rec.Digest, "", nil)
-		have[[2]string{rec.Repo, rec.Digest}] = true
-	}
-	return nil
-}
-
-func (s *Server) serveInner(method, repo, ref, contentType string, body []byte) (int, string) {
-	req := httptest.NewRequest(method, "/v2/"+repo+"/manifests/"+ref, bytes.NewReader(body))
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	rec := httptest.NewRecorder()
-	s.inner.ServeHTTP(rec, req)
-	return rec.Code, strings.TrimSpace(rec.Body.String())
-}
-
-// diskBlobs stores blobs as dir/<algorithm>/<hex>, like go-containerregistry's
-// disk handler, but syncs each blob before it is acknowledged (a manifest is
-// only as durable as the blobs it names) and removes a failed upload's
-// temporary file.
-type diskBlobs struct{ dir string }
-
-func (d *diskBlobs) path(h v1.Hash) string { return filepath.Join(d.dir, h.Algorithm, h.Hex) }
-
-// Stat implements registry.BlobStatHandler. Blobs are verified as they are
-// written, so the size is all a HEAD needs.
-func (d *diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) {
-	fi, err := os.Stat(d.path(h))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, ggcr.ErrNotFound
-	}
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
-}
-
-// Get implements registry.BlobHandler.
-func (d *diskBlobs) Get(_ context.Context, _ string, h v1.Hash) (io.ReadCloser, error) {
-	f, err := os.Open(d.path(h))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, ggcr.ErrNotFound
-	}
-	return f, err
-}
-
-// Put implements registry.BlobPutHandler. rc verifies size and digest as it
-// is read; its error is returned as is so the upstream handler answers with
-// the right status.
-func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser) error {
-	defer rc.Close()
-	if err := os.MkdirAll(filepath.Join(d.dir, h.Algorithm), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Join(d.dir, h.Algorithm), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = io.Copy(f, rc)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, d.path(h))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Join(d.dir, h.Algorithm))
-}
-
-// Delete implements registry.BlobDeleteHandler.
-func (d *diskBlobs) Delete(_ context.Context, _ string, h v1.Hash) error {
-	err := os.Remove(d.path(h))
-	if errors.Is(err, os.ErrNotExist) {
-		return ggcr.ErrNotFound
-	}
-	return err
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
+	return errors.Join(err, s.app.Shutdown())
 }

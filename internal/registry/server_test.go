@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -142,10 +144,12 @@ func TestServerKeepsImagesAcrossRestart(t *testing.T) {
 	if err := remote.Delete(before.ref("meshroll/b:gone"), before.remote()...); err != nil {
 		t.Fatal(err)
 	}
-	keptTagDigest := before.push("meshroll/b:kept", randomImage(t))
-	if err := remote.Delete(before.ref("meshroll/b@"+keptTagDigest), before.remote()...); err != nil {
+	// Deleting by digest removes the manifest and every tag naming it.
+	goneDigest := before.push("meshroll/b:also-gone", randomImage(t))
+	if err := remote.Delete(before.ref("meshroll/b@"+goneDigest), before.remote()...); err != nil {
 		t.Fatal(err)
 	}
+	before.push("meshroll/b:kept", randomImage(t))
 
 	refs := []string{
 		"meshroll/a:v1", "meshroll/a@" + taggedDigest, "meshroll/a@" + byDigestDigest.String(),
@@ -189,7 +193,7 @@ func TestServerKeepsImagesAcrossRestart(t *testing.T) {
 			t.Errorf("layer %d differs after restart", i)
 		}
 	}
-	for _, r := range []string{"meshroll/b:gone", "meshroll/b@" + keptTagDigest} {
+	for _, r := range []string{"meshroll/b:gone", "meshroll/b:also-gone", "meshroll/b@" + goneDigest} {
 		if _, err := after.manifest(r); !isNotFound(err) {
 			t.Errorf("deleted %s after restart: %v, want not found", r, err)
 		}
@@ -249,26 +253,111 @@ func TestServerConcurrentPushesReplayToTheLastTag(t *testing.T) {
 	}
 }
 
-func TestServerRefusesCorruptStore(t *testing.T) {
+// TestServerRestartsAfterDeletingAnIndexChild is the sequence that once
+// kept the worker from starting: an image, an index naming it, the image's
+// manifest deleted (the API allows it; the index is still served), restart.
+func TestServerRestartsAfterDeletingAnIndexChild(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s1.Handler())
+	c := client{t: t, opts: Options{Address: hs.URL}}
+	child := randomImage(t)
+	childDigest := c.push("meshroll/i:child", child)
+	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: child})
+	if err := remote.WriteIndex(c.ref("meshroll/i:index"), idx, c.remote()...); err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Delete(c.ref("meshroll/i@"+childDigest), c.remote()...); err != nil {
+		t.Fatalf("delete the index's child: %v", err)
+	}
+	want, err := c.manifest("meshroll/i:index")
+	if err != nil {
+		t.Fatalf("index after its child was deleted: %v", err)
+	}
+	hs.Close()
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := New(dir)
+	if err != nil {
+		t.Fatalf("restart after deleting an index's child: %v", err)
+	}
+	hs2 := httptest.NewServer(s2.Handler())
+	defer hs2.Close()
+	c2 := client{t: t, opts: Options{Address: hs2.URL}}
+	got, err := c2.manifest("meshroll/i:index")
+	if err != nil {
+		t.Fatalf("index after restart: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("index serves other bytes after restart")
+	}
+	if _, err := c2.manifest("meshroll/i@" + childDigest); !isNotFound(err) {
+		t.Errorf("deleted child after restart: %v, want not found", err)
+	}
+	// And the registry still takes pushes.
+	c2.push("meshroll/i:child", child)
+}
+
+// TestServerRefusesAManifestUnderAnotherDigest: a manifest PUT to a digest
+// that is not its own is refused, and nothing is stored under that key.
+func TestServerRefusesAManifestUnderAnotherDigest(t *testing.T) {
 	dir := t.TempDir()
 	s, err := New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s.Handler())
-	client{t: t, opts: Options{Address: hs.URL}}.push("meshroll/a:v1", randomImage(t))
-	hs.Close()
-	files, _ := filepath.Glob(filepath.Join(dir, "manifests", "*.json"))
-	if len(files) == 0 {
-		t.Fatal("no manifest records written")
-	}
-	data, _ := os.ReadFile(files[0])
-	data = bytes.Replace(data, []byte(`"manifest":"`), []byte(`"manifest":"AAAA`), 1)
-	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+	defer hs.Close()
+	c := client{t: t, opts: Options{Address: hs.URL}}
+	img := randomImage(t)
+	c.push("meshroll/d:real", img)
+	raw, err := img.RawManifest()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(dir); err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Fatalf("New on a corrupt store: %v", err)
+	mt, err := img.MediaType()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := randomImage(t)
+	otherDigest, _ := other.Digest()
+	put := func(ref string) int {
+		req, _ := http.NewRequest(http.MethodPut, hs.URL+"/v2/meshroll/d/manifests/"+ref, bytes.NewReader(raw))
+		req.Header.Set("Content-Type", string(mt))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := put(otherDigest.String()); code != http.StatusBadRequest {
+		t.Errorf("PUT under another digest answered %d, want 400", code)
+	}
+	if _, err := c.manifest("meshroll/d@" + otherDigest.String()); !isNotFound(err) {
+		t.Errorf("manifest under the wrong digest: %v, want not found", err)
+	}
+	if code := put("v1"); code != http.StatusCreated {
+		t.Errorf("the same manifest under a tag answered %d, want 201", code)
+	}
+}
+
+// TestServerRefusesTheEarlierLayout: a state directory written by the
+// hand-written registry of earlier meshroll versions is named, not served
+// as an empty registry.
+func TestServerRefusesTheEarlierLayout(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(dir)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "move that directory aside") {
+		t.Fatalf("New on the earlier layout: %v", err)
 	}
 }
 
@@ -280,24 +369,38 @@ func TestServerFailedBlobUploadLeavesNothing(t *testing.T) {
 	}
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
-	// A monolithic upload whose body does not match its digest.
-	resp, err := http.Post(hs.URL+"/v2/meshroll/a/blobs/uploads/?digest=sha256:"+strings.Repeat("0", 64), "application/octet-stream", strings.NewReader("not that"))
+	// An upload whose body does not match the digest it is closed with.
+	resp, err := http.Post(hs.URL+"/v2/meshroll/a/blobs/uploads/", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode < 400 {
-		t.Fatalf("mismatched upload answered %d", resp.StatusCode)
+	loc, err := resp.Location()
+	if err != nil {
+		t.Fatalf("upload started without a Location (%d): %v", resp.StatusCode, err)
+	}
+	q := loc.Query()
+	q.Set("digest", "sha256:"+strings.Repeat("0", 64))
+	loc.RawQuery = q.Encode()
+	req, _ := http.NewRequest(http.MethodPut, loc.String(), strings.NewReader("not that"))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("mismatched upload answered %d, want 400", resp.StatusCode)
 	}
 	var left []string
-	_ = filepath.WalkDir(filepath.Join(dir, "blobs"), func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join(dir, "docker", "registry", "v2", "blobs"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			left = append(left, p)
 		}
 		return nil
 	})
 	if len(left) != 0 {
-		t.Errorf("failed upload left %v", left)
+		t.Errorf("failed upload left blobs %v", left)
 	}
 }
 
@@ -346,20 +449,5 @@ func TestServerLifecycle(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("ListenAndServe after Close: %v", err)
-	}
-
-	// Temporary files of an upload cut short are removed on start.
-	stale := filepath.Join(dir, "blobs", "sha256", ".tmp-123")
-	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(stale, []byte("half"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := New(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Error("stale upload left in the store")
 	}
 }
