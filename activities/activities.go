@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -123,11 +122,9 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 	req := build.Request{
 		Module: in.Module, Commit: in.Commit, Repo: repo, Path: m.Path,
 		Kind: m.Builder, Main: m.Main, Branch: m.Branch, Command: m.Command, DigestFile: m.DigestFile,
+		Source:   m.ImageSource(),
 		Output:   out,
 		Progress: func() { activity.RecordHeartbeat(ctx) },
-	}
-	if strings.Contains(m.Repo, "://") {
-		req.Source = m.Repo // stable across workers, unlike each clone's origin spelling
 	}
 	b, err := a.Builder.Build(ctx, req)
 	if err != nil {

@@ -56,10 +56,9 @@ type Request struct {
 	// branch, whose commits must not become generations.
 	Branch string
 	// Source is the image's org.opencontainers.image.source (the
-	// repository's URL). Default: the origin remote's URL without
-	// credentials, else none. It is part of the image, so set it to
-	// something stable (the config's repo): a different spelling gives a
-	// different digest for the same commit.
+	// repository's URL), or none. It is part of the image, so it must not
+	// come from the clone being built (whose origin each worker may spell
+	// differently): the activity takes it from the module's config.
 	Source string
 	// Output receives the build's output (git, the compiler, the command)
 	// as it is produced; the activity points it at the worker's log with

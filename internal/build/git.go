@@ -3,7 +3,6 @@ package build
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,24 +166,6 @@ func commitTime(ctx context.Context, repo, commit string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("commit time of %s: %w", commit, err)
 	}
 	return time.Unix(sec, 0).UTC(), nil
-}
-
-// originURL is the origin remote's URL with any credentials removed, or ""
-// when there is no origin.
-func originURL(ctx context.Context, repo string) string {
-	out, err := git(ctx, repo, "config", "--get", "remote.origin.url")
-	if err != nil || out == "" {
-		return ""
-	}
-	if strings.Contains(out, "://") {
-		u, err := url.Parse(out)
-		if err != nil {
-			return ""
-		}
-		u.User = nil
-		return u.String()
-	}
-	return out
 }
 
 // Checkout makes a clean, detached worktree of repo at commit in a new

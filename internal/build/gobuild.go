@@ -77,11 +77,6 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 	if err := checkRegistry(opts, repo, r.Commit); err != nil {
 		return mesh.Build{}, err
 	}
-	source := r.Source
-	if source == "" {
-		source = originURL(ctx, r.Repo)
-	}
-
 	if err := j.checkout(ctx); err != nil {
 		return mesh.Build{}, err
 	}
@@ -106,7 +101,7 @@ func (g *Go) build(ctx context.Context, r Request) (mesh.Build, error) {
 	img, err := goImage(bin, out, imageMeta{
 		Module:  r.Module,
 		Commit:  r.Commit,
-		Source:  source,
+		Source:  r.Source,
 		Created: created,
 		Arch:    arch,
 		Recipe:  "go build -trimpath " + mainPkg,

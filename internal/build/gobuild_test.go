@@ -155,23 +155,31 @@ func TestGoSameCommitSameDigest(t *testing.T) {
 	h := helloHistory(t)
 	regs := registries(t)
 	ctx := context.Background()
+	// Two clones of one repository whose origins are spelled differently,
+	// as two workers' clones may be: nothing of a clone is in the image.
+	h.r.git("remote", "add", "origin", "https://git.example.com/org/mesh.git")
+	other := &repo{t: t, dir: t.TempDir()}
+	other.git("clone", "-q", h.r.dir, other.dir)
+	other.git("remote", "set-url", "origin", "ssh://git@git.example.org/fork/mesh")
 	r := Request{Module: "hello", Commit: h.c1, Repo: h.r.dir, Path: "services/hello"}
 	first, err := (&Go{Options: Options{Registry: regs[0].opts, Env: offline}}).Build(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A second build from a fresh worktree with an empty build cache into
-	// another registry, so that nothing is reused: the bytes must come out
-	// the same on their own.
+	// A second build from the other clone, in a fresh worktree with an
+	// empty build cache, into another registry, so that nothing is reused:
+	// the bytes must come out the same on their own.
 	var out bytes.Buffer
 	r.Output = &out
+	r.Repo = other.dir
 	fresh, err := (&Go{Options: Options{Registry: regs[1].opts, Env: append(offline[:len(offline):len(offline)], "GOCACHE="+t.TempDir())}}).Build(ctx, r)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if fresh.Digest != first.Digest || fresh.Generation != first.Generation {
-		t.Errorf("same commit built twice: %+v then %+v", first, fresh)
+		t.Errorf("same commit built from two clones: %+v then %+v", first, fresh)
 	}
+	r.Repo = h.r.dir
 	if !strings.Contains(out.String(), "meshroll: pushing") {
 		t.Errorf("build into a fresh registry did not push; output:\n%s", out.String())
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -251,6 +252,12 @@ type Module struct {
 	Repo string `mapstructure:"repo"`
 	// Path is the module's directory within Repo.
 	Path string `mapstructure:"path"`
+	// Source is the URL the module's source is published at, which its
+	// images carry as org.opencontainers.image.source (default: Repo when
+	// that is a URL, else none). It is part of the image, so it comes from
+	// the config and never from a clone: two workers whose clones name
+	// their origin differently still build one digest for one commit.
+	Source string `mapstructure:"source"`
 	// ControlPlane marks meshroll's own controller. Machines running it are
 	// pushed last (see Validate), each in a batch of its own (see Targets),
 	// so that a bad build cannot take down the thing that would roll it
@@ -281,6 +288,22 @@ type Module struct {
 	// code without it) takes DefaultHealth; Load always sets it. Read it
 	// through HealthCheck.
 	Health *Health `mapstructure:"health"`
+}
+
+// ImageSource is the org.opencontainers.image.source the module's images
+// carry: Source, else Repo when it is a URL (without credentials), else
+// none. It depends on the config alone, so every worker builds the same
+// image from the same commit.
+func (m Module) ImageSource() string {
+	if m.Source != "" {
+		return m.Source
+	}
+	u, err := url.Parse(m.Repo)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	u.User = nil
+	return u.String()
 }
 
 // Machine is one host meshroll pushes to.

@@ -650,7 +650,7 @@ machines:
 				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, windows (line 1)"},
-				{"modules.host.control-plane", "unknown key; known keys: repo, path, control_plane, main, builder, branch, command, digest_file, args, env, health (line 5)"},
+				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key (line 2)"},
 			},
@@ -686,7 +686,7 @@ machines:
 				{"modules.host.args", `must be a list, such as [a, b], got "--verbose" (line 3)`},
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
-				{"modules.other", `must be a mapping of repo, path, control_plane, main, builder, branch, command, digest_file, args, env, health, got "just-a-string" (line 4)`},
+				{"modules.other", `must be a mapping of repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health, got "just-a-string" (line 4)`},
 				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, got "127.0.0.1:7233" (line 1)`},
 			},
 		},
@@ -834,6 +834,22 @@ func TestTokenNeverPrinted(t *testing.T) {
 	assert.True(t, strings.Contains(buf.String(), secret.Redacted), "slog output: %s", buf.String())
 }
 
+// The image source depends on the module's config alone, never on a clone.
+func TestImageSource(t *testing.T) {
+	for _, tt := range []struct{ name, repo, source, want string }{
+		{"source given", ".", "https://git.example.com/org/mesh", "https://git.example.com/org/mesh"},
+		{"source wins over a URL repo", "https://git.example.com/org/mesh.git", "https://example.com/mesh", "https://example.com/mesh"},
+		{"URL repo", "https://git.example.com/org/mesh.git", "", "https://git.example.com/org/mesh.git"},
+		{"URL repo loses its credentials", "https://bot:s3cret@git.example.com/org/mesh.git", "", "https://git.example.com/org/mesh.git"},
+		{"local repo: none", ".", "", ""},
+		{"local path: none", "/srv/mesh", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, Module{Repo: tt.repo, Source: tt.source}.ImageSource())
+		})
+	}
+}
+
 func TestBuilderAndRegistry(t *testing.T) {
 	base := `modules:
   host: {repo: ., path: examples/host%s}
@@ -850,6 +866,11 @@ machines:
 			Message: "missing; the command builder needs the command that pushes the image, such as [ko, build, --push]"}}},
 		{"unknown builder", ", builder: bazel", "", []Problem{{Key: "modules.host.builder",
 			Message: `unknown builder "bazel"; want go or command`}}},
+		{"source URL", ", source: \"https://git.example.com/org/mesh\"", "", nil},
+		{"source not a URL", ", source: git.example.com/org/mesh", "", []Problem{{Key: "modules.host.source",
+			Message: `"git.example.com/org/mesh" is not a URL without credentials`}}},
+		{"source with credentials", ", source: \"https://u:p@git.example.com/org/mesh\"", "", []Problem{{Key: "modules.host.source",
+			Message: "is not a URL without credentials"}}},
 		{"token and password", "", "registry: {address: reg.example:5000, username: u, password: p, token: t}\n", []Problem{{Key: "registry.token",
 			Message: "give either a token or a username and password, not both"}}},
 	}

@@ -557,6 +557,7 @@ func (l *loader) module(name string, n *yaml.Node) Module {
 	m := Module{
 		Repo:         l.str(at("repo")...),
 		Path:         l.str(at("path")...),
+		Source:       l.str(at("source")...),
 		ControlPlane: l.boolean(at("control_plane")...),
 		Main:         l.str(at("main")...),
 		Builder:      l.str(at("builder")...),

@@ -178,6 +178,11 @@ func (c *Config) problems(sk *skip) []Problem {
 		if strings.TrimSpace(mod.Repo) == "" {
 			ps.add(key+".repo", "missing; name the git repository to build from (\".\" for this one)")
 		}
+		if mod.Source != "" {
+			if u, err := url.Parse(mod.Source); err != nil || u.Scheme == "" || u.Host == "" || u.User != nil {
+				ps.add(key+".source", "%q is not a URL without credentials, such as https://git.example.com/org/mesh", mod.Source)
+			}
+		}
 		switch mod.Builder {
 		case "", BuilderGo:
 			if len(mod.Command) > 0 {

@@ -136,7 +136,7 @@ func refuseLegacy(dir string) error {
 		return nil
 	}
 	return fmt.Errorf("registry store %s holds images in the layout of an earlier meshroll (blobs/ and manifests/), which this registry does not read: "+
-		"move that directory aside and merge again to rebuild what the plans need", dir)
+		"move that directory aside (or start from a fresh state directory; see docs/registry.md)", dir)
 }
 
 // Handler serves the OCI distribution API at the site root.

@@ -102,7 +102,9 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 
 	reg := RegistryOptions(cfg.Registry)
 	if cfg.Registry.Address == "" {
-		srv, err := registry.New(filepath.Join(state, "registry"))
+		// The registry's warnings and errors (logfmt lines of its own) go
+		// into the worker's log as messages of component=registry.
+		srv, err := registry.New(filepath.Join(state, "registry"), registry.WithLog(log.With().Str("component", "registry").Logger()))
 		if err != nil {
 			_ = closeAll()
 			return Deps{}, nil, fmt.Errorf("embedded registry: %w", err)
