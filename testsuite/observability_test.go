@@ -1,10 +1,13 @@
 package testsuite
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +37,7 @@ func observedWorker(t *testing.T, s *stack, exp *tracetest.InMemoryExporter) (ba
 	t.Helper()
 	s.worker.Stop()
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	tel, err := telemetry.New(telemetry.Options{Worker: s.cfg.Worker, Log: log, SpanExporter: exp})
+	tel, err := telemetry.New(telemetry.Options{Worker: s.cfg.Worker, Log: log, Help: workflows.MetricHelp, SpanExporter: exp})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	c, err := client.NewClientFromExisting(s.c, tel.ClientOptions(s.srv.ClientOptions()))
@@ -155,6 +158,11 @@ func TestMetricsDuringAPlan(t *testing.T) {
 	running, _ := hm.Value(agent.MetricContainers, map[string]string{"state": "running"})
 	assert.Equal(t, 2.0, running, "svc and side run on edge-1")
 
+	// Both endpoints, scraped for real, pass Prometheus's own linter: every
+	// metric has help text, counters end in _total, units are base units.
+	promtoolCheck(t, "worker", metrics)
+	promtoolCheck(t, "host agent", s.hosts["edge-1"].URL()+agent.PathMetrics)
+
 	// Tracing: the interceptor made spans of the plan's activities.
 	require.NoError(t, tel.Flush(context.Background()))
 	names := map[string]bool{}
@@ -193,4 +201,36 @@ func TestRefusalMetrics(t *testing.T) {
 	require.NoError(t, err)
 	_, converged := m.Value(workflows.MetricPushes+"_total", map[string]string{"machine": "edge-1", "outcome": string(meshapi.MachineConverged)})
 	assert.False(t, converged, "nothing converged on %v", machine)
+}
+
+// promtoolCheck scrapes url and runs promtool check metrics on what it
+// served. promtool comes with Debian's prometheus package, which .ci/run
+// installs; a local run without it skips the check.
+func promtoolCheck(t *testing.T, what, url string) {
+	t.Helper()
+	promtool := os.Getenv("MESHROLL_PROMTOOL")
+	if promtool == "" {
+		p, err := exec.LookPath("promtool")
+		if err != nil {
+			msg := "no promtool to lint /metrics with: apt-get install prometheus (or set MESHROLL_PROMTOOL)"
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Log(msg)
+			return
+		}
+		promtool = p
+	}
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "# HELP meshroll_", "the %s serves meshroll's metrics", what)
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "promtool check metrics on the %s's %s:\n%s", what, url, out)
+	assert.Empty(t, strings.TrimSpace(string(out)), "promtool check metrics on the %s's %s", what, url)
 }

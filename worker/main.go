@@ -27,7 +27,10 @@
 // a second Ctrl-C at once.
 //
 //	go run ./worker --dev [--config examples/mesh.yaml] [--state .meshroll]
-//	                      [--ui-port 8233] [--runtime noop]
+//	                      [--ui-port 8233] [--runtime noop] [--metrics-listen 127.0.0.1:9090]
+//
+// The dev stack serves the worker's /metrics only when asked (--metrics-listen
+// or worker.metrics_listen), and prints where.
 //
 // Flags are GNU-style: --config x or --config=x, not -config x.
 package main

@@ -37,6 +37,20 @@ const (
 	MetricHostStateLost = "meshroll_host_state_lost"
 )
 
+// MetricHelp is the help text of each of meshroll's workflow metrics, which
+// the worker's telemetry attaches to them (the SDK's metrics handler carries
+// none). A metric added above without a line here fails
+// TestEveryMetricHasHelp.
+var MetricHelp = map[string]string{
+	MetricPlansStarted:  "Plans that began to run, by module.",
+	MetricPlansEnded:    "Plans that ended, by module and terminal state (converged, halted, refused, ...).",
+	MetricTierDuration:  "Time from handing a tier's pushes over to its last answer, by module, tier and how the tier ended.",
+	MetricPushes:        "Answers of machine workflows to pushes, by machine and outcome.",
+	MetricRefusals:      "Refused pushes, by machine and reason (the refusal's stable error type).",
+	MetricQueueLength:   "Requests waiting on a machine workflow, the one in flight not counted.",
+	MetricHostStateLost: "Pushes that found their host had lost its state (its last sequence below what was sent), by machine.",
+}
+
 func planStarted(ctx workflow.Context, module string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module}).Counter(MetricPlansStarted).Inc(1)
 }

@@ -39,11 +39,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/config"
-	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
@@ -89,6 +87,10 @@ type Options struct {
 	UIPort int
 	// Runtime is the host agents' runtime name (default DefaultRuntime).
 	Runtime string
+	// MetricsListen, when set, replaces the config's worker.metrics_listen:
+	// where the worker serves /metrics, /livez and /readyz. Neither set:
+	// nothing is served.
+	MetricsListen string
 	// Out receives the human-readable account: one line per piece started
 	// and where, then "ready" once everything runs, and what stopped.
 	Out io.Writer
@@ -208,6 +210,12 @@ func prepare(o Options) (*stack, error) {
 	// --state alone decides what a restart resumes.
 	own := *cfg
 	own.StateDir = state
+	if o.MetricsListen != "" {
+		own.Worker.MetricsListen = o.MetricsListen
+		if err := own.Validate(); err != nil {
+			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+	}
 
 	bs, err := binds(&own, o.UIPort, o.ConfigPath)
 	if err != nil {
@@ -296,15 +304,23 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 	s.say("temporal", "%s  (namespace %s; Web UI http://%s; log %s)", s.cfg.Temporal.Address, s.cfg.Temporal.Namespace,
 		dialable(net.JoinHostPort(host, fmt.Sprint(s.o.UIPort))), s.display(logPath))
 
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  s.cfg.Temporal.Address,
-		Namespace: s.cfg.Temporal.Namespace,
-		Logger:    logging.Temporal(s.o.Log.With().Str("component", "sdk").Logger()),
-	})
+	// The worker's metrics, as the deployed worker has them; served only
+	// when asked (worker.metrics_listen or --metrics-listen).
+	tel, err := workerapp.NewTelemetry(s.cfg.Worker, s.o.Log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to the Temporal dev server at %s: %w", s.cfg.Temporal.Address, err)
+		return nil, nil, err
+	}
+	s.onStop("telemetry", func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return tel.Shutdown(sctx)
+	})
+	c, err := workerapp.Dial(ctx, s.cfg, tel, s.o.Log, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
 	}
 	s.onStop("Temporal client", func() error { c.Close(); return nil })
+	ready := workerapp.NewReadiness(c)
 	// The dev server registered them at start; this is the worker's own
 	// check, run here too so the stack runs what is deployed.
 	if err := workerapp.EnsureSearchAttributes(ctx, c, s.cfg.Temporal.Namespace, s.o.Log); err != nil {
@@ -341,8 +357,16 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 		return nil, nil, fmt.Errorf("start the worker: %w", err)
 	}
 	s.onStop("worker", func() error { w.Stop(); return nil })
+	ready.Started()
 	s.say("worker", "task queue %s  (namespace %s; machines %s)", s.cfg.Temporal.TaskQueue, s.cfg.Temporal.Namespace,
 		strings.Join(machineOrder(s.cfg), ", "))
+	if l := s.cfg.Worker.MetricsListen; l != "" {
+		addr, err := tel.Serve(l, ready.Check)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.say("metrics", "http://%s/metrics  (and /livez, /readyz; worker.metrics_listen)", dialable(addr.String()))
+	}
 	return srv, serveErr, nil
 }
 

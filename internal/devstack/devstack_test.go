@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +26,7 @@ import (
 )
 
 // ports of a test mesh, each free when picked.
-type ports struct{ temporal, ui, registry, edge, control int }
+type ports struct{ temporal, ui, registry, edge, control, metrics int }
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -46,8 +48,8 @@ func freePortsN(t *testing.T, n int) []int {
 }
 
 func freePorts(t *testing.T) ports {
-	p := freePortsN(t, 5)
-	return ports{p[0], p[1], p[2], p[3], p[4]}
+	p := freePortsN(t, 6)
+	return ports{p[0], p[1], p[2], p[3], p[4], p[5]}
 }
 
 // writeMesh writes a two-tier mesh on p's ports and returns its path.
@@ -124,6 +126,10 @@ func TestBindsRefuse(t *testing.T) {
 		"shared port": {
 			strings.Replace(exampleYAML, `"http://127.0.0.1:7401"`, `"http://127.0.0.1:7400"`, 1),
 			"both want 127.0.0.1:7400",
+		},
+		"metrics on the registry's port": {
+			"worker: {metrics_listen: \"127.0.0.1:5000\"}\n" + exampleYAML,
+			"registry.listen and worker.metrics_listen both want 127.0.0.1:5000",
 		},
 		"temporal port 0": {
 			strings.Replace(exampleYAML, "127.0.0.1:7233", `"127.0.0.1:0"`, 1),
@@ -411,7 +417,9 @@ func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, ou
 	state = t.TempDir()
 	out = &syncBuffer{}
 	res := make(chan error, 1)
-	go func() { res <- Run(ctx, Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: out}) }()
+	go func() {
+		res <- Run(ctx, Options{ConfigPath: path, StateDir: state, UIPort: p.ui, MetricsListen: fmt.Sprintf("127.0.0.1:%d", p.metrics), Out: out})
+	}()
 	deadline := time.After(2 * time.Minute)
 	for !strings.Contains(out.String(), "\nready\n") {
 		select {
@@ -441,6 +449,15 @@ func TestRunStopsCleanly(t *testing.T) {
 	assert.Contains(t, out.String(), fmt.Sprintf("temporal   127.0.0.1:%d  (namespace default; Web UI http://127.0.0.1:%d;", p.temporal, p.ui))
 	assert.Contains(t, out.String(), fmt.Sprintf("host       edge-1        http://127.0.0.1:%d  (tier 1, runtime exec)", p.edge))
 	assert.Contains(t, out.String(), fmt.Sprintf("host       control-node  http://127.0.0.1:%d  (tier 2, runtime exec)", p.control))
+	// Asked for, the worker's metrics are served, and the stack says where.
+	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics)
+	assert.Contains(t, out.String(), "metrics    "+metrics+"  (and /livez, /readyz")
+	resp, err := http.Get(metrics)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), "# HELP go_goroutines")
 	server := pid()
 	cancel()
 	select {
@@ -453,7 +470,7 @@ func TestRunStopsCleanly(t *testing.T) {
 	require.NoError(t, checkPorts([]bind{
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.ui)},
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.registry)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.edge)},
-		{addr: fmt.Sprintf("127.0.0.1:%d", p.control)},
+		{addr: fmt.Sprintf("127.0.0.1:%d", p.control)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.metrics)},
 	}))
 	proc, err := os.FindProcess(server)
 	require.NoError(t, err)

@@ -52,6 +52,9 @@ func binds(cfg *config.Config, uiPort int, configPath string) ([]bind, error) {
 	if cfg.Registry.Address == "" {
 		out = append(out, bind{addr: cfg.Registry.Listen, key: "registry.listen", fix: change("registry.listen", configPath, "registry", "listen")})
 	}
+	if l := cfg.Worker.MetricsListen; l != "" {
+		out = append(out, bind{addr: l, key: "worker.metrics_listen", fix: change("worker.metrics_listen", configPath, "worker", "metrics_listen") + " or pass another --metrics-listen"})
+	}
 	for _, name := range machineOrder(cfg) {
 		key := "machines." + name + ".host"
 		addr, err := hostListen(cfg.Machines[name].Host)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,12 @@ type Options struct {
 	// Log gets export failures (a collector that is down) and the
 	// endpoint's serving errors.
 	Log zerolog.Logger
+	// Help is the help text of metrics by name, as they are emitted (before
+	// Prometheus adds _total or _seconds). The SDK's metrics handler has no
+	// place for a description, so meshroll's own metrics get theirs here;
+	// Prometheus tooling (promtool check metrics) expects every metric to
+	// have one.
+	Help map[string]string
 	// SpanExporter, when set, receives the spans instead of the OTLP
 	// exporter, and turns tracing on whatever the config says. It is for
 	// tests (an in-memory exporter) and embedders.
@@ -78,10 +85,7 @@ func New(o Options) (*Telemetry, error) {
 	}
 	t.meters = sdkmetric.NewMeterProvider(
 		sdkmetric.WithReader(exp),
-		sdkmetric.WithView(sdkmetric.NewView(
-			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram},
-			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: DurationBuckets}},
-		)),
+		sdkmetric.WithView(view(o.Help)),
 	)
 	t.handler = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter:                t.meters.Meter("meshroll"),
@@ -108,6 +112,29 @@ func New(o Options) (*Telemetry, error) {
 		}
 	}
 	return t, nil
+}
+
+// sdkMetricsHelp is the help text of the SDK's own metrics (temporal_*),
+// which the SDK emits without one; the reference describes each.
+const sdkMetricsHelp = "Emitted by the Temporal Go SDK; each is described at https://docs.temporal.io/references/sdk-metrics"
+
+// view is the one view of every instrument: histograms get DurationBuckets,
+// a metric named in help its description, and the SDK's metrics a pointer
+// to their reference. One view and not one per concern, since each
+// matching view would export a stream of its own.
+func view(help map[string]string) sdkmetric.View {
+	return func(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+		s := sdkmetric.Stream{Name: i.Name, Description: i.Description, Unit: i.Unit}
+		if h, ok := help[i.Name]; ok {
+			s.Description = h
+		} else if s.Description == "" && strings.HasPrefix(i.Name, "temporal_") {
+			s.Description = sdkMetricsHelp
+		}
+		if i.Kind == sdkmetric.InstrumentKindHistogram {
+			s.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: DurationBuckets}
+		}
+		return s, true
+	}
 }
 
 // ClientOptions returns o with the metrics handler and, when tracing is

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -83,4 +84,35 @@ func TestHandlerServesSDKMetrics(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// Help text reaches /metrics: meshroll's from Options.Help (a timer keeps
+// its buckets with it), the SDK's a pointer to its reference, and a
+// meshroll metric nobody described none, for promtool to catch.
+func TestHelpText(t *testing.T) {
+	tel, err := New(Options{Log: zerolog.Nop(), Help: map[string]string{
+		"meshroll_test_events": "Events of the test.",
+		"meshroll_test_wait":   "Waits of the test.",
+	}})
+	require.NoError(t, err)
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	h := tel.ClientOptions(client.Options{}).MetricsHandler
+	h.Counter("meshroll_test_events").Inc(1)
+	h.Timer("meshroll_test_wait").Record(time.Second)
+	h.Counter("temporal_test_requests").Inc(1)
+	h.Counter("meshroll_test_undescribed").Inc(1)
+
+	srv := httptest.NewServer(tel.Handler(nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	text := string(body)
+	assert.Contains(t, text, "# HELP meshroll_test_events_total Events of the test.\n")
+	assert.Contains(t, text, "# HELP meshroll_test_wait_seconds Waits of the test.\n")
+	assert.Contains(t, text, `meshroll_test_wait_seconds_bucket{le="2.5"} 1`, "the timer keeps DurationBuckets")
+	assert.Contains(t, text, "# HELP temporal_test_requests_total "+sdkMetricsHelp+"\n")
+	assert.NotContains(t, text, "# HELP meshroll_test_undescribed_total E")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/telemetry"
 	"github.com/meshroll/meshroll/internal/temporalx"
+	"github.com/meshroll/meshroll/workflows"
 )
 
 // WithDeployment returns o joined to the Worker Deployment that v names,
@@ -106,6 +107,12 @@ func (r *Readiness) Check(ctx context.Context) error {
 		return fmt.Errorf("temporal unreachable: %w", err)
 	}
 	return nil
+}
+
+// NewTelemetry builds the worker's metrics (with the help text of
+// meshroll's own) and tracing from the config's worker section.
+func NewTelemetry(w config.Worker, log zerolog.Logger) (*telemetry.Telemetry, error) {
+	return telemetry.New(telemetry.Options{Worker: w, Log: log, Help: workflows.MetricHelp})
 }
 
 // Dial connects the worker's client to the configured Temporal with tel's

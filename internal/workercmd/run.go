@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devstack"
-	"github.com/meshroll/meshroll/internal/telemetry"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -51,7 +50,7 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 		log.Warn().Str("config", path).Msg(w)
 	}
 
-	tel, err := telemetry.New(telemetry.Options{Worker: cfg.Worker, Log: log})
+	tel, err := workerapp.NewTelemetry(cfg.Worker, log)
 	if err != nil {
 		return err
 	}
@@ -124,6 +123,6 @@ func runDev(ctx context.Context, o *options, out io.Writer, log zerolog.Logger) 
 		}
 	}()
 	return devstack.Run(ctx, devstack.Options{
-		ConfigPath: path, StateDir: o.state, UIPort: o.uiPort, Runtime: o.runtime, Out: out, Log: log,
+		ConfigPath: path, StateDir: o.state, UIPort: o.uiPort, Runtime: o.runtime, MetricsListen: o.metricsListen, Out: out, Log: log,
 	})
 }

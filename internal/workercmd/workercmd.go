@@ -75,7 +75,7 @@ not know or cannot parse.`,
 	f.StringVar(&o.state, "state", devstack.DefaultStateDir, "with --dev: the directory holding all state (a restart on it resumes plans)")
 	f.IntVar(&o.uiPort, "ui-port", devstack.DefaultUIPort, "with --dev: the Temporal Web UI's port")
 	f.StringVar(&o.runtime, "runtime", devstack.DefaultRuntime, "with --dev: the host agents' runtime (noop, exec, docker)")
-	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve /metrics, /livez and /readyz on this host:port (overrides worker.metrics_listen)")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve the worker's /metrics, /livez and /readyz on this host:port (overrides worker.metrics_listen; with --dev too)")
 	f.StringVar(&o.buildID, "build-id", "", "the build ID announced under Worker Versioning (overrides worker.versioning.build_id)")
 	f.BoolVar(&o.makeCurrent, "make-current", false, "under Worker Versioning, make this build the deployment's current version once it polls (new plans and machine workflows move to it)")
 	return cmd
@@ -91,8 +91,8 @@ func (o *options) run(cmd *cobra.Command, args []string) error {
 	if !o.dev && (set("state") || set("ui-port") || set("runtime")) {
 		return fmt.Errorf("--state, --ui-port and --runtime go with --dev")
 	}
-	if o.dev && (set("metrics-listen") || set("build-id") || set("make-current")) {
-		return fmt.Errorf("--metrics-listen, --build-id and --make-current do not go with --dev")
+	if o.dev && (set("build-id") || set("make-current")) {
+		return fmt.Errorf("--build-id and --make-current do not go with --dev")
 	}
 	if o.dev && !set("log-level") {
 		o.logLevel = "warn" // the terminal is for the stack's account; --log-level info shows the rest

@@ -61,7 +61,7 @@ machines:
 		{"bad value", []string{"--dev", "--ui-port", "x"}, cmdrun.ExitUsage, `invalid argument "x"`},
 		{"unexpected arguments", []string{"--config", cfg, "run"}, cmdrun.ExitError, `unexpected arguments ["run"]`},
 		{"dev flags without --dev", []string{"--state", dir}, cmdrun.ExitError, "--state, --ui-port and --runtime go with --dev"},
-		{"worker flags with --dev", []string{"--dev", "--build-id", "b"}, cmdrun.ExitError, "--metrics-listen, --build-id and --make-current do not go with --dev"},
+		{"worker flags with --dev", []string{"--dev", "--build-id", "b"}, cmdrun.ExitError, "--build-id and --make-current do not go with --dev"},
 		{"bad log level", []string{"--config", cfg, "--log-level", "loud"}, cmdrun.ExitError, "unknown log level"},
 		{"make-current without versioning", []string{"--config", cfg, "--make-current"}, cmdrun.ExitError, "--make-current needs worker.versioning.enabled"},
 	} {
