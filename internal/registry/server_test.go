@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -265,7 +266,11 @@ func TestServerRestartsAfterDeletingAnIndexChild(t *testing.T) {
 	hs := httptest.NewServer(s1.Handler())
 	c := client{t: t, opts: Options{Address: hs.URL}}
 	child := randomImage(t)
-	childDigest := c.push("meshroll/i:child", child)
+	d, err := child.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	childDigest := c.push("meshroll/i@"+d.String(), child) // by digest: no tag keeps it
 	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: child})
 	if err := remote.WriteIndex(c.ref("meshroll/i:index"), idx, c.remote()...); err != nil {
 		t.Fatal(err)
@@ -300,7 +305,7 @@ func TestServerRestartsAfterDeletingAnIndexChild(t *testing.T) {
 		t.Errorf("deleted child after restart: %v, want not found", err)
 	}
 	// And the registry still takes pushes.
-	c2.push("meshroll/i:child", child)
+	c2.push("meshroll/i@"+childDigest, child)
 }
 
 // TestServerRefusesAManifestUnderAnotherDigest: a manifest PUT to a digest
@@ -450,4 +455,114 @@ func TestServerLifecycle(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("ListenAndServe after Close: %v", err)
 	}
+}
+
+// TestServerRestartsAfterAnySequence: seeded random sequences of the API
+// calls meshroll and other clients make (images and indexes pushed by tag
+// and by digest, manifests deleted by digest and by tag, a tag moved), each
+// followed by a restart that must open and serve exactly what was served
+// before it: every tag's manifest and every digest pushed, or its absence.
+func TestServerRestartsAfterAnySequence(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 0))
+			dir := t.TempDir()
+			s, err := New(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := httptest.NewServer(s.Handler())
+			c := client{t: t, opts: Options{Address: hs.URL}}
+			repos := []string{"meshroll/a", "meshroll/b"}
+			var pushed []string // repo@digest of every manifest pushed
+			var tags []string   // repo:tag ever pushed
+			var ops []string
+			for i := range 30 {
+				repo := repos[rng.IntN(len(repos))]
+				switch op := rng.IntN(6); {
+				case op <= 1 || len(pushed) == 0: // an image by tag
+					tag := fmt.Sprintf("%s:t%d", repo, rng.IntN(4))
+					pushed = append(pushed, repo+"@"+c.push(tag, randomImage(t)))
+					tags = append(tags, tag)
+					ops = append(ops, "push "+tag)
+				case op == 2: // an image by digest only
+					img := randomImage(t)
+					d, _ := img.Digest()
+					pushed = append(pushed, repo+"@"+c.push(repo+"@"+d.String(), img))
+					ops = append(ops, "push "+repo+"@digest")
+				case op == 3: // an index of one or two of this repository's images
+					var children []v1.Image
+					for _, p := range pushed {
+						if strings.HasPrefix(p, repo+"@") && len(children) < 2 {
+							if img, err := remote.Image(c.ref(p), c.remote()...); err == nil {
+								children = append(children, img)
+							}
+						}
+					}
+					if len(children) == 0 {
+						continue
+					}
+					var idx v1.ImageIndex = empty.Index
+					for _, ch := range children {
+						idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: ch})
+					}
+					tag := fmt.Sprintf("%s:idx%d", repo, i)
+					if err := remote.WriteIndex(c.ref(tag), idx, c.remote()...); err != nil {
+						t.Fatalf("after %v: push index: %v", ops, err)
+					}
+					d, _ := idx.Digest()
+					pushed = append(pushed, repo+"@"+d.String())
+					tags = append(tags, tag)
+					ops = append(ops, "index "+tag)
+				case op == 4: // delete a manifest by digest
+					victim := pushed[rng.IntN(len(pushed))]
+					_ = remote.Delete(c.ref(victim), c.remote()...) // may be gone already
+					ops = append(ops, "delete "+victim)
+				default: // delete a tag
+					if len(tags) == 0 {
+						continue
+					}
+					victim := tags[rng.IntN(len(tags))]
+					_ = remote.Delete(c.ref(victim), c.remote()...)
+					ops = append(ops, "untag "+victim)
+				}
+			}
+			before := served(c, append(pushed, tags...))
+			hs.Close()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := New(dir)
+			if err != nil {
+				t.Fatalf("restart after %v: %v", ops, err)
+			}
+			hs2 := httptest.NewServer(s2.Handler())
+			defer hs2.Close()
+			after := served(client{t: t, opts: Options{Address: hs2.URL}}, append(pushed, tags...))
+			for ref, want := range before {
+				if got := after[ref]; got != want {
+					t.Errorf("after %v and a restart, %s serves %q, before %q", ops, ref, got, want)
+				}
+			}
+		})
+	}
+}
+
+// served is what each ref answers: its manifest's bytes, or the error.
+func served(c client, refs []string) map[string]string {
+	out := map[string]string{}
+	for _, r := range refs {
+		b, err := c.manifest(r)
+		if err != nil {
+			var te *transport.Error
+			if errors.As(err, &te) {
+				out[r] = fmt.Sprintf("status %d", te.StatusCode)
+			} else {
+				out[r] = err.Error()
+			}
+			continue
+		}
+		out[r] = string(b)
+	}
+	return out
 }
