@@ -362,8 +362,9 @@ func TestLongPoll(t *testing.T) {
 		_, rev, err := h2.a.WaitReport(ctx, 0, 0)
 		require.NoError(t, err)
 		done := make(chan error, 1)
+		a := h2.a // close clears the field the goroutine would read
 		go func() {
-			_, _, err := h2.a.WaitReport(ctx, rev, time.Minute)
+			_, _, err := a.WaitReport(ctx, rev, time.Minute)
 			done <- err
 		}()
 		h2.close()
