@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
@@ -42,6 +43,7 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 // starting the workflow if it is not running. Signalled again, a request is
 // dropped by the machine workflow as a duplicate.
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
+	r.HandedAt = time.Now().UTC() // this runs in the plan's workflow task: the plan runs now
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
 		client.StartWorkflowOptions{
 			ID:        meshapi.MachineID(r.Machine),

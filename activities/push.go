@@ -58,14 +58,16 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	req := in.Request
 	log := a.Log.With().Str("plan", req.Plan).Str("machine", req.Machine).Str("module", req.Build.Module).
 		Str("digest", req.Build.Digest).Int("attempt", int(activity.GetInfo(ctx).Attempt)).Logger()
-	status, running, err := a.Plans.Running(ctx, req.Plan)
-	if err != nil {
-		return meshapi.PushOutcome{}, err
-	}
-	if !running {
-		reason := fmt.Sprintf("plan %s no longer runs (%s); nothing sent to %s", req.Plan, status, req.Machine)
-		log.Warn().Str("reason", reason).Msg("push dropped")
-		return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
+	if mustAskPlan(req, activity.GetInfo(ctx).Attempt, time.Now()) {
+		status, running, err := a.Plans.Running(ctx, req.Plan)
+		if err != nil {
+			return meshapi.PushOutcome{}, err
+		}
+		if !running {
+			reason := fmt.Sprintf("plan %s no longer runs (%s); nothing sent to %s", req.Plan, status, req.Machine)
+			log.Warn().Str("reason", reason).Msg("push dropped")
+			return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
+		}
 	}
 	hc, rep, err := a.report(ctx, req.Machine)
 	if err != nil {
@@ -340,6 +342,23 @@ func (a *Activities) markConverged(ctx context.Context, req meshapi.PushRequest)
 	if err := a.Catalogue.MarkConverged(ctx, req.Build.Digest, req.Machine); err != nil {
 		a.Log.Warn().Err(err).Str("machine", req.Machine).Str("digest", req.Build.Digest).Msg("could not mark build converged")
 	}
+}
+
+// PlanFresh is how recently a plan must have handed a push over for the
+// push to go ahead without asking the server whether the plan still runs.
+// A plan that is cancelled withdraws its queued pushes itself; the question
+// is for one terminated (or timed out) under a push that waited, and it
+// costs a server call per push, which most pushes (handed over and started
+// at once) do not need.
+const PlanFresh = 5 * time.Second
+
+// mustAskPlan says whether the push must ask whether its plan still runs:
+// a retry, a request without a hand-over time (queued by an older worker),
+// one handed over longer than PlanFresh ago, or one stamped in the future
+// (clocks apart: trust nothing).
+func mustAskPlan(r meshapi.PushRequest, attempt int32, now time.Time) bool {
+	age := now.Sub(r.HandedAt)
+	return attempt > 1 || r.HandedAt.IsZero() || age < 0 || age > PlanFresh
 }
 
 // Plans is the push's view of the plan workflows: whether the plan that

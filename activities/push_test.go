@@ -52,6 +52,9 @@ type pushFixture struct {
 	cat   *catalogue.Memory
 	plans *fakePlans
 	acts  *Activities
+	// handedAt is the requests' hand-over time (zero: an older worker's
+	// request, which always asks after its plan).
+	handedAt time.Time
 }
 
 func newPushFixture(t *testing.T, opts ...hosttest.Option) *pushFixture {
@@ -82,6 +85,7 @@ func (f *pushFixture) push(own mesh.Build, seq uint64, cs ...mesh.Container) (me
 		Machine: "control-node", Build: own,
 		Declaration: mesh.Declaration{Machine: "control-node", Containers: cs},
 		Policy:      meshapi.PushPolicy{RunningTimeout: 5 * time.Second, RetryBudget: time.Second},
+		HandedAt:    f.handedAt,
 	}
 	v, err := f.env.ExecuteActivity(f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: seq})
 	var out meshapi.PushOutcome
@@ -318,9 +322,13 @@ type fakePlans struct {
 
 	mu      sync.Mutex
 	answers []meshapi.PushResult
+	asked   int // Running calls
 }
 
 func (p *fakePlans) Running(_ context.Context, plan string) (string, bool, error) {
+	p.mu.Lock()
+	p.asked++
+	p.mu.Unlock()
 	if status, ok := p.ended[plan]; ok {
 		return status, false, nil
 	}
@@ -340,20 +348,27 @@ func (p *fakePlans) answered() []meshapi.PushResult {
 	return append([]meshapi.PushResult(nil), p.answers...)
 }
 
-// A push queued by a plan an operator terminated is not sent.
+// A push queued by a plan an operator terminated is not sent: one handed
+// over long ago (it waited behind other pushes) or by a worker that did not
+// stamp it.
 func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
+	for _, handedAt := range []time.Time{{}, time.Now().Add(-time.Minute)} {
+		f := newPushFixture(t)
+		f.handedAt = handedAt
+		h1 := bld("host", 1)
+		f.record(h1)
+		f.plans.ended = map[string]string{"plan/host/" + h1.Commit: "Terminated"}
+		out, err := f.push(h1, 1, declared(h1))
+		require.NoError(t, err)
+		require.Equal(t, meshapi.MachineCancelled, out.Outcome)
+		require.Contains(t, out.Reason, "no longer runs (Terminated)")
+		require.Empty(t, f.host.Received(), "nothing sent")
+	}
+	// A plan that runs gets its push.
 	f := newPushFixture(t)
 	h1 := bld("host", 1)
 	f.record(h1)
-	f.plans.ended = map[string]string{"plan/host/" + h1.Commit: "Terminated"}
 	out, err := f.push(h1, 1, declared(h1))
-	require.NoError(t, err)
-	require.Equal(t, meshapi.MachineCancelled, out.Outcome)
-	require.Contains(t, out.Reason, "no longer runs (Terminated)")
-	require.Empty(t, f.host.Received(), "nothing sent")
-
-	f.plans.ended = nil
-	out, err = f.push(h1, 1, declared(h1))
 	require.NoError(t, err)
 	require.Equal(t, meshapi.MachineConverged, out.Outcome)
 }
@@ -447,4 +462,37 @@ func TestPushFloorFromTheCatalogue(t *testing.T) {
 	sentCtl, _ := f.host.Applied()[0].Container("mesh-controller")
 	require.Equal(t, ctl3.Digest, sentCtl.Digest, "the catalogue's floor for this machine, not the stale composed copy")
 	require.Empty(t, out.HostLostState, "the workflow had sent nothing: nothing to say it lost")
+}
+
+// A push started as soon as its plan handed it over does not ask the
+// server whether the plan runs: it did a moment ago.
+func TestFreshPushDoesNotAskItsPlan(t *testing.T) {
+	f := newPushFixture(t)
+	f.handedAt = time.Now()
+	h1 := bld("host", 1)
+	f.record(h1)
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	require.Zero(t, f.plans.asked, "no DescribeWorkflow for a fresh push")
+}
+
+func TestMustAskPlan(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name     string
+		handedAt time.Time
+		attempt  int32
+		want     bool
+	}{
+		{"fresh first attempt", now.Add(-time.Second), 1, false},
+		{"fresh retry", now.Add(-time.Second), 2, true},
+		{"waited past PlanFresh", now.Add(-PlanFresh - time.Millisecond), 1, true},
+		{"no hand-over time", time.Time{}, 1, true},
+		{"stamped in the future", now.Add(time.Second), 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, mustAskPlan(meshapi.PushRequest{HandedAt: tt.handedAt}, tt.attempt, now))
+		})
+	}
 }

@@ -49,6 +49,9 @@ func (b *bench) ceiling(ctx context.Context, run int) error {
 		return err
 	}
 	b.t.Add("engine", fmt.Sprintf("no-op activities at once in one workflow (%d, as the largest fan-out plan ran)", n), "/s", "", float64(n)/hist.Duration(events).Seconds())
+	rate := float64(hist.Tasks(events)) / hist.Duration(events).Seconds()
+	b.t.Add("engine", "server tasks a second, same workflow (the fan-out plans' ceiling)", "/s", "", rate)
+	b.readCeilings(rate)
 
 	p := b.sz.footprint
 	t0 := time.Now()

@@ -21,7 +21,16 @@ type cost struct {
 	machines int
 	events   int // plan and machine workflows
 	actions  int
+	tasks    int // server tasks (hist.Tasks)
 	largest  int // events of the largest single history
+}
+
+// pendingCeiling is a fan-out plan waiting for this run's engine rate, to
+// be read against its engine ceiling.
+type pendingCeiling struct {
+	scenario string
+	whole    time.Duration
+	tasks    int
 }
 
 // fanout runs one plan across each size's machines in three tiers and
@@ -55,6 +64,10 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		note = "the ideal: one machine per tier"
 	}
 	b.t.Add(scenario, "whole plan, start to converged", "s", note, seconds(whole))
+	if b.runs("engine") {
+		// Filled in once this run's engine scenario has measured its rate.
+		b.t.Add(scenario, "whole / engine ceiling", "×", engineCeilingNote(n))
+	}
 	for k, d := range tierTimes(events) {
 		b.t.Add(scenario, fmt.Sprintf("tier %d (%d machines)", k+1, count(specs, k+1)), "s", "", seconds(d))
 	}
@@ -66,7 +79,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		b.t.Add(scenario, fmt.Sprintf("whole / ideal (fan-out %d)", b.sz.fanout[0]), "×", target, seconds(whole)/ideal.Values[len(ideal.Values)-1])
 	}
 
-	co := cost{machines: n, events: len(events), actions: hist.Actions(events), largest: len(events)}
+	co := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
 	acts := countActivities(events)
 	seen := map[string]int{} // events of each machine workflow after the first plan
 	for _, s := range specs {
@@ -77,11 +90,13 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		seen[s.Name] = len(me)
 		co.events += len(me)
 		co.actions += hist.Actions(me)
+		co.tasks += hist.Tasks(me)
 		co.largest = max(co.largest, len(me))
 		acts += countActivities(me)
 	}
 	b.costs = append(b.costs, co)
 	b.maxPlanActivities = max(b.maxPlanActivities, acts)
+	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, whole: whole, tasks: co.tasks})
 
 	// The next plan finds every machine workflow running: what a plan
 	// costs once the fleet has been pushed before.
@@ -89,7 +104,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		return err
 	}
 	b.t.Add(scenario, "next plan, machine workflows running: whole", "s", "", seconds(hist.Duration(events)))
-	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), largest: len(events)}
+	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
 	for _, s := range specs {
 		me, err := hist.Events(ctx, c, meshapi.MachineID(s.Name))
 		if err != nil {
@@ -97,6 +112,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		}
 		cn.events += len(me) - seen[s.Name]
 		cn.actions += hist.Actions(me[seen[s.Name]:])
+		cn.tasks += hist.Tasks(me[seen[s.Name]:])
 		cn.largest = max(cn.largest, len(me))
 	}
 	b.costsNext = append(b.costsNext, cn)
@@ -105,6 +121,8 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	b.t.Add("cost", fmt.Sprintf("history events, %d machines, next plan", n), "", "", float64(cn.events))
 	b.t.Add("cost", fmt.Sprintf("billable actions, %d machines, first plan", n), "", "", float64(co.actions))
 	b.t.Add("cost", fmt.Sprintf("billable actions, %d machines, next plan", n), "", "", float64(cn.actions))
+	b.t.Add("cost", fmt.Sprintf("server tasks per machine pushed, %d machines, first plan", n), "", "", float64(co.tasks)/float64(n))
+	b.t.Add("cost", fmt.Sprintf("server tasks per machine pushed, %d machines, next plan", n), "", "target ≤ 3", float64(cn.tasks)/float64(n))
 	if n == b.sz.fanout[len(b.sz.fanout)-1] {
 		b.t.Add("cost", fmt.Sprintf("largest history in the %d-machine plan", n), "events", "target ≤ 10,000 (limit 51,200)", float64(max(co.largest, cn.largest)))
 		b.t.Add("cost", fmt.Sprintf("history events per machine pushed, %d machines, first plan", n), "", "target ≤ 15", float64(co.events)/float64(n))
@@ -218,4 +236,23 @@ func fit(xs, ys []float64) (a, b float64) {
 	}
 	b = (n*sxy - sx*sy) / d
 	return (sy - b*sx) / n, b
+}
+
+// engineCeilingNote says what the ceiling row is read against.
+func engineCeilingNote(n int) string {
+	if n == 1000 {
+		return "target ≤ 1.3; ceiling: the plan's server tasks at the engine's no-op task rate"
+	}
+	return "ceiling: the plan's server tasks at the engine's no-op task rate"
+}
+
+// readCeilings reads each fan-out plan of this run against the engine
+// ceiling: the time the engine needs, at rate server tasks a second, for
+// the tasks the plan made.
+func (b *bench) readCeilings(rate float64) {
+	for _, p := range b.ceilings {
+		ceiling := float64(p.tasks) / rate
+		b.t.Add(p.scenario, "whole / engine ceiling", "×", "", p.whole.Seconds()/ceiling)
+	}
+	b.ceilings = nil
 }

@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/config"
 )
 
 func main() {
@@ -42,7 +43,16 @@ func main() {
 	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
 	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, batched, contention, footprint, engine); default all")
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
+	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
+	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")
 	flag.Parse()
+	o.Server.NoEagerActivities = *noEager
+	switch o.Server.Compression {
+	case "", config.CompressionAuto, config.CompressionNone, config.CompressionGzip:
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -grpc-compression: %q is not auto, none or gzip\n", o.Server.Compression)
+		os.Exit(2)
+	}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")
 	}

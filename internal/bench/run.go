@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/meshroll/meshroll/internal/bench/hist"
 	"github.com/meshroll/meshroll/internal/bench/report"
 	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 	"github.com/meshroll/meshroll/internal/registry"
@@ -44,6 +46,9 @@ type Options struct {
 	Machines []int
 	// Command is printed above the table.
 	Command string
+	// Server is the engine settings an A/B toggles: the workers' gRPC
+	// compression and the server's eager activity dispatch.
+	Server stack.ServerOptions
 }
 
 // sizes are each scenario's sizes.
@@ -81,6 +86,14 @@ type bench struct {
 	maxPlanActivities int
 	costs             []cost // first plans, which start the machine workflows
 	costsNext         []cost // next plans, machine workflows running
+	// ceilings are this run's fan-out plans, until the engine scenario
+	// has measured the rate to read them against.
+	ceilings []pendingCeiling
+}
+
+// runs reports whether the scenario is among those run.
+func (b *bench) runs(scenario string) bool {
+	return len(b.o.Only) == 0 || slices.Contains(b.o.Only, scenario)
 }
 
 // Run runs every scenario o.Runs times and returns the table. progress
@@ -116,7 +129,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 	if o.Verbose {
 		srvLog = progress
 	}
-	b.srv, err = stack.StartServer(ctx, b.log, srvLog)
+	b.srv, err = stack.StartServer(ctx, b.log, srvLog, o.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +164,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 	}
 	for run := 0; run < o.Runs; run++ {
 		for _, s := range scenarios {
-			if len(o.Only) > 0 && !slices.Contains(o.Only, s.name) {
+			if !b.runs(s.name) {
 				continue
 			}
 			t0 := time.Now()
@@ -165,7 +178,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 	b.t.Header = []string{
 		"machine: " + report.Machine(),
 		"date: " + report.Date(started),
-		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition)",
+		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
+			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + ")",
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),
 	}
@@ -254,3 +268,10 @@ func closeReason(ctx context.Context, c client.Client, id string) string {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 func millis(d time.Duration) float64  { return float64(d) / float64(time.Millisecond) }
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -122,6 +123,35 @@ type Temporal struct {
 	// APIKey authenticates with a Temporal Cloud API key (implies TLS).
 	// Put it in MESHROLL_TEMPORAL_API_KEY, not the file; it is never logged.
 	APIKey secret.String `mapstructure:"api_key"`
+	// GrpcCompression is how requests to the frontend are compressed:
+	// "none", "gzip" (the SDK's default), or "auto" / empty: none when
+	// Address is a loopback address, where gzip costs CPU and saves
+	// nothing, gzip elsewhere. Read it through Compression.
+	GrpcCompression string `mapstructure:"grpc_compression"`
+}
+
+// Values of Temporal.GrpcCompression.
+const (
+	CompressionAuto = "auto"
+	CompressionNone = "none"
+	CompressionGzip = "gzip"
+)
+
+// Compression is the compression the client uses: GrpcCompression
+// resolved, CompressionNone or CompressionGzip.
+func (t Temporal) Compression() string {
+	switch t.GrpcCompression {
+	case CompressionNone, CompressionGzip:
+		return t.GrpcCompression
+	}
+	host, _, err := net.SplitHostPort(t.Address)
+	if err != nil {
+		host = t.Address
+	}
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return CompressionNone
+	}
+	return CompressionGzip
 }
 
 // TemporalTLS is how to reach a Temporal frontend over TLS. Any field set

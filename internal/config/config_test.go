@@ -652,7 +652,7 @@ machines:
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, windows (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
-				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key (line 2)"},
+				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression (line 2)"},
 			},
 		},
 		{
@@ -687,7 +687,7 @@ machines:
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
 				{"modules.other", `must be a mapping of repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health, got "just-a-string" (line 4)`},
-				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, got "127.0.0.1:7233" (line 1)`},
+				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, grpc_compression, got "127.0.0.1:7233" (line 1)`},
 			},
 		},
 		{
@@ -936,4 +936,27 @@ func TestWarningsSecretModuleEnv(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "module api: env db_password looks like a secret") || strings.Contains(got[0], "hunter2") {
 		t.Errorf("Warnings() = %q, want one about api's db_password, without its value", got)
 	}
+}
+
+// gzip costs CPU and saves nothing on loopback: auto turns it off there and
+// only there; an explicit value wins; anything else is refused.
+func TestGrpcCompression(t *testing.T) {
+	for _, tt := range []struct{ address, setting, want string }{
+		{"127.0.0.1:7233", "", CompressionNone},
+		{"[::1]:7233", "auto", CompressionNone},
+		{"localhost:7233", "", CompressionNone},
+		{"10.0.0.5:7233", "", CompressionGzip},
+		{"temporal.example.com:7233", "auto", CompressionGzip},
+		{"127.0.0.1:7233", "gzip", CompressionGzip},
+		{"ns.tmprl.cloud:7233", "none", CompressionNone},
+	} {
+		t.Run(tt.address+" "+tt.setting, func(t *testing.T) {
+			require.Equal(t, tt.want, Temporal{Address: tt.address, GrpcCompression: tt.setting}.Compression())
+		})
+	}
+	_, err := Parse("mesh.yaml", []byte("temporal: {grpc_compression: zstd}\nmodules:\n  host: {repo: ., path: examples/host}\nmachines:\n  edge-1: {host: \"http://127.0.0.1:7401\", tier: 1, modules: [host]}\n"))
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "temporal.grpc_compression", ve.Problems[0].Key)
+	require.Contains(t, ve.Problems[0].Message, `unknown compression "zstd"; want auto, none or gzip`)
 }

@@ -359,6 +359,7 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	c.Temporal.Address = l.str("temporal", "address")
 	c.Temporal.Namespace = l.str("temporal", "namespace")
 	c.Temporal.TaskQueue = l.str("temporal", "task_queue")
+	c.Temporal.GrpcCompression = l.str("temporal", "grpc_compression")
 	c.Temporal.APIKey = secret.String(l.str("temporal", "api_key"))
 	var tlsNode *yaml.Node
 	for _, e := range tsec {

@@ -153,6 +153,11 @@ func (c *Config) problems(sk *skip) []Problem {
 	if len(c.Modules) == 0 {
 		ps.add("modules", "no modules; declare at least one module to build and push")
 	}
+	switch c.Temporal.GrpcCompression {
+	case "", CompressionAuto, CompressionNone, CompressionGzip:
+	default:
+		ps.add("temporal.grpc_compression", "unknown compression %q; want %s, %s or %s", c.Temporal.GrpcCompression, CompressionAuto, CompressionNone, CompressionGzip)
+	}
 	if (c.Temporal.TLS.CertFile == "") != (c.Temporal.TLS.KeyFile == "") {
 		ps.add("temporal.tls", "cert_file and key_file go together (the client certificate and its key)")
 	}

@@ -438,6 +438,11 @@ type PushRequest struct {
 	// Note is words the declaration carries for the host to journal: an
 	// operator's override of a freeze.
 	Note string `json:"note,omitempty"`
+	// HandedAt is when the plan handed the request to the machine
+	// workflow, by the clock of the worker that did (the plan was running
+	// then). A push that starts soon after needs no word from the server
+	// that its plan still runs; see activities.PlanFresh.
+	HandedAt time.Time `json:"handed_at,omitzero"`
 }
 
 // RequestID is the push request ID a plan uses for a machine.

@@ -28,6 +28,9 @@ func Options(t config.Temporal, log zerolog.Logger) (client.Options, error) {
 		Namespace: t.Namespace,
 		Logger:    logging.Temporal(log),
 	}
+	if t.Compression() == config.CompressionNone {
+		o.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
 	if t.TLS.On() || t.APIKey != "" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.TLS.ServerName}
 		if t.TLS.CAFile != "" {

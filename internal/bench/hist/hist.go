@@ -57,6 +57,25 @@ func Actions(events []*historypb.HistoryEvent) int {
 	return n
 }
 
+// Tasks counts the work a history made the server hand out or take in:
+// each workflow task and each activity task started (an eagerly
+// dispatched activity too: it is a task, only one that skipped the poll),
+// each signal received and each update accepted. It is the engine's cost
+// of a history, where Actions is the bill.
+func Tasks(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, e := range events {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			n++
+		}
+	}
+	return n
+}
+
 // Span is the time from the first to the last event matching pick.
 func Span(events []*historypb.HistoryEvent, pick func(*historypb.HistoryEvent) bool) (first, last time.Time, ok bool) {
 	for _, e := range events {

@@ -141,7 +141,7 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	}
 
 	var y strings.Builder
-	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q}\n", srv.HostPort(), o.TaskQueue)
+	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q, grpc_compression: %q}\n", srv.HostPort(), o.TaskQueue, srv.Compression)
 	fmt.Fprintf(&y, "state_dir: %q\n", filepath.Join(dir, "state"))
 	y.WriteString("modules:\n")
 	for _, mod := range o.Modules {

@@ -24,6 +24,7 @@ import (
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/temporalx"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -80,10 +81,11 @@ func RunWorkerProcess() error {
 	if err != nil {
 		return err
 	}
-	c, err := client.Dial(client.Options{
-		HostPort: cfg.Temporal.Address, Namespace: cfg.Temporal.Namespace,
-		Logger: logging.Temporal(log.With().Str("component", "sdk").Logger()),
-	})
+	co, err := temporalx.Options(cfg.Temporal, log.With().Str("component", "sdk").Logger())
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(co)
 	if err != nil {
 		return fmt.Errorf("bench worker: dial: %w", err)
 	}

@@ -23,9 +23,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/temporalcli"
+	"github.com/meshroll/meshroll/internal/temporalx"
 )
 
 // Server is a Temporal dev server the bench started and stops.
@@ -33,16 +34,29 @@ type Server struct {
 	dev      *testsuite.DevServer
 	client   client.Client
 	hostPort string
+	// Compression is the temporal.grpc_compression the bench's workers
+	// are configured with.
+	Compression string
 	// CLI is the temporal binary that runs it; CLIVersion its version line.
 	CLI        string
 	CLIVersion string
+}
+
+// ServerOptions are the settings an A/B of the engine's costs toggles.
+type ServerOptions struct {
+	// Compression is the workers' temporal.grpc_compression (default:
+	// auto, which is none on the loopback address the server listens on).
+	Compression string
+	// NoEagerActivities turns the server's eager activity dispatch off, as
+	// servers up to 1.31 ship it.
+	NoEagerActivities bool
 }
 
 // StartServer starts `temporal server start-dev` in memory on a free
 // loopback port with meshroll's search attributes and the same fast-matching
 // settings the tests and the dev stack use, so that what is measured is what
 // they run.
-func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer) (*Server, error) {
+func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (*Server, error) {
 	cli, err := temporalcli.Path()
 	if err != nil {
 		return nil, err
@@ -52,23 +66,30 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer) (*Serve
 		return nil, err
 	}
 	args := append(slices.Clone(temporalcli.FastDynamicConfig), temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
+	if so.NoEagerActivities {
+		args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=false")
+	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	// The client the in-process worker runs on is dialled as the worker
+	// dials (temporalx.Options: compression as temporal.grpc_compression
+	// resolves for a loopback address).
+	co, err := temporalx.Options(config.Temporal{Address: hp, Namespace: "default", GrpcCompression: so.Compression}, log.With().Str("component", "sdk").Logger())
+	if err != nil {
+		return nil, err
+	}
 	dev, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
-		ExistingPath: cli,
-		ClientOptions: &client.Options{
-			HostPort: hp, Namespace: "default",
-			Logger: logging.Temporal(log.With().Str("component", "sdk").Logger()),
-		},
-		LogLevel:  "warn",
-		ExtraArgs: args,
-		Stdout:    out,
-		Stderr:    out,
+		ExistingPath:  cli,
+		ClientOptions: &co,
+		LogLevel:      "warn",
+		ExtraArgs:     args,
+		Stdout:        out,
+		Stderr:        out,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}
-	s := &Server{dev: dev, client: dev.Client(), hostPort: hp, CLI: cli}
+	s := &Server{dev: dev, client: dev.Client(), hostPort: hp, CLI: cli, Compression: so.Compression}
 	if v, err := exec.CommandContext(ctx, cli, "--version").Output(); err == nil {
 		s.CLIVersion = strings.TrimSpace(string(v))
 	}
