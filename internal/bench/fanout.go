@@ -209,15 +209,19 @@ func (b *bench) fitCosts() {
 		xs := make([]float64, len(set.costs))
 		ev := make([]float64, len(set.costs))
 		ac := make([]float64, len(set.costs))
+		tk := make([]float64, len(set.costs))
 		for i, c := range set.costs {
-			xs[i], ev[i], ac[i] = float64(c.machines), float64(c.events), float64(c.actions)
+			xs[i], ev[i], ac[i], tk[i] = float64(c.machines), float64(c.events), float64(c.actions), float64(c.tasks)
 		}
 		ea, eb := fit(xs, ev)
 		aa, ab := fit(xs, ac)
+		ta, tb := fit(xs, tk)
 		b.t.Add("cost", "history events per "+set.what+": a (fixed)", "", fmt.Sprintf("events ≈ %.0f + %.1f·machines", ea, eb), ea)
 		b.t.Add("cost", "history events per "+set.what+": b (per machine)", "", "target ≤ 15 per machine pushed", eb)
 		b.t.Add("cost", "billable actions per "+set.what+": a (fixed)", "", fmt.Sprintf("actions ≈ %.0f + %.1f·machines", aa, ab), aa)
 		b.t.Add("cost", "billable actions per "+set.what+": b (per machine)", "", "", ab)
+		b.t.Add("cost", "server tasks per "+set.what+": a (fixed)", "", fmt.Sprintf("tasks ≈ %.0f + %.1f·machines", ta, tb), ta)
+		b.t.Add("cost", "server tasks per "+set.what+": b (per machine)", "", "", tb)
 	}
 }
 
