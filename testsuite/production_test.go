@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -80,6 +81,11 @@ func TestProductionTopology(t *testing.T) {
 	for _, machine := range p.cfg.MachineNames() {
 		require.Equal(t, d1, p.running(machine, "host"), "%s runs the first merge's build", machine)
 	}
+	// deploy/'s dynamic config turns eager activity dispatch on: the
+	// server counts the pushes it handed out eagerly.
+	eager := p.serverCounter("activity_eager_execution")
+	require.Positive(t, eager, "the server dispatched no activity eagerly: is system.enableActivityEagerExecution on in deploy/temporal/dynamicconfig.yaml?")
+	t.Logf("server: %v activities dispatched eagerly", eager)
 
 	// The second merge: once a push is in flight on one worker, that worker
 	// is killed; the other picks the push up (after the heartbeat timeout)
@@ -221,7 +227,9 @@ type prodStack struct {
 	cfgPath   string
 	cfg       *config.Config
 	frontend  string
-	registry  string
+	// serverMetrics is the server's Prometheus endpoint.
+	serverMetrics string
+	registry      string
 	hosts     map[string]string // machine -> URL
 	c         client.Client
 	workers   []*prodProc
@@ -364,6 +372,9 @@ func (p *prodStack) startTemporal() {
 		fmt.Sprintf("WORKER_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("WORKER_MEMBERSHIP_PORT=%d", prodLowPort(t)),
 	)
 	p.frontend = fmt.Sprintf("127.0.0.1:%d", frontend)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
+	env = append(env, "PROMETHEUS_ENDPOINT="+metricsAddr)
+	p.serverMetrics = "http://" + metricsAddr + "/metrics"
 
 	started := time.Now()
 	srv := p.spawn("temporal-server", env, p.server, "--root", root, "--config", "config", "--env", "docker", "--allow-no-auth", "start")
@@ -808,3 +819,25 @@ func (logNothing) Debug(string, ...any) {}
 func (logNothing) Info(string, ...any)  {}
 func (logNothing) Warn(string, ...any)  {}
 func (logNothing) Error(string, ...any) {}
+
+// serverCounter sums a counter of the server's Prometheus endpoint over
+// its label sets.
+func (p *prodStack) serverCounter(name string) float64 {
+	p.t.Helper()
+	resp, err := http.Get(p.serverMetrics)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(p.t, err)
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		require.NoError(p.t, err, line)
+		sum += v
+	}
+	return sum
+}
