@@ -230,9 +230,9 @@ type prodStack struct {
 	// serverMetrics is the server's Prometheus endpoint.
 	serverMetrics string
 	registry      string
-	hosts     map[string]string // machine -> URL
-	c         client.Client
-	workers   []*prodProc
+	hosts         map[string]string // machine -> URL
+	c             client.Client
+	workers       []*prodProc
 }
 
 // prodProc is one process of the topology, its output kept for failures.
