@@ -24,6 +24,23 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
+// serve opens the registry stored in dir (what names the opening in a
+// failure) and serves it in-process; both are closed when the test ends,
+// or sooner by the caller, to open the directory again.
+func serve(t *testing.T, dir, what string) (*Server, *httptest.Server, client) {
+	t.Helper()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		_ = s.Close()
+	})
+	return s, hs, client{t: t, opts: Options{Address: hs.URL}}
+}
+
 // client is a registry as the tests reach it.
 type client struct {
 	t    *testing.T
@@ -168,13 +185,7 @@ func TestServerKeepsImagesAcrossRestart(t *testing.T) {
 	}
 
 	// Restarted, and this time served in-process through Handler.
-	s2, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s2.Handler())
-	defer hs.Close()
-	after := client{t: t, opts: Options{Address: hs.URL}}
+	_, _, after := serve(t, dir, "restart")
 	for _, r := range refs {
 		got, err := after.manifest(r)
 		if err != nil {
@@ -203,12 +214,7 @@ func TestServerKeepsImagesAcrossRestart(t *testing.T) {
 
 func TestServerConcurrentPushesReplayToTheLastTag(t *testing.T) {
 	dir := t.TempDir()
-	s1, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s1.Handler())
-	c := client{t: t, opts: Options{Address: hs.URL}}
+	_, hs, c := serve(t, dir, "open")
 	imgs := make([]v1.Image, 6)
 	for i := range imgs {
 		imgs[i] = randomImage(t)
@@ -233,13 +239,7 @@ func TestServerConcurrentPushesReplayToTheLastTag(t *testing.T) {
 	}
 	hs.Close()
 
-	s2, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs2 := httptest.NewServer(s2.Handler())
-	defer hs2.Close()
-	c2 := client{t: t, opts: Options{Address: hs2.URL}}
+	_, _, c2 := serve(t, dir, "restart")
 	got, err := c2.manifest("meshroll/c:t")
 	if err != nil {
 		t.Fatal(err)
@@ -259,12 +259,7 @@ func TestServerConcurrentPushesReplayToTheLastTag(t *testing.T) {
 // manifest deleted (the API allows it; the index is still served), restart.
 func TestServerRestartsAfterDeletingAnIndexChild(t *testing.T) {
 	dir := t.TempDir()
-	s1, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s1.Handler())
-	c := client{t: t, opts: Options{Address: hs.URL}}
+	s1, hs, c := serve(t, dir, "open")
 	child := randomImage(t)
 	d, err := child.Digest()
 	if err != nil {
@@ -287,13 +282,7 @@ func TestServerRestartsAfterDeletingAnIndexChild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := New(dir)
-	if err != nil {
-		t.Fatalf("restart after deleting an index's child: %v", err)
-	}
-	hs2 := httptest.NewServer(s2.Handler())
-	defer hs2.Close()
-	c2 := client{t: t, opts: Options{Address: hs2.URL}}
+	_, _, c2 := serve(t, dir, "restart after deleting an index's child")
 	got, err := c2.manifest("meshroll/i:index")
 	if err != nil {
 		t.Fatalf("index after restart: %v", err)
@@ -312,13 +301,7 @@ func TestServerRestartsAfterDeletingAnIndexChild(t *testing.T) {
 // that is not its own is refused, and nothing is stored under that key.
 func TestServerRefusesAManifestUnderAnotherDigest(t *testing.T) {
 	dir := t.TempDir()
-	s, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	c := client{t: t, opts: Options{Address: hs.URL}}
+	_, hs, c := serve(t, dir, "open")
 	img := randomImage(t)
 	c.push("meshroll/d:real", img)
 	raw, err := img.RawManifest()
@@ -368,12 +351,7 @@ func TestServerRefusesTheEarlierLayout(t *testing.T) {
 
 func TestServerFailedBlobUploadLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
-	s, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
+	_, hs, _ := serve(t, dir, "open")
 	// An upload whose body does not match the digest it is closed with.
 	resp, err := http.Post(hs.URL+"/v2/meshroll/a/blobs/uploads/", "", nil)
 	if err != nil {
@@ -467,12 +445,7 @@ func TestServerRestartsAfterAnySequence(t *testing.T) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 0))
 			dir := t.TempDir()
-			s, err := New(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := httptest.NewServer(s.Handler())
-			c := client{t: t, opts: Options{Address: hs.URL}}
+			s, hs, c := serve(t, dir, "open")
 			repos := []string{"meshroll/a", "meshroll/b"}
 			var pushed []string // repo@digest of every manifest pushed
 			var tags []string   // repo:tag ever pushed
@@ -532,13 +505,8 @@ func TestServerRestartsAfterAnySequence(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s2, err := New(dir)
-			if err != nil {
-				t.Fatalf("restart after %v: %v", ops, err)
-			}
-			hs2 := httptest.NewServer(s2.Handler())
-			defer hs2.Close()
-			after := served(client{t: t, opts: Options{Address: hs2.URL}}, append(pushed, tags...))
+			_, _, c2 := serve(t, dir, fmt.Sprintf("restart after %v", ops))
+			after := served(c2, append(pushed, tags...))
 			for ref, want := range before {
 				if got := after[ref]; got != want {
 					t.Errorf("after %v and a restart, %s serves %q, before %q", ops, ref, got, want)
