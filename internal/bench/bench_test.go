@@ -61,6 +61,7 @@ func TestSmoke(t *testing.T) {
 		"| fan-out 10 | tier 3 ",
 		"| fan-out 10 | whole / ideal",
 		"| fan-out 10 | whole / engine ceiling |",
+		"| fan-out 10 | next plan / engine ceiling |",
 		"| cost | server tasks per machine pushed, 10 machines, first plan |",
 		"| cost | server tasks per machine pushed, 10 machines, next plan |",
 		"| engine | server tasks a second",
