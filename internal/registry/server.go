@@ -87,6 +87,11 @@ func New(dir string, opts ...ServerOption) (*Server, error) {
 		},
 	}
 	c.HTTP.Secret = secret
+	// What the distribution registry's YAML parser fills in when a file
+	// leaves it out; built in code, the zero value would refuse every
+	// /v2/_catalog page.
+	c.Catalog.MaxEntries = 1000
+	c.Tags.MaxTags = 1000
 	app, err := newApp(c)
 	if err != nil {
 		return nil, fmt.Errorf("registry store %s: %w", abs, err)

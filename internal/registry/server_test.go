@@ -534,3 +534,26 @@ func served(c client, refs []string) map[string]string {
 	}
 	return out
 }
+
+// The catalog and tag lists answer as the CNCF registry's do with its
+// defaults: a pushed repository is listed, and a page size is accepted.
+func TestServerListsRepositoriesAndTags(t *testing.T) {
+	_, hs, c := serve(t, t.TempDir(), "open")
+	c.push("meshroll/host:c1", randomImage(t))
+	for path, want := range map[string]string{
+		"/v2/_catalog":                    `"meshroll/host"`,
+		"/v2/_catalog?n=10":               `"meshroll/host"`,
+		"/v2/meshroll/host/tags/list":     `"c1"`,
+		"/v2/meshroll/host/tags/list?n=5": `"c1"`,
+	} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d %s, want 200 listing %s", path, resp.StatusCode, body, want)
+		}
+	}
+}
