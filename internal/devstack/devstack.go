@@ -365,7 +365,7 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		s.say("metrics", "http://%s/metrics  (and /livez, /readyz; worker.metrics_listen)", dialable(addr.String()))
+		s.say("metrics", "http://%s/metrics  (and /livez, /readyz)", dialable(addr.String()))
 	}
 	return srv, serveErr, nil
 }
