@@ -8,14 +8,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/cli"
 	"github.com/meshroll/meshroll/internal/demo"
 	"github.com/meshroll/meshroll/internal/devserver"
+	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/registry"
 )
 
@@ -61,6 +65,24 @@ machines:
 		require.NotEmpty(t, sum.Journals[m], "%s's journal", m)
 	}
 	t.Logf("narration:\n%s", errb.String())
+	// The narration is the demo's words only: no log record of the
+	// worker's or the agents' in it.
+	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		require.False(t, strings.HasPrefix(strings.TrimSpace(line), "{"), "a raw log line in the narration: %s", line)
+	}
+
+	// Its plans and machine workflows are in a namespace of its own; the
+	// mesh's namespace has none of them.
+	for _, id := range []string{meshapi.MachineID(demo.MachineEdge), sum.Plans[0].ID} {
+		_, err := srv.Client().DescribeWorkflow(ctx, id, "")
+		var nf *serviceerror.NotFound
+		require.ErrorAs(t, err, &nf, "%s in the mesh's namespace", id)
+	}
+	dc, err := client.Dial(client.Options{HostPort: srv.HostPort(), Namespace: demo.DefaultNamespace})
+	require.NoError(t, err)
+	defer dc.Close()
+	_, err = dc.DescribeWorkflow(ctx, sum.Plans[0].ID, "")
+	require.NoError(t, err, "the demo's plan in namespace %s", demo.DefaultNamespace)
 
 	// A second demo on the same server (its machine workflows and plans
 	// from the first are there) works too, here with the table output.

@@ -94,7 +94,10 @@ func TestReplayHistories(t *testing.T) {
 //     batch (version "holds" of Plan); the capture adds a plan held by a
 //     freeze and let go by unfreeze, and the freeze levers' workflows
 //     (Freeze, Unfreeze, ListFreezes).
-const captureTag = "holds"
+//   - "failed-endings": a plan that ends halted, refused or aborted fails
+//     its workflow with its state as the failure's details (version
+//     "failed-endings" of Plan), so the Web UI shows it failed.
+const captureTag = "failed-endings"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed

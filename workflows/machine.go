@@ -26,6 +26,7 @@ func Machine(ctx workflow.Context, in meshapi.MachineInput) error {
 		queue:   append([]meshapi.PushRequest(nil), in.Queue...),
 		recent:  append([]meshapi.PushResult(nil), in.Recent...),
 		floor:   maps.Clone(in.Floor),
+		running: in.Running,
 	}
 	if err := m.setup(ctx); err != nil {
 		return err
@@ -51,6 +52,10 @@ type machine struct {
 	// hostLostState is the last push's word that the host had lost its
 	// state, for the machine's state query.
 	hostLostState string
+	// running is the last declaration a push of this workflow found
+	// running healthy (sent, or already there): what the machine runs by
+	// this workflow's record, for its details and query.
+	running *mesh.Declaration
 }
 
 func (m *machine) setup(ctx workflow.Context) error {
@@ -61,7 +66,7 @@ func (m *machine) setup(ctx workflow.Context) error {
 
 func (m *machine) state() meshapi.MachineState {
 	s := meshapi.MachineState{Machine: m.in.Machine, LastSeq: m.lastSeq, Queue: []meshapi.QueuedRequest{}, Recent: m.recent,
-		Floor: m.floor, HostLostState: m.hostLostState}
+		Floor: m.floor, HostLostState: m.hostLostState, Running: m.running}
 	if m.current != nil {
 		q := queued(*m.current)
 		s.Current = &q
@@ -109,6 +114,7 @@ func (m *machine) run(ctx workflow.Context) error {
 			})
 		}
 		queueLength(ctx, m.in.Machine, len(m.queue))
+		m.details(ctx)
 		sel.Select(ctx)
 	}
 }
@@ -152,8 +158,14 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		m.hostLostState = out.HostLostState
 		hostStateLost(ctx, m.in.Machine)
 	}
-	if err == nil && out.Outcome == meshapi.MachineConverged && out.Sent {
-		m.raiseFloor(out.Declaration)
+	if err == nil && out.Outcome == meshapi.MachineConverged {
+		if out.Sent {
+			m.raiseFloor(out.Declaration)
+		}
+		if len(out.Declaration.Containers) > 0 {
+			d := out.Declaration
+			m.running = &d
+		}
 	}
 	m.answer(ctx, res, err == nil)
 }

@@ -49,6 +49,7 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 		Recent:        m.recent,
 		ContinueAfter: m.in.ContinueAfter,
 		Floor:         m.floor,
+		Running:       m.running,
 	}
 	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -321,4 +322,43 @@ func TestMachineKeepsItsOwnFloor(t *testing.T) {
 	h2.signalAt(0, req("plan/x/d", "x", 1))
 	h2.run(meshapi.MachineInput{Machine: "m1", Floor: next.Floor, ContinueAfter: 1})
 	require.Equal(t, wantFloor, h2.pushes[0].Floor, "the next run pushes with the floor it was given")
+}
+
+// The machine workflow's current details say, for a person in the Web UI,
+// what it pushes, what waits and what runs; what runs is carried across
+// continue-as-new.
+func TestMachineDetailsSayWhatRunsAndWhatWaits(t *testing.T) {
+	h := newMachineHarness(t)
+	h.delay = time.Minute
+	h.push = func(in meshapi.PushInput) (meshapi.PushOutcome, error) {
+		d := in.Request.Declaration
+		d.Seq = in.Seq
+		return meshapi.PushOutcome{Outcome: meshapi.MachineConverged, Seq: in.Seq, Sent: true, Declaration: d}, nil
+	}
+	r1, r2 := req("plan/host/1", "host", 1), req("plan/host/2", "host", 2)
+	h.signalAt(0, r1, r2)
+	details := map[time.Duration]string{}
+	for _, at := range []time.Duration{30 * time.Second, 90 * time.Second} {
+		h.env.RegisterDelayedCallback(func() {
+			v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+			require.NoError(t, err)
+			var md sdkpb.WorkflowMetadata
+			require.NoError(t, v.Get(&md))
+			details[at] = md.GetCurrentDetails()
+		}, at)
+	}
+	next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+
+	first := details[30*time.Second]
+	require.Contains(t, first, "**m1**: pushing host generation 1 (sha256:")
+	require.Contains(t, first, "- runs: not known to this workflow yet")
+	require.Contains(t, first, "- queue (1): host generation 2 (sha256:")
+	second := details[90*time.Second]
+	require.Contains(t, second, "**m1**: pushing host generation 2 (sha256:")
+	require.Contains(t, second, "- runs: host generation 1 (sha256:")
+	require.Contains(t, second, "- last sequence sent: 1, by plan/host/1")
+	require.Contains(t, second, "- queue: empty")
+	require.NotNil(t, next.Running, "what runs is carried across continue-as-new")
+	require.Equal(t, uint64(2), next.Running.Seq)
+	require.Equal(t, int64(2), next.Running.Containers[0].Generation)
 }

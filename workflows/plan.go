@@ -110,8 +110,21 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	planStarted(ctx, p.in.Module)
 	e := endingOf(p.roll(ctx))
 	p.end(e.state, e.reason)
-	return p.st, e.cancelled
+	if e.cancelled != nil {
+		return p.st, e.cancelled
+	}
+	if e.state.Fails() && workflow.GetVersion(ctx, versionFailedEndings, workflow.DefaultVersion, 1) >= 1 {
+		return p.st, meshapi.PlanFailure(p.st)
+	}
+	return p.st, nil
 }
+
+// versionFailedEndings gates ending a halted, refused or aborted plan as a
+// failed workflow carrying its state (meshapi.PlanFailure), so that the Web
+// UI shows it failed; plans started before complete with the state as
+// their result whatever it is. The version is asked only when the plan
+// fails, just before the workflow ends.
+const versionFailedEndings = "failed-endings"
 
 // roll is the flow of DESIGN.md, top to bottom: check the merge, find the
 // machines that run the module, build, compose every machine's declaration,

@@ -71,7 +71,7 @@ func (p *plan) details(ctx workflow.Context, now string) {
 	if p.st.Build != nil {
 		fmt.Fprintf(&b, " (generation %d, %s)", p.st.Build.Generation, mesh.ShortDigest(p.st.Build.Digest))
 	}
-	fmt.Fprintf(&b, ": %s\n", now)
+	fmt.Fprintf(&b, ": %s\n\n", now)
 	for _, t := range p.st.Tiers {
 		fmt.Fprintf(&b, "- tier %d: %s%s\n", t.Tier, t.State, t.Notes())
 	}

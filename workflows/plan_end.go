@@ -88,15 +88,20 @@ func (p *plan) withdraw(ctx workflow.Context) {
 	}
 }
 
-// end sets the terminal state, shows it, and marks the tiers not reached
-// skipped.
+// end sets the terminal state, marks the tiers not reached and the
+// machines never pushed skipped, and shows it.
 func (p *plan) end(state meshapi.PlanStatus, reason string) {
 	p.st.State, p.st.Reason = state, reason
-	p.details(p.ctx, string(state)+": "+reason)
-	planEnded(p.ctx, p.in.Module, state)
 	for ti := range p.st.Tiers {
 		if s := p.st.Tiers[ti].State; s == meshapi.TierWaiting || s == meshapi.TierGated {
 			p.st.Tiers[ti].State = meshapi.TierSkipped
 		}
 	}
+	p.eachMachine(func(m *meshapi.MachineProgress) {
+		if m.State == meshapi.MachineWaiting {
+			m.State = meshapi.MachineSkipped
+		}
+	})
+	p.details(p.ctx, string(state)+": "+reason)
+	planEnded(p.ctx, p.in.Module, state)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -139,9 +140,11 @@ func (h *planHarness) run(in meshapi.PlanInput) meshapi.PlanState {
 	}
 	h.env.ExecuteWorkflow(Plan, in)
 	require.True(h.t, h.env.IsWorkflowCompleted())
-	require.NoError(h.t, h.env.GetWorkflowError())
 	var st meshapi.PlanState
-	require.NoError(h.t, h.env.GetWorkflowResult(&st))
+	err := h.env.GetWorkflowResult(&st)
+	require.NoError(h.t, meshapi.PlanOutcome(err, &st))
+	// A plan that fails ends as a failed workflow, and only then.
+	assert.Equal(h.t, st.State.Fails(), err != nil, "workflow error %v for a plan that ended %s", err, st.State)
 	return st
 }
 
@@ -235,7 +238,7 @@ func TestPlanFailedTierHaltsLaterTiers(t *testing.T) {
 	require.Equal(t, [][]string{{"edge-1", "edge-2"}}, h.enqueued, "tier 2 is never pushed")
 	require.Equal(t, meshapi.TierHalted, st.Tiers[0].State)
 	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State)
-	require.Equal(t, meshapi.MachineWaiting, machineState(st, "control-node").State)
+	require.Equal(t, meshapi.MachineSkipped, machineState(st, "control-node").State, "a machine the plan never pushed reads skipped, not waiting")
 }
 
 func TestPlanRefusedMachineEndsRefused(t *testing.T) {

@@ -22,10 +22,10 @@ func (p *plan) hold(ctx workflow.Context, ti int) error {
 		switch {
 		case p.st.Paused:
 			p.st.State = meshapi.PlanPaused
-			p.details(ctx, fmt.Sprintf("paused before tier %d", tier.Tier))
+			p.details(ctx, fmt.Sprintf("paused before tier %d; resume with `starter plan resume %s`", tier.Tier, p.st.Plan))
 		case gated && !p.approved[tier.Tier]:
 			p.st.State, tier.State, p.gate = meshapi.PlanGated, meshapi.TierGated, tier.Tier
-			p.details(ctx, fmt.Sprintf("waiting for approval before tier %d", tier.Tier))
+			p.details(ctx, fmt.Sprintf("waiting for approval before tier %d; approve with `starter plan approve %s --tier %d`", tier.Tier, p.st.Plan, tier.Tier))
 		default:
 			p.gate = -1
 			return nil

@@ -236,7 +236,7 @@ func waitPlans(ctx context.Context, c client.Client, ids []string) error {
 	for i, id := range ids {
 		wg.Go(func() {
 			var st meshapi.PlanState
-			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+			if err := meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, &st), &st); err != nil {
 				errs[i] = fmt.Errorf("wait for plan %s: %w%s", id, err, closeReason(ctx, c, id))
 				return
 			}

@@ -15,9 +15,10 @@ import (
 )
 
 type demoOpts struct {
-	gap      time.Duration
-	dir      string
-	examples string
+	namespace string
+	gap       time.Duration
+	dir       string
+	examples  string
 }
 
 func (a *app) demoCommand() *cobra.Command {
@@ -43,7 +44,9 @@ real processes. Then:
      instead of pushing back the v1 it recorded;
   5. shows each machine's journal.
 
-The plans stay in Temporal (see the Web UI). Exit 0 when the host plan reported
+The demo runs in a Temporal namespace of its own (--namespace, created if
+missing), so its plans and machine workflows stay out of your mesh's list; see
+them in the Web UI under that namespace. Exit 0 when the host plan reported
 the rebase and the control plane was not downgraded, 1 otherwise.`,
 		Example: `  starter demo
   starter demo --gap 5s --output json`,
@@ -52,6 +55,7 @@ the rebase and the control plane was not downgraded, 1 otherwise.`,
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.gap, "gap", demo.DefaultGap, "time between the two merges")
+	f.StringVar(&o.namespace, "namespace", demo.DefaultNamespace, "Temporal namespace the demo runs in (created if missing), apart from the mesh's own")
 	f.StringVar(&o.dir, "dir", "", "scratch directory for the demo's repository and state, kept afterwards (default: a temporary one, removed)")
 	f.StringVar(&o.examples, "examples", "", "directory holding controller/ and host/ to copy (default: examples/ of the checkout the demo runs in)")
 	return cmd
@@ -79,10 +83,11 @@ func (a *app) demo(ctx context.Context, o demoOpts) error {
 	if err := demo.Preflight(ctx, reg); err != nil {
 		return err
 	}
+	cfg.Temporal.Namespace = o.namespace
 	c, err := a.dial(ctx, cfg)
 	if err != nil {
 		return &messageError{
-			msg: fmt.Sprintf("Temporal unreachable at %s (namespace %s); start the dev stack first: go run ./worker --dev", cfg.Temporal.Address, cfg.Temporal.Namespace),
+			msg: fmt.Sprintf("Temporal unreachable at %s; start the dev stack first: go run ./worker --dev", cfg.Temporal.Address),
 			err: err,
 		}
 	}
@@ -94,7 +99,7 @@ func (a *app) demo(ctx context.Context, o demoOpts) error {
 	}
 	sum, err := demo.Run(ctx, demo.Options{
 		Client: c, Namespace: cfg.Temporal.Namespace, Registry: reg,
-		Examples: examples, Dir: o.dir, Gap: o.gap, Out: narration, Log: a.log,
+		Examples: examples, Dir: o.dir, Gap: o.gap, Out: narration,
 	})
 	if a.json() && (err == nil || errors.Is(err, demo.ErrNotDemonstrated)) {
 		if perr := a.printJSON(sum); perr != nil {

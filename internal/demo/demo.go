@@ -64,6 +64,12 @@ const (
 	// JournalEntries is how many of each machine's latest journal entries
 	// the demo shows.
 	JournalEntries = 10
+	// DefaultNamespace is the Temporal namespace the demo runs in, created
+	// if missing, so that its plans and machine workflows stay out of the
+	// dev mesh's own list in the Web UI.
+	DefaultNamespace = "meshroll-demo"
+	// Retention is how long the demo's namespace keeps ended runs.
+	Retention = 24 * time.Hour
 )
 
 // ErrNotDemonstrated is returned (wrapped) when the run did not show what it
@@ -73,9 +79,10 @@ var ErrNotDemonstrated = errors.New("the demo did not show the rebase")
 
 // Options configure a run.
 type Options struct {
-	// Client is connected to the Temporal server's namespace.
+	// Client is connected to the Temporal server, in Namespace.
 	Client client.Client
-	// Namespace is Client's namespace (for the search attributes).
+	// Namespace is Client's namespace, which the demo registers when it is
+	// missing; DefaultNamespace unless the operator chose another.
 	Namespace string
 	// Registry is where images are pushed and pulled.
 	Registry registry.Options
@@ -88,10 +95,10 @@ type Options struct {
 	Dir string
 	// Gap is the time between the two merges (default DefaultGap).
 	Gap time.Duration
-	// Out receives the narration.
+	// Out receives the narration, and only it: the demo's worker and
+	// agents log to demo.log in the scratch directory, which is kept when
+	// the run fails.
 	Out io.Writer
-	// Log receives the worker's and the agents' logs.
-	Log zerolog.Logger
 }
 
 // Summary is what a run showed; it is `starter demo --output json`.
@@ -201,21 +208,33 @@ func Run(ctx context.Context, o Options) (_ Summary, err error) {
 	if err != nil {
 		return r.sum, err
 	}
-	defer cleanup()
+	defer func() {
+		if err != nil && o.Dir == "" {
+			r.say("kept the scratch directory %s for its log (demo.log)", dir)
+			return
+		}
+		cleanup()
+	}()
 	if o.Dir != "" {
 		r.sum.Dir = dir
 	}
+	logFile, err := os.Create(filepath.Join(dir, "demo.log"))
+	if err != nil {
+		return r.sum, fmt.Errorf("demo log: %w", err)
+	}
+	defer logFile.Close()
+	log := zerolog.New(logFile).With().Timestamp().Logger()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	r.sum.TaskQueue = TaskQueuePrefix + hex.EncodeToString(suffix)
 
-	r.say("setting up a demo mesh of its own (task queue %s), so nothing of yours is touched", r.sum.TaskQueue)
+	r.say("setting up a demo mesh of its own (namespace %s, task queue %s), so nothing of yours is touched", r.o.Namespace, r.sum.TaskQueue)
 	rp, c1, err := newRepo(ctx, dir, o.Examples, r.sum.TaskQueue)
 	if err != nil {
 		return r.sum, fmt.Errorf("scratch repository: %w", err)
 	}
 	for _, m := range []string{MachineEdge, MachineControl} {
-		h, err := startHost(ctx, m, filepath.Join(dir, "hosts", m), o.Registry, o.Log)
+		h, err := startHost(ctx, m, filepath.Join(dir, "hosts", m), o.Registry, log)
 		if err != nil {
 			return r.sum, err
 		}
@@ -232,17 +251,20 @@ func Run(ctx context.Context, o Options) (_ Summary, err error) {
 		return r.sum, fmt.Errorf("demo catalogue: %w", err)
 	}
 	defer func() { err = errors.Join(err, cat.Close()) }()
+	if err := workerapp.EnsureNamespace(ctx, o.Client, o.Namespace, Retention, log); err != nil {
+		return r.sum, fmt.Errorf("demo namespace: %w", err)
+	}
 	if err := r.clearStaleMachines(ctx); err != nil {
 		return r.sum, err
 	}
-	if err := workerapp.EnsureSearchAttributes(ctx, o.Client, o.Namespace, o.Log); err != nil {
+	if err := workerapp.EnsureSearchAttributes(ctx, o.Client, o.Namespace, log); err != nil {
 		return r.sum, fmt.Errorf("search attributes: %w", err)
 	}
 	w := workerapp.New(o.Client, cfg, dir, workerapp.Deps{
 		Catalogue: cat,
 		Builder:   &build.Go{Options: build.Options{Registry: o.Registry, Repository: o.Repository}},
 		Hosts:     &config.Hosts{Mesh: cfg},
-	}, o.Log)
+	}, log)
 	if err := w.Start(); err != nil {
 		return r.sum, fmt.Errorf("demo worker: %w", err)
 	}
@@ -359,7 +381,7 @@ func (r *run) script(ctx context.Context, rp *repo, c1 string) error {
 			return err
 		}
 	}
-	r.say("plans (still visible in the dev stack's Web UI, http://127.0.0.1:8233 by default):")
+	r.say("plans (in the Web UI's namespace %s; on the dev stack http://127.0.0.1:8233/namespaces/%s/workflows):", r.o.Namespace, r.o.Namespace)
 	for _, p := range r.sum.Plans {
 		r.say("  %s  %s", p.ID, withReason(p.State, p.Reason))
 	}

@@ -32,7 +32,7 @@ func Reject(ctx context.Context, c client.Client, taskQueue string, in meshapi.R
 		ID:            meshapi.RejectID(in.Module, in.Commit),
 		TaskQueue:     taskQueue,
 		StaticSummary: fmt.Sprintf("reject %s at %s by %s", in.Module, mesh.ShortCommit(in.Commit), in.By),
-		StaticDetails: fmt.Sprintf("module: %s\ncommit: %s\nby: %s\nreason: %s", in.Module, in.Commit, in.By, in.Reason),
+		StaticDetails: meshapi.DetailList("module", in.Module, "commit", in.Commit, "by", in.By, "reason", in.Reason),
 	}, meshapi.RejectWorkflowType, in, &r)
 	if err != nil {
 		return mesh.Rejection{}, fmt.Errorf("reject %s at %s: %w", in.Module, in.Commit, err)
@@ -81,7 +81,7 @@ func Freeze(ctx context.Context, c client.Client, taskQueue string, in meshapi.F
 		ID:            meshapi.FreezeID("freeze", in.Module, in.Machine),
 		TaskQueue:     taskQueue,
 		StaticSummary: fmt.Sprintf("freeze %s by %s", scope, in.By),
-		StaticDetails: fmt.Sprintf("module: %s\nmachine: %s\nby: %s\nreason: %s", in.Module, in.Machine, in.By, in.Reason),
+		StaticDetails: meshapi.DetailList("module", in.Module, "machine", in.Machine, "by", in.By, "reason", in.Reason),
 	}, meshapi.FreezeWorkflowType, in, &f)
 	if err != nil {
 		return mesh.Freeze{}, fmt.Errorf("freeze %s: %w", scope, err)

@@ -172,7 +172,7 @@ const (
 // (MachineProgress.State), and how a push to it ended (PushResult.Outcome).
 type MachineStatus string
 
-// Machine states; the last five are how a push ends.
+// Machine states; converged to cancelled are how a push ends.
 const (
 	MachineWaiting    MachineStatus = "waiting"
 	MachinePushing    MachineStatus = "pushing"
@@ -181,6 +181,10 @@ const (
 	MachineRefused    MachineStatus = "refused"
 	MachineFailed     MachineStatus = "failed"
 	MachineCancelled  MachineStatus = "cancelled"
+	// MachineSkipped: the plan ended before it pushed the machine (its
+	// tier was skipped, or the tier halted before the machine's batch).
+	// Nothing was sent to it.
+	MachineSkipped MachineStatus = "skipped"
 )
 
 // PushPolicy bounds one push. It travels in workflow inputs so that a plan
@@ -536,6 +540,9 @@ type MachineInput struct {
 	ContinueAfter int `json:"continue_after,omitempty"`
 	// Floor carries the workflow's floor record across continue-as-new.
 	Floor map[string]mesh.Container `json:"floor,omitempty"`
+	// Running carries the last declaration the workflow found running
+	// healthy across continue-as-new.
+	Running *mesh.Declaration `json:"running,omitempty"`
 }
 
 // MachineState answers the machine workflow's query.
@@ -551,6 +558,10 @@ type MachineState struct {
 	// HostLostState, when set, says when the host was last found to have
 	// lost its state.
 	HostLostState string `json:"host_lost_state,omitempty"`
+	// Running is the last declaration a push of this workflow found
+	// running healthy: what the machine runs by the workflow's record
+	// (the host's own report may be newer, if something else changed it).
+	Running *mesh.Declaration `json:"running,omitempty"`
 }
 
 // QueuedRequest is a request as the machine query shows it.

@@ -46,8 +46,8 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		StaticSummary:                            fmt.Sprintf("merge of %s at %s", in.Module, mesh.ShortCommit(in.Commit)),
-		StaticDetails: fmt.Sprintf("module: %s\ncommit: %s\ngates: %v\nforce: %v",
-			in.Module, in.Commit, in.Gates, in.Force),
+		StaticDetails: meshapi.DetailList("module", in.Module, "commit", in.Commit,
+			"gates", fmt.Sprint(in.Gates), "force", fmt.Sprint(in.Force)),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SACommit.ValueSet(in.Commit),
@@ -63,7 +63,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 			to = "the newest healthy build below what runs"
 		}
 		o.StaticSummary = fmt.Sprintf("rollback of %s by %s", in.Module, r.By)
-		o.StaticDetails = fmt.Sprintf("module: %s\nto: %s\nby: %s\nreason: %s\ngates: %v", in.Module, to, r.By, r.Reason, in.Gates)
+		o.StaticDetails = meshapi.DetailList("module", in.Module, "to", to, "by", r.By, "reason", r.Reason, "gates", fmt.Sprint(in.Gates))
 		o.TypedSearchAttributes = temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
@@ -74,7 +74,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		o.ID = meshapi.SyncID(s.Machine, in.Module)
 		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		o.StaticSummary = fmt.Sprintf("sync of %s on %s by %s", in.Module, s.Machine, s.By)
-		o.StaticDetails = fmt.Sprintf("module: %s\nmachine: %s\nby: %s", in.Module, s.Machine, s.By)
+		o.StaticDetails = meshapi.DetailList("module", in.Module, "machine", s.Machine, "by", s.By)
 		o.TypedSearchAttributes = temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
@@ -105,7 +105,7 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 	}
 	var st meshapi.PlanState
 	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &st); err != nil {
+		if err := meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, &st), &st); err != nil {
 			return meshapi.PlanState{}, fmt.Errorf("plan %s ended without a result: %w", id, err)
 		}
 		return st, nil
@@ -125,7 +125,7 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 func Wait(ctx context.Context, c client.Client, id string, interval time.Duration, progress func(meshapi.PlanState)) (meshapi.PlanState, error) {
 	done := make(chan error, 1)
 	var final meshapi.PlanState
-	go func() { done <- c.GetWorkflow(ctx, id, "").Get(ctx, &final) }()
+	go func() { done <- meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, &final), &final) }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var last string
