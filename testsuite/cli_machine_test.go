@@ -208,13 +208,21 @@ func TestStarterPlanWatch(t *testing.T) {
 	var watchErr error
 	wg.Go(func() { watchOut, watchErr = s.starter("plan", "watch", gated) })
 	waitFor(t, s, gated, meshapi.PlanGated)
+	// plan show says how to open the gate, and the command it prints does.
+	show, err := s.starter("plan", "show", gated)
+	require.NoError(t, err, show)
+	approve := regexp.MustCompile(`(?m)^approve with: starter --config ` + regexp.QuoteMeta(s.configPath) + ` (plan approve \S+ --tier 2)$`).FindStringSubmatch(show)
+	require.NotNil(t, approve, show)
 	// Give the watch a poll to see the gate before it opens.
 	time.Sleep(2 * cli.WaitInterval)
-	_, err = controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
-	require.NoError(t, err)
+	out, err = s.starter(strings.Fields(approve[1])...)
+	require.NoError(t, err, out)
+	require.Equal(t, "approved tier 2 of plan "+gated+"\n", out)
 	wg.Wait()
 	require.NoError(t, watchErr, watchOut)
 	require.Regexp(t, `(?m)^\[[0-9hms.]+\] tier 2: gated  control-node=waiting$`, watchOut)
+	require.Regexp(t, `(?m)^\[[0-9hms.]+\] approve with: starter --config \S+ plan approve `+regexp.QuoteMeta(gated)+` --tier 2$`, watchOut)
+	require.Equal(t, 1, strings.Count(watchOut, "approve with:"), "said once: %s", watchOut)
 	require.Regexp(t, `(?m)^\[[0-9hms.]+\] `+regexp.QuoteMeta(gated)+` converged(: .*)?$`, watchOut)
 }
 

@@ -63,7 +63,11 @@ func (a *app) printState(st meshapi.PlanState) error {
 	if reason == "" {
 		reason = "-"
 	}
-	fmt.Fprintf(&b, "  reason %s\n\n", reason)
+	fmt.Fprintf(&b, "  reason %s\n", reason)
+	if next := a.nextStep(st); next != "" {
+		b.WriteString(next + "\n")
+	}
+	b.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tMACHINE\tSTATE\tSEQ\tREASON")
@@ -80,7 +84,7 @@ func (a *app) printState(st meshapi.PlanState) error {
 			if why == "" {
 				why = "-"
 			}
-			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, m.State, seq, oneLine(why))
+			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, machineShown(t, m), seq, oneLine(why))
 		}
 	}
 	if err := tw.Flush(); err != nil {
