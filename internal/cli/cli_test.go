@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -199,6 +200,29 @@ func TestHelpForEveryCommand(t *testing.T) {
 	r := run(t)
 	require.NoError(t, r.err)
 	assert.Contains(t, r.stdout, "Available Commands:")
+}
+
+// No flag's help ends mid-sentence: a usage string ending in ':' promises
+// a list that never comes.
+func TestFlagUsageIsWhole(t *testing.T) {
+	var walk func(c *cobra.Command)
+	flags := 0
+	walk = func(c *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			flags++
+			usage := strings.TrimSpace(f.Usage)
+			assert.NotEmpty(t, usage, "%s --%s has no help", c.CommandPath(), f.Name)
+			for _, end := range []string{":", ":)", "(", ","} {
+				assert.False(t, strings.HasSuffix(usage, end), "%s --%s: help ends in %q: %q", c.CommandPath(), f.Name, end, usage)
+			}
+		}
+		c.LocalFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{}).rootCommand())
+	require.Greater(t, flags, 20, "the walk reached the subcommands' flags")
 }
 
 func TestExitCode(t *testing.T) {
