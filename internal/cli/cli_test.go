@@ -128,6 +128,7 @@ func TestTemporalUnreachable(t *testing.T) {
 			r := run(t, append([]string{"--config", cfg}, args...)...)
 			require.Error(t, r.err)
 			assert.Contains(t, r.err.Error(), "temporal unreachable at "+unreachable)
+			assert.Contains(t, r.err.Error(), "start the dev stack (go run ./worker --dev", "a loopback address is the dev stack's")
 			assert.Equal(t, ExitError, ExitCode(r.err))
 			assert.Less(t, r.took, DialTimeout+2*time.Second, "an unreachable server must fail fast")
 			assert.Empty(t, r.stdout)

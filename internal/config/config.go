@@ -144,14 +144,21 @@ func (t Temporal) Compression() string {
 	case CompressionNone, CompressionGzip:
 		return t.GrpcCompression
 	}
+	if t.Local() {
+		return CompressionNone
+	}
+	return CompressionGzip
+}
+
+// Local reports whether Address is on this machine (a loopback address or
+// localhost): a dev server, most likely the dev stack's, rather than a
+// cluster someone else runs.
+func (t Temporal) Local() bool {
 	host, _, err := net.SplitHostPort(t.Address)
 	if err != nil {
 		host = t.Address
 	}
-	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
-		return CompressionNone
-	}
-	return CompressionGzip
+	return loopback(host)
 }
 
 // TemporalTLS is how to reach a Temporal frontend over TLS. Any field set
