@@ -43,8 +43,11 @@ func (a *app) machineListCommand() *cobra.Command {
 its machine workflow says (LAST SEQ sent, QUEUE of waiting requests, "+1"
 while one is being pushed; "-" when no plan has pushed the machine yet, "?"
 when Temporal could not be asked), and HOST STATUS: ok when the host
-answered its report within ` + machines.HostCheckTimeout.String() + `, unreachable when it did not, error when
-it answered with something else (a refused token, a bad ca_file).
+answered its report within ` + machines.HostCheckTimeout.String() + `, unreachable when it did not,
+unauthorized when it turned the machine's token away (401 or 403), error when
+it answered with something else (a bad ca_file). Below the table, each host
+that did not answer ok is named with why, and for a token with the setting
+that gives it (MESHROLL_MACHINES_<NAME>_TOKEN or machines.<name>.token).
 
 An unreachable host is listed, not a failure. An unreachable Temporal is:
 the hosts are still listed, then list exits 1.`,
@@ -88,6 +91,13 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	for _, r := range rows {
+		if r.HostError != "" {
+			if _, err := fmt.Fprintf(w, "%s: %s\n", r.Machine, oneLine(r.HostError)); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -235,10 +235,27 @@ func TestMachineList(t *testing.T) {
 	r = run(t, "--config", cfg, "machine", "list")
 	require.Error(t, r.err)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 3, r.stdout)
+	require.Len(t, lines, 4, r.stdout)
 	assert.Regexp(t, `^MACHINE\s+TIER\s+MODULES\s+HOST\s+LAST SEQ\s+QUEUE\s+HOST STATUS$`, lines[0])
 	assert.Regexp(t, `^control-node\s+2\s+mesh-controller,host\s+http://127.0.0.1:1\s+\?\s+\?\s+unreachable$`, lines[1])
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+`+url+`\s+\?\s+\?\s+ok$`, lines[2])
+	assert.Regexp(t, `^control-node: host http://127.0.0.1:1: unreachable: `, lines[3], "why, below the table")
+}
+
+// A host that refuses the machine's token is "unauthorized", and the line
+// below the table names the variable (and key) that sets it.
+func TestMachineListNamesTheTokenSetting(t *testing.T) {
+	agent := httptest.NewServer(host.NewHandler(nil, "the-agents-token"))
+	t.Cleanup(agent.Close)
+	cfg := configWithHosts(t, agent.URL, agent.URL)
+	t.Setenv("MESHROLL_MACHINES_EDGE_1_TOKEN", "a-wrong-one")
+	r := run(t, "--config", cfg, "machine", "list")
+	require.Error(t, r.err, "Temporal is unreachable")
+	assert.Regexp(t, `(?m)^edge-1\s+1\s+host\s+\S+\s+\?\s+\?\s+unauthorized$`, r.stdout)
+	assert.Regexp(t, `(?m)^control-node\s+2\s+\S+\s+\S+\s+\?\s+\?\s+unauthorized$`, r.stdout)
+	assert.Contains(t, r.stdout, "edge-1: host "+agent.URL+" answered 401 Unauthorized: it refuses machine edge-1's token; set MESHROLL_MACHINES_EDGE_1_TOKEN (or machines.edge-1.token in the mesh config)")
+	assert.Contains(t, r.stdout, "control-node: host "+agent.URL+" answered 401 Unauthorized: machine control-node has no token; set MESHROLL_MACHINES_CONTROL_NODE_TOKEN")
+	assert.NotContains(t, r.stdout, "a-wrong-one")
 }
 
 func TestWriteMachineList(t *testing.T) {

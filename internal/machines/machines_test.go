@@ -206,11 +206,45 @@ func TestShowReadsTheWorkflow(t *testing.T) {
 
 func TestHostProblem(t *testing.T) {
 	u := &host.UnreachableError{URL: "http://h", Err: errors.New("connection refused")}
-	assert.Equal(t, "host http://h unreachable: connection refused", hostProblem("http://other", fmt.Errorf("report: %w", u)))
+	assert.Equal(t, "host http://h unreachable: connection refused", hostProblem("m", config.Machine{Host: "http://other"}, fmt.Errorf("report: %w", u)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
-	assert.Equal(t, "host http://h unreachable: context deadline exceeded", hostProblem("http://h", ctx.Err()))
-	assert.Equal(t, "host http://h: refused report: unauthorized: no", hostProblem("http://h",
-		&host.RefusedError{URL: "http://h", Op: "report", Code: "unauthorized", Message: "no"}))
+	assert.Equal(t, "host http://h unreachable: context deadline exceeded", hostProblem("m", config.Machine{Host: "http://h"}, ctx.Err()))
+	assert.Equal(t, "host http://h: refused report: invalid: no", hostProblem("m", config.Machine{Host: "http://h"},
+		&host.RefusedError{URL: "http://h", Op: "report", Status: http.StatusBadRequest, Code: "invalid", Message: "no"}))
+}
+
+// A host that turns the token away is "unauthorized", and the words name
+// the setting that gives the machine its token: the config key and the
+// variable, whether the token is wrong or missing, in list and show alike.
+func TestHostTurnsTheTokenAway(t *testing.T) {
+	agent := httptest.NewServer(host.NewHandler(nil, "right"))
+	t.Cleanup(agent.Close)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	t.Cleanup(proxy.Close)
+	cfg := &config.Config{Machines: map[string]config.Machine{
+		"edge-1":       {Host: agent.URL, Token: "wrong"},
+		"edge-2":       {Host: agent.URL},
+		"control-node": {Host: proxy.URL, Token: "right"},
+	}}
+	rows, err := List(context.Background(), cfg, temporal{}.dial)
+	require.NoError(t, err)
+	want := map[string]string{
+		"control-node": "host " + proxy.URL + " answered 403 Forbidden: it refuses machine control-node's token; set MESHROLL_MACHINES_CONTROL_NODE_TOKEN (or machines.control-node.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",
+		"edge-1":       "host " + agent.URL + " answered 401 Unauthorized: it refuses machine edge-1's token; set MESHROLL_MACHINES_EDGE_1_TOKEN (or machines.edge-1.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",
+		"edge-2":       "host " + agent.URL + " answered 401 Unauthorized: machine edge-2 has no token; set MESHROLL_MACHINES_EDGE_2_TOKEN (or machines.edge-2.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",
+	}
+	require.Len(t, rows, 3)
+	for _, r := range rows {
+		assert.Equal(t, HostUnauthorized, r.HostStatus, r.Machine)
+		assert.Equal(t, want[r.Machine], r.HostError, r.Machine)
+	}
+
+	d, err := Show(context.Background(), temporal{}.dial, "edge-1", cfg.Machines["edge-1"], 5)
+	require.Error(t, err)
+	assert.Equal(t, want["edge-1"], d.HostError)
+	assert.Equal(t, "machine edge-1: "+want["edge-1"], err.Error(), "said once, not again for the journal")
 }

@@ -197,12 +197,12 @@ func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries
 	var msgs []string
 	var errs []error
 	if hostErr != nil {
-		d.HostError = hostProblem(m.Host, hostErr)
+		d.HostError = hostProblem(name, m, hostErr)
 		msgs, errs = append(msgs, d.HostError), append(errs, hostErr)
 	}
 	// A journal that fails the way the report did says nothing new.
 	if journalErr != nil {
-		d.JournalError = "journal: " + hostProblem(m.Host, journalErr)
+		d.JournalError = "journal: " + hostProblem(name, m, journalErr)
 		if hostErr == nil {
 			msgs, errs = append(msgs, d.JournalError), append(errs, journalErr)
 		}
@@ -227,16 +227,20 @@ type partsError struct {
 func (e *partsError) Error() string   { return e.msg }
 func (e *partsError) Unwrap() []error { return e.errs }
 
-// hostProblem words a host error for the operator: "host <url>
-// unreachable: <cause>" when it did not answer, the error as it is (it names
-// the host) otherwise.
-func hostProblem(url string, err error) string {
+// hostProblem words machine name's host error for the operator: "host
+// <url> unreachable: <cause>" when it did not answer, the setting to fix
+// when it turned the token away, the error as it is (it names the host)
+// otherwise.
+func hostProblem(name string, m config.Machine, err error) string {
 	var u *host.UnreachableError
 	if errors.As(err, &u) {
 		return fmt.Sprintf("host %s unreachable: %v", u.URL, u.Err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Sprintf("host %s unreachable: %v", url, err)
+		return fmt.Sprintf("host %s unreachable: %v", m.Host, err)
+	}
+	if msg, ok := tokenProblem(name, m, err); ok {
+		return msg
 	}
 	return err.Error()
 }
