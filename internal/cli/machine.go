@@ -146,8 +146,10 @@ func (a *app) machineShowCommand() *cobra.Command {
 		Short: "Show what a machine runs, what its workflow is pushing, and its journal",
 		Long: `show reads one machine three ways, each on its own:
 
-  the host's report     what runs: module, digest, generation, plan,
-                        sequence and state of each container
+  the host's report     what runs: module, digest, generation, the plan
+                        and sequence that brought it, and state of each
+                        container; and the plan that last declared the
+                        machine
   the machine workflow  the last sequence it sent, the request it is
                         pushing and the ones queued behind it
   the host's journal    the latest --journal entries: what the host was
@@ -200,19 +202,38 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 	case v.HostError != "":
 		fmt.Fprintf(&b, "%s\n", v.HostError)
 	default:
-		fmt.Fprintf(&b, "host reports last seq %d\n", deref(v.Seq))
+		fmt.Fprintf(&b, "host reports last seq %d", deref(v.Seq))
+		if v.LastPlan != "" {
+			fmt.Fprintf(&b, ", declared by %s", v.LastPlan)
+		}
+		b.WriteString("\n")
 		if v.ReportedMachine != "" {
 			fmt.Fprintf(&b, "warning: the host says it is machine %s, not %s; check machines.%s.host\n", v.ReportedMachine, v.Machine, v.Machine)
 		}
 		if len(v.Containers) == 0 {
 			b.WriteString("no containers\n")
 		} else {
+			// PLAN and SEQ are the declaration that put each digest here;
+			// a host that does not say gives the last declaration's.
+			unsaid := false
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODULE\tDIGEST\tGEN\tPLAN\tSEQ\tSTATE\tSINCE")
 			for _, c := range v.Containers {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, dash(mesh.ShortDigest(c.Digest)), c.Generation, dash(c.Plan), c.Seq, c.State, dash(c.Since))
+				plan, seq := c.Plan, c.Seq
+				switch in := c.Introduced; {
+				case in == nil:
+					unsaid = true
+				case in.Revert:
+					plan, seq = in.Plan+" (put back after it failed)", in.Seq
+				default:
+					plan, seq = in.Plan, in.Seq
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, dash(mesh.ShortDigest(c.Digest)), c.Generation, dash(plan), seq, c.State, dash(c.Since))
 			}
 			_ = tw.Flush()
+			if unsaid {
+				b.WriteString("(the host does not say which plan brought each build; PLAN and SEQ are its last declaration's)\n")
+			}
 		}
 	}
 

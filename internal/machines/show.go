@@ -35,6 +35,9 @@ type Detail struct {
 	// Seq is the last sequence the host reports it applied; null when the
 	// host could not be read.
 	Seq *uint64 `json:"seq"`
+	// LastPlan is the plan of that last declaration, as the host's
+	// containers name it; empty when it declared none.
+	LastPlan string `json:"last_plan,omitempty"`
 	// ReportedMachine is the machine the host says it is, when that is not
 	// Machine: the config points at the wrong host.
 	ReportedMachine string      `json:"reported_machine,omitempty"`
@@ -56,10 +59,16 @@ type Container struct {
 	Digest     string `json:"digest"`
 	Generation int64  `json:"generation"`
 	Commit     string `json:"commit,omitempty"`
-	Plan       string `json:"plan"`
-	Seq        uint64 `json:"seq"`
-	State      string `json:"state"`
-	Since      string `json:"since,omitempty"`
+	// Plan and Seq are the last declaration, which names every container
+	// of the machine (Detail.LastPlan).
+	Plan string `json:"plan"`
+	Seq  uint64 `json:"seq"`
+	// Introduced is the declaration that put this digest here: the plan
+	// that brought the build. Absent when the host does not say (an agent
+	// from before it did).
+	Introduced *mesh.Introduction `json:"introduced,omitempty"`
+	State      string             `json:"state"`
+	Since      string             `json:"since,omitempty"`
 }
 
 // Workflow is the machine workflow's side: what it last sent, what it is
@@ -159,8 +168,11 @@ func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries
 			for _, c := range rep.Containers {
 				d.Containers = append(d.Containers, Container{
 					Module: c.Module, Digest: c.Digest, Generation: c.Generation, Commit: c.Commit,
-					Plan: c.Plan, Seq: c.Seq, State: c.State, Since: c.Since,
+					Plan: c.Plan, Seq: c.Seq, Introduced: c.Introduced, State: c.State, Since: c.Since,
 				})
+				if c.Seq == rep.LastSeq {
+					d.LastPlan = c.Plan
+				}
 			}
 		})
 		if entries > 0 {
