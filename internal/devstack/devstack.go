@@ -227,6 +227,9 @@ func prepare(o Options) (*stack, error) {
 	if err := checkTools(&own); err != nil {
 		return nil, err
 	}
+	if err := workerapp.CheckSources(context.Background(), &own, configDir); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "hosts")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)

@@ -52,9 +52,16 @@ func freePorts(t *testing.T) ports {
 	return ports{p[0], p[1], p[2], p[3], p[4], p[5]}
 }
 
-// writeMesh writes a two-tier mesh on p's ports and returns its path.
+// writeMesh writes a two-tier mesh on p's ports and returns its path,
+// beside a repository holding its modules' directories.
 func writeMesh(t *testing.T, p ports) string {
 	t.Helper()
+	dir := t.TempDir()
+	for _, m := range []string{"controller", "host"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "examples", m), 0o755))
+	}
+	out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput()
+	require.NoError(t, err, "git init: %s", out)
 	y := fmt.Sprintf(`temporal: {address: "127.0.0.1:%d", namespace: default, task_queue: devstack-test}
 registry: {listen: "127.0.0.1:%d"}
 modules:
@@ -64,7 +71,7 @@ machines:
   edge-1:       {host: "http://127.0.0.1:%d", tier: 1, modules: [host]}
   control-node: {host: "http://127.0.0.1:%d", tier: 2, modules: [ctl, host]}
 `, p.temporal, p.registry, p.edge, p.control)
-	path := filepath.Join(t.TempDir(), "mesh.yaml")
+	path := filepath.Join(dir, "mesh.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(y), 0o644))
 	return path
 }
@@ -332,6 +339,24 @@ chmod +x "$GOBIN/temporal"
 	log, err := os.ReadFile(filepath.Join(state, "logs", "install-temporal.log"))
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "go install "+temporalcli.Package)
+}
+
+// A mistyped module path is refused before anything starts, naming the
+// key, its line and what to do.
+func TestRunMistypedModulePath(t *testing.T) {
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	y, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, bytes.Replace(y, []byte("path: examples/host"), []byte("path: examples/hots"), 1), 0o644))
+	state := filepath.Join(t.TempDir(), "state")
+	var out bytes.Buffer
+	err = Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mesh config "+path+": 1 problem:\n  modules.host.path: \"examples/hots\" is not a directory in repository ")
+	assert.Contains(t, err.Error(), "set it to module host's directory, relative to the repository's root (line 5)")
+	assert.Empty(t, out.String(), "nothing started")
+	assert.NoDirExists(t, state)
 }
 
 // A missing tool is one line naming it and the fix.
