@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -32,23 +35,38 @@ func TestNextStep(t *testing.T) {
 	ended := gatedAt2()
 	ended.State, ended.Tiers[1].State = meshapi.PlanAborted, meshapi.TierSkipped
 
+	// The active freezes: one of the control node (which the plan has still
+	// to push), one of the whole mesh, one of another module and one of a
+	// machine it pushed already, which hold nothing of it.
+	active := func(context.Context) ([]mesh.Freeze, error) {
+		return []mesh.Freeze{
+			{ID: 1, Machine: "control-node", By: "alice", Reason: "disk swap"},
+			{ID: 2, By: "bob", Reason: "release week"},
+			{ID: 3, Module: "metrics", By: "carol", Reason: "x"},
+			{ID: 4, Machine: "edge-1", By: "dave", Reason: "y"},
+		}, nil
+	}
+	unread := func(context.Context) ([]mesh.Freeze, error) { return nil, errors.New("worker away") }
+
 	for _, tc := range []struct {
-		name   string
-		config string
-		st     meshapi.PlanState
-		want   string
+		name    string
+		config  string
+		st      meshapi.PlanState
+		freezes freezeLookup
+		want    string
 	}{
-		{"at a gate", "", gatedAt2(), "approve with: starter plan approve plan/host/c --tier 2"},
-		{"at a gate, with --config", "/etc/mesh.yaml", gatedAt2(), "approve with: starter --config /etc/mesh.yaml plan approve plan/host/c --tier 2"},
-		{"paused", "", paused, "resume with: starter plan resume plan/host/c"},
-		{"held by a freeze", "", frozen, `lift the freeze with: starter unfreeze [--module M] [--machine X], its scope as "starter freeze list" lists it; the plan then goes on by itself`},
-		{"held by a window", "", window, "no command lifts a deployment window: the plan goes on by itself when it opens"},
-		{"pushing", "", pushing, ""},
-		{"ended", "", ended, ""},
+		{"at a gate", "", gatedAt2(), nil, "approve with: starter plan approve plan/host/c --tier 2"},
+		{"at a gate, with --config", "/etc/mesh.yaml", gatedAt2(), nil, "approve with: starter --config /etc/mesh.yaml plan approve plan/host/c --tier 2"},
+		{"paused", "", paused, nil, "resume with: starter plan resume plan/host/c"},
+		{"held by freezes", "", frozen, active, "lift the freeze with: starter unfreeze --machine control-node, and starter unfreeze; the plan then goes on by itself"},
+		{"held by a freeze, freezes unread", "", frozen, unread, `lift the freeze with: starter unfreeze [--module M] [--machine X], its scope as "starter freeze list" lists it; the plan then goes on by itself`},
+		{"held by a window", "", window, active, "no command lifts a deployment window: the plan goes on by itself when it opens"},
+		{"pushing", "", pushing, active, ""},
+		{"ended", "", ended, active, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &app{configFlag: tc.config}
-			assert.Equal(t, tc.want, a.nextStep(tc.st))
+			assert.Equal(t, tc.want, a.nextStep(context.Background(), tc.st, tc.freezes))
 		})
 	}
 }
@@ -58,10 +76,15 @@ func TestNextStep(t *testing.T) {
 func TestProgressSaysHowToApproveOnce(t *testing.T) {
 	var b bytes.Buffer
 	p := newProgressPrinter(&b, nil)
-	p.next = (&app{}).nextStep
+	asked := 0
+	p.next = func(st meshapi.PlanState) string {
+		asked++
+		return (&app{}).nextStep(context.Background(), st, nil)
+	}
 	st := gatedAt2()
 	p.show(st)
 	p.show(st)
+	assert.Equal(t, 1, asked, "asked when the plan's line changed, not at every poll")
 	assert.Equal(t, "plan/host/c gated\n"+
 		"tier 1: converged  edge-1=converged\n"+
 		"tier 2: gated  control-node=waiting\n"+
@@ -81,7 +104,8 @@ func TestProgressSaysHowToApproveOnce(t *testing.T) {
 func TestShowSaysHowToApprove(t *testing.T) {
 	var b bytes.Buffer
 	a := &app{stdout: &b}
-	require.NoError(t, a.printState(gatedAt2()))
+	st := gatedAt2()
+	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil)))
 	lines := strings.Split(b.String(), "\n")
 	require.GreaterOrEqual(t, len(lines), 3)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state gated  gates 2  reason -", lines[0])
@@ -95,7 +119,7 @@ func TestSkippedTierMachinesShowSkipped(t *testing.T) {
 	st := gatedAt2()
 	st.State, st.Reason, st.Tiers[1].State = meshapi.PlanAborted, "aborted by alice", meshapi.TierSkipped
 	var b bytes.Buffer
-	require.NoError(t, (&app{stdout: &b}).printState(st))
+	require.NoError(t, (&app{stdout: &b}).printState(st, ""))
 	assert.Regexp(t, `(?m)^2 \(skipped\)\s+control-node\s+skipped\s+-\s+-$`, b.String())
 	assert.NotContains(t, b.String(), "waiting")
 	assert.Equal(t, "tier 2: skipped  control-node=skipped", tierLine(st.Tiers[1]))

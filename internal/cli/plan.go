@@ -44,13 +44,15 @@ func (a *app) showCommand() *cobra.Command {
 				if a.json() {
 					return a.printJSON(st)
 				}
-				return a.printState(st)
+				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)))
 			})
 		}),
 	}
 }
 
-func (a *app) printState(st meshapi.PlanState) error {
+// printState is plan show's table, under its header and the step the plan
+// waits on a person for (next, when not "").
+func (a *app) printState(st meshapi.PlanState, next string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)
 	if st.Paused && st.State != meshapi.PlanPaused {
@@ -64,7 +66,7 @@ func (a *app) printState(st meshapi.PlanState) error {
 		reason = "-"
 	}
 	fmt.Fprintf(&b, "  reason %s\n", reason)
-	if next := a.nextStep(st); next != "" {
+	if next != "" {
 		b.WriteString(next + "\n")
 	}
 	b.WriteString("\n")

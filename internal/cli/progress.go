@@ -72,7 +72,8 @@ func (a *app) follow(ctx context.Context, c client.Client, id string, clock func
 	var progress func(meshapi.PlanState)
 	if !a.json() {
 		p = newProgressPrinter(a.stdout, clock)
-		p.next = a.nextStep
+		freezes := a.freezesOf(c)
+		p.next = func(st meshapi.PlanState) string { return a.nextStep(ctx, st, freezes) }
 		progress = p.show
 	}
 	final, err := plans.Wait(ctx, c, id, WaitInterval, progress)
@@ -127,11 +128,11 @@ type progressPrinter struct {
 	// elapsed prefixes each line with "[12.3s] "; nil prints none.
 	elapsed func() time.Duration
 	// next is the step a person must take for the plan to go on (see
-	// app.nextStep); nil prints none.
+	// app.nextStep), asked each time the plan's line changes; nil prints
+	// none.
 	next     func(meshapi.PlanState) string
 	lastPlan string
 	lastTier map[int]string
-	lastNext string
 }
 
 func newProgressPrinter(w io.Writer, elapsed func() time.Duration) *progressPrinter {
@@ -140,13 +141,14 @@ func newProgressPrinter(w io.Writer, elapsed func() time.Duration) *progressPrin
 
 func (p *progressPrinter) show(st meshapi.PlanState) {
 	// The terminal state is the final line's.
+	moved := false
 	if !st.State.Terminal() {
 		line := st.Plan + " " + withReason(st.State, st.Reason)
 		if st.Paused && st.State != meshapi.PlanPaused {
 			line += " (paused)"
 		}
 		if line != p.lastPlan {
-			p.lastPlan = line
+			p.lastPlan, moved = line, true
 			_ = p.println(line)
 		}
 	}
@@ -157,12 +159,10 @@ func (p *progressPrinter) show(st meshapi.PlanState) {
 			_ = p.println(line)
 		}
 	}
-	if p.next == nil || st.State.Terminal() {
-		return
-	}
-	if next := p.next(st); next != p.lastNext {
-		p.lastNext = next
-		if next != "" {
+	// Once per wait: the plan's line changes when it starts waiting at a
+	// gate, a pause or a hold, and again when it goes on.
+	if moved && p.next != nil {
+		if next := p.next(st); next != "" {
 			_ = p.println(next)
 		}
 	}
