@@ -3,10 +3,12 @@
 // internal/cli so that tests drive the same code in process; this main only
 // wires the process's streams and signals and turns the result into an exit
 // code (0 ok, 1 error, 2 usage, 3 a --wait plan that halted, was refused or
-// was aborted).
+// was aborted). Those codes are the built binary's: `go run` reports every
+// failure as 1.
 //
-//	go run ./starter merge --module host --commit <sha> [--gate 2] [--wait]
-//	go run ./starter plan show plan/host/<sha>
+//	go build -o bin/ ./starter
+//	bin/starter merge --module host --commit <sha> [--gate 2] [--wait]
+//	bin/starter plan show plan/host/<sha>
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,13 +25,18 @@ type machineShowJSON struct {
 	Machine    string  `json:"machine"`
 	Host       string  `json:"host"`
 	Seq        *uint64 `json:"seq"`
+	LastPlan   string  `json:"last_plan"`
 	Containers []struct {
 		Module     string `json:"module"`
 		Digest     string `json:"digest"`
 		Generation int64  `json:"generation"`
 		Plan       string `json:"plan"`
 		Seq        uint64 `json:"seq"`
-		State      string `json:"state"`
+		Introduced *struct {
+			Plan string `json:"plan"`
+			Seq  uint64 `json:"seq"`
+		} `json:"introduced"`
+		State string `json:"state"`
 	} `json:"containers"`
 	Workflow *struct {
 		LastSeq uint64            `json:"last_seq"`
@@ -82,6 +88,20 @@ func TestStarterMachineShowAndList(t *testing.T) {
 		require.Equal(t, "running", c.State)
 	}
 	require.Equal(t, map[string]string{"host": hb.Digest, "mesh-controller": kb.Digest}, digests)
+	// Each container names the plan that brought its build; the last
+	// declaration's plan is said once.
+	require.Equal(t, ctlPlan, cn.LastPlan)
+	introducedBy := map[string]string{}
+	for _, c := range cn.Containers {
+		require.NotNil(t, c.Introduced, "%s", c.Module)
+		introducedBy[c.Module] = c.Introduced.Plan
+	}
+	require.Equal(t, map[string]string{"host": hostPlan, "mesh-controller": ctlPlan}, introducedBy)
+	table, err := s.starter("machine", "show", "control-node", "--journal", "0")
+	require.NoError(t, err, table)
+	require.Contains(t, table, "host reports last seq "+strconv.FormatUint(rep.LastSeq, 10)+", declared by "+ctlPlan+"\n")
+	require.Regexp(t, `(?m)^host\s+`+regexp.QuoteMeta(hb.Digest[:19])+`\s+\d+\s+`+regexp.QuoteMeta(hostPlan)+`\s+\d+\s+running`, table,
+		"the host row names the host plan, which brought it, not the controller plan, which kept it")
 	require.NotNil(t, cn.Workflow, "both plans pushed control-node")
 	require.Equal(t, rep.LastSeq, cn.Workflow.LastSeq)
 	require.Empty(t, cn.Workflow.Queue)
@@ -208,13 +228,21 @@ func TestStarterPlanWatch(t *testing.T) {
 	var watchErr error
 	wg.Go(func() { watchOut, watchErr = s.starter("plan", "watch", gated) })
 	waitFor(t, s, gated, meshapi.PlanGated)
+	// plan show says how to open the gate, and the command it prints does.
+	show, err := s.starter("plan", "show", gated)
+	require.NoError(t, err, show)
+	approve := regexp.MustCompile(`(?m)^approve with: starter --config ` + regexp.QuoteMeta(s.configPath) + ` (plan approve \S+ --tier 2)$`).FindStringSubmatch(show)
+	require.NotNil(t, approve, show)
 	// Give the watch a poll to see the gate before it opens.
 	time.Sleep(2 * cli.WaitInterval)
-	_, err = controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
-	require.NoError(t, err)
+	out, err = s.starter(strings.Fields(approve[1])...)
+	require.NoError(t, err, out)
+	require.Equal(t, "approved tier 2 of plan "+gated+"\n", out)
 	wg.Wait()
 	require.NoError(t, watchErr, watchOut)
 	require.Regexp(t, `(?m)^\[[0-9hms.]+\] tier 2: gated  control-node=waiting$`, watchOut)
+	require.Regexp(t, `(?m)^\[[0-9hms.]+\] approve with: starter --config \S+ plan approve `+regexp.QuoteMeta(gated)+` --tier 2$`, watchOut)
+	require.Equal(t, 1, strings.Count(watchOut, "approve with:"), "said once: %s", watchOut)
 	require.Regexp(t, `(?m)^\[[0-9hms.]+\] `+regexp.QuoteMeta(gated)+` converged(: .*)?$`, watchOut)
 }
 

@@ -43,6 +43,8 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	show, err := s.starter("plan", "show", held)
 	require.NoError(t, err, show)
 	require.Contains(t, show, "held: freeze by alice: incident 42")
+	require.Contains(t, show, "\nlift the freeze with: starter --config "+s.configPath+" unfreeze --module host; the plan then goes on by itself\n",
+		"the command that lifts the freeze holding it, not the other module's")
 	list, err := s.starter("freeze", "list")
 	require.NoError(t, err, list)
 	require.Contains(t, list, "incident 42")
@@ -101,6 +103,7 @@ func TestDenyWindowHoldsAMergeUntilItCloses(t *testing.T) {
 	show, err := s.starter("plan", "show", id)
 	require.NoError(t, err, show)
 	require.Contains(t, show, "held: outside window, opens at ")
+	require.Contains(t, show, "\nno command lifts a deployment window: the plan goes on by itself when it opens\n")
 
 	st = s.wait(id)
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)

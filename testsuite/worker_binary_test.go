@@ -46,6 +46,10 @@ worker:
   versioning: {enabled: true, deployment_name: mesh-bin}
 `, srv.HostPort(), filepath.Join(dir, "state"), freePort(t), metricsAddr)
 	cfgPath := filepath.Join(dir, "mesh.yaml")
+	// The worker checks at start that the module's path is in its repo.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "examples", "svc"), 0o755))
+	gitOut, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput()
+	require.NoError(t, err, "git init: %s", gitOut)
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 
 	cmd := exec.Command(bin, "--config", cfgPath, "--make-current", "--log-format", "json")

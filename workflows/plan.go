@@ -126,7 +126,7 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 // fails, just before the workflow ends.
 const versionFailedEndings = "failed-endings"
 
-// roll is the flow of DESIGN.md, top to bottom: check the merge, find the
+// roll is the flow of docs/design.md, top to bottom: check the merge, find the
 // machines that run the module, build, compose every machine's declaration,
 // then push tier by tier. It returns the plan's ending, whatever it is.
 func (p *plan) roll(ctx workflow.Context) error {

@@ -85,6 +85,22 @@ func declarationOf(e Entry) mesh.Declaration {
 	}
 }
 
+// introducedUpTo replays the applied declarations among entries up to
+// index upTo through host.Introduce, for a ledger that did not keep it yet,
+// and returns the entries after upTo, which are still to be replayed.
+func introducedUpTo(entries []Entry, upTo uint64) (map[string]host.Introduced, []Entry) {
+	introduced := map[string]host.Introduced{}
+	for i, e := range entries {
+		if e.Index > upTo {
+			return introduced, entries[i:]
+		}
+		if e.Outcome == OutcomeApplied {
+			introduced = host.Introduce(introduced, declarationOf(e))
+		}
+	}
+	return introduced, nil
+}
+
 func entryFor(d mesh.Declaration, outcome string) Entry {
 	return Entry{
 		Outcome: outcome, Machine: d.Machine, Seq: d.Seq, Plan: d.Plan, Request: d.Request,

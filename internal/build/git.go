@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -147,6 +148,54 @@ func mainLines(ctx context.Context, repo, branch string) ([]string, string, erro
 		}
 	}
 	return nil, name, &PermanentError{fmt.Errorf("main line branch %s not found in %s (neither refs/heads/%s nor refs/remotes/origin/%s); set the module's branch", name, repo, name, name)}
+}
+
+// ErrNoRepository is wrapped by CheckPath for a repository that is not
+// there, or is not a git repository.
+var ErrNoRepository = errors.New("not a git repository")
+
+// CheckPath checks, before any build, that path (relative to the root of
+// the repository, as Request.Path is) is a directory in repo: in its
+// working tree or at the tip of its main line (branch, found as
+// Generation finds it). Either will do, so that a clone that has not
+// fetched a new module yet, and a bare clone, pass where they hold it.
+// The error says where it looked.
+func CheckPath(ctx context.Context, repo, branch, path string) error {
+	if _, err := git(ctx, repo, "rev-parse", "--git-dir"); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if _, serr := os.Stat(repo); serr != nil {
+			return fmt.Errorf("%w: %s does not exist", ErrNoRepository, repo)
+		}
+		return fmt.Errorf("%w: %s", ErrNoRepository, repo)
+	}
+	p, err := relPath("path", path)
+	if err != nil {
+		return err
+	}
+	looked := []string{}
+	if top, err := git(ctx, repo, "rev-parse", "--show-toplevel"); err == nil && top != "" {
+		if fi, err := os.Stat(filepath.Join(top, p)); err == nil && fi.IsDir() {
+			return nil
+		}
+		looked = append(looked, "its working tree "+top)
+	}
+	if lines, name, err := mainLines(ctx, repo, branch); err == nil {
+		for _, ref := range lines {
+			if kind, err := git(ctx, repo, "cat-file", "-t", ref+":"+filepath.ToSlash(p)); err == nil && kind == "tree" {
+				return nil
+			}
+		}
+		looked = append(looked, "its main line "+name)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(looked) == 0 {
+		looked = append(looked, "a working tree or main line, of which it has neither")
+	}
+	return fmt.Errorf("%q is not a directory in repository %s (looked in %s)", path, repo, strings.Join(looked, " and "))
 }
 
 func refExists(ctx context.Context, repo, ref string) bool {

@@ -3,6 +3,7 @@ package build
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -230,5 +231,53 @@ func TestCheckoutLocksTheRepositoryAcrossProcesses(t *testing.T) {
 	}
 	if out := r.git("worktree", "list", "--porcelain"); strings.Count(out, "worktree ") != 1 {
 		t.Errorf("worktrees left behind:\n%s", out)
+	}
+}
+
+// CheckPath finds a module's directory in the working tree or on the main
+// line, and says where it looked when it is in neither.
+func TestCheckPath(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	r.commit("modules", map[string]string{"services/web/main.go": "package main", "README": "x"})
+	// Only in the working tree: a module not committed yet.
+	r.write(map[string]string{"services/new/main.go": "package main"})
+	// Only on the main line: a bare clone has no working tree.
+	bare := t.TempDir()
+	r.git("clone", "-q", "--bare", r.dir, bare)
+	notRepo := t.TempDir()
+
+	for _, tc := range []struct {
+		name, repo, path, err string
+		noRepo                bool
+	}{
+		{name: "committed", repo: r.dir, path: "services/web"},
+		{name: "root", repo: r.dir, path: ""},
+		{name: "working tree only", repo: r.dir, path: "services/new"},
+		{name: "main line only (bare)", repo: bare, path: "services/web"},
+		{name: "a subdirectory's repository", repo: filepath.Join(r.dir, "services"), path: "services/web"},
+		{name: "mistyped", repo: r.dir, path: "services/wbe",
+			err: `"services/wbe" is not a directory in repository ` + r.dir + ` (looked in its working tree ` + r.dir + ` and its main line main)`},
+		{name: "a file", repo: r.dir, path: "README", err: `"README" is not a directory`},
+		{name: "bare, mistyped", repo: bare, path: "services/new", err: "(looked in its main line main)"},
+		{name: "outside", repo: r.dir, path: "../x", err: `path "../x" must be relative and inside the repository`},
+		{name: "no repository", repo: notRepo, path: "x", noRepo: true, err: "not a git repository: " + notRepo},
+		{name: "missing", repo: filepath.Join(notRepo, "gone"), path: "x", noRepo: true, err: "does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckPath(ctx, tc.repo, "", tc.path)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("CheckPath = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("CheckPath = %v, want an error saying %q", err, tc.err)
+			}
+			if got := errors.Is(err, ErrNoRepository); got != tc.noRepo {
+				t.Errorf("errors.Is(err, ErrNoRepository) = %v, want %v", got, tc.noRepo)
+			}
+		})
 	}
 }

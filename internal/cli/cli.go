@@ -78,6 +78,8 @@ type app struct {
 	logLevel   string
 
 	log zerolog.Logger
+	// cfg is the mesh config, once loadConfig has read it.
+	cfg *config.Config
 	// ran is set when a command's own code starts, so that Execute can tell
 	// cobra's argument errors (usage) from the command's (failures).
 	ran bool
@@ -153,6 +155,7 @@ func (a *app) loadConfig() (*config.Config, string, error) {
 	if err != nil {
 		return nil, path, err
 	}
+	a.cfg = cfg
 	return cfg, path, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -127,6 +128,7 @@ func TestTemporalUnreachable(t *testing.T) {
 			r := run(t, append([]string{"--config", cfg}, args...)...)
 			require.Error(t, r.err)
 			assert.Contains(t, r.err.Error(), "temporal unreachable at "+unreachable)
+			assert.Contains(t, r.err.Error(), "start the dev stack (go run ./worker --dev", "a loopback address is the dev stack's")
 			assert.Equal(t, ExitError, ExitCode(r.err))
 			assert.Less(t, r.took, DialTimeout+2*time.Second, "an unreachable server must fail fast")
 			assert.Empty(t, r.stdout)
@@ -201,6 +203,29 @@ func TestHelpForEveryCommand(t *testing.T) {
 	assert.Contains(t, r.stdout, "Available Commands:")
 }
 
+// No flag's help ends mid-sentence: a usage string ending in ':' promises
+// a list that never comes.
+func TestFlagUsageIsWhole(t *testing.T) {
+	var walk func(c *cobra.Command)
+	flags := 0
+	walk = func(c *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			flags++
+			usage := strings.TrimSpace(f.Usage)
+			assert.NotEmpty(t, usage, "%s --%s has no help", c.CommandPath(), f.Name)
+			for _, end := range []string{":", ":)", "(", ","} {
+				assert.False(t, strings.HasSuffix(usage, end), "%s --%s: help ends in %q: %q", c.CommandPath(), f.Name, end, usage)
+			}
+		}
+		c.LocalFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{}).rootCommand())
+	require.Greater(t, flags, 20, "the walk reached the subcommands' flags")
+}
+
 func TestExitCode(t *testing.T) {
 	assert.Equal(t, ExitOK, ExitCode(nil))
 	assert.Equal(t, ExitError, ExitCode(errors.New("boom")))
@@ -262,7 +287,7 @@ func TestShowTable(t *testing.T) {
 			{Machine: "edge-1", State: meshapi.MachineConverged, Seq: 7, Rebased: []string{"proxy"}},
 			{Machine: "edge-2", State: meshapi.MachineFailed, Reason: "host unreachable"},
 		}}},
-	}))
+	}, ""))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 5)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state halted  reason tier 1 halted", lines[0])

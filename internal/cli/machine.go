@@ -43,8 +43,11 @@ func (a *app) machineListCommand() *cobra.Command {
 its machine workflow says (LAST SEQ sent, QUEUE of waiting requests, "+1"
 while one is being pushed; "-" when no plan has pushed the machine yet, "?"
 when Temporal could not be asked), and HOST STATUS: ok when the host
-answered its report within ` + machines.HostCheckTimeout.String() + `, unreachable when it did not, error when
-it answered with something else (a refused token, a bad ca_file).
+answered its report within ` + machines.HostCheckTimeout.String() + `, unreachable when it did not,
+unauthorized when it turned the machine's token away (401 or 403), error when
+it answered with something else (a bad ca_file). Below the table, each host
+that did not answer ok is named with why, and for a token with the setting
+that gives it (MESHROLL_MACHINES_<NAME>_TOKEN or machines.<name>.token).
 
 An unreachable host is listed, not a failure. An unreachable Temporal is:
 the hosts are still listed, then list exits 1.`,
@@ -88,6 +91,13 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	for _, r := range rows {
+		if r.HostError != "" {
+			if _, err := fmt.Fprintf(w, "%s: %s\n", r.Machine, oneLine(r.HostError)); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -136,8 +146,10 @@ func (a *app) machineShowCommand() *cobra.Command {
 		Short: "Show what a machine runs, what its workflow is pushing, and its journal",
 		Long: `show reads one machine three ways, each on its own:
 
-  the host's report     what runs: module, digest, generation, plan,
-                        sequence and state of each container
+  the host's report     what runs: module, digest, generation, the plan
+                        and sequence that brought it, and state of each
+                        container; and the plan that last declared the
+                        machine
   the machine workflow  the last sequence it sent, the request it is
                         pushing and the ones queued behind it
   the host's journal    the latest --journal entries: what the host was
@@ -190,19 +202,38 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 	case v.HostError != "":
 		fmt.Fprintf(&b, "%s\n", v.HostError)
 	default:
-		fmt.Fprintf(&b, "host reports last seq %d\n", deref(v.Seq))
+		fmt.Fprintf(&b, "host reports last seq %d", deref(v.Seq))
+		if v.LastPlan != "" {
+			fmt.Fprintf(&b, ", declared by %s", v.LastPlan)
+		}
+		b.WriteString("\n")
 		if v.ReportedMachine != "" {
 			fmt.Fprintf(&b, "warning: the host says it is machine %s, not %s; check machines.%s.host\n", v.ReportedMachine, v.Machine, v.Machine)
 		}
 		if len(v.Containers) == 0 {
 			b.WriteString("no containers\n")
 		} else {
+			// PLAN and SEQ are the declaration that put each digest here;
+			// a host that does not say gives the last declaration's.
+			unsaid := false
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODULE\tDIGEST\tGEN\tPLAN\tSEQ\tSTATE\tSINCE")
 			for _, c := range v.Containers {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, dash(mesh.ShortDigest(c.Digest)), c.Generation, dash(c.Plan), c.Seq, c.State, dash(c.Since))
+				plan, seq := c.Plan, c.Seq
+				switch in := c.Introduced; {
+				case in == nil:
+					unsaid = true
+				case in.Revert:
+					plan, seq = in.Plan+" (put back after it failed)", in.Seq
+				default:
+					plan, seq = in.Plan, in.Seq
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, dash(mesh.ShortDigest(c.Digest)), c.Generation, dash(plan), seq, c.State, dash(c.Since))
 			}
 			_ = tw.Flush()
+			if unsaid {
+				b.WriteString("(the host does not say which plan brought each build; PLAN and SEQ are its last declaration's)\n")
+			}
 		}
 	}
 

@@ -235,10 +235,27 @@ func TestMachineList(t *testing.T) {
 	r = run(t, "--config", cfg, "machine", "list")
 	require.Error(t, r.err)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 3, r.stdout)
+	require.Len(t, lines, 4, r.stdout)
 	assert.Regexp(t, `^MACHINE\s+TIER\s+MODULES\s+HOST\s+LAST SEQ\s+QUEUE\s+HOST STATUS$`, lines[0])
 	assert.Regexp(t, `^control-node\s+2\s+mesh-controller,host\s+http://127.0.0.1:1\s+\?\s+\?\s+unreachable$`, lines[1])
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+`+url+`\s+\?\s+\?\s+ok$`, lines[2])
+	assert.Regexp(t, `^control-node: host http://127.0.0.1:1: unreachable: `, lines[3], "why, below the table")
+}
+
+// A host that refuses the machine's token is "unauthorized", and the line
+// below the table names the variable (and key) that sets it.
+func TestMachineListNamesTheTokenSetting(t *testing.T) {
+	agent := httptest.NewServer(host.NewHandler(nil, "the-agents-token"))
+	t.Cleanup(agent.Close)
+	cfg := configWithHosts(t, agent.URL, agent.URL)
+	t.Setenv("MESHROLL_MACHINES_EDGE_1_TOKEN", "a-wrong-one")
+	r := run(t, "--config", cfg, "machine", "list")
+	require.Error(t, r.err, "Temporal is unreachable")
+	assert.Regexp(t, `(?m)^edge-1\s+1\s+host\s+\S+\s+\?\s+\?\s+unauthorized$`, r.stdout)
+	assert.Regexp(t, `(?m)^control-node\s+2\s+\S+\s+\S+\s+\?\s+\?\s+unauthorized$`, r.stdout)
+	assert.Contains(t, r.stdout, "edge-1: host "+agent.URL+" answered 401 Unauthorized: it refuses machine edge-1's token; set MESHROLL_MACHINES_EDGE_1_TOKEN (or machines.edge-1.token in the mesh config)")
+	assert.Contains(t, r.stdout, "control-node: host "+agent.URL+" answered 401 Unauthorized: machine control-node has no token; set MESHROLL_MACHINES_CONTROL_NODE_TOKEN")
+	assert.NotContains(t, r.stdout, "a-wrong-one")
 }
 
 func TestWriteMachineList(t *testing.T) {
@@ -255,6 +272,31 @@ func TestWriteMachineList(t *testing.T) {
 	assert.Regexp(t, `^control-node\s+2\s+mesh-controller,host\s+http://h1\s+5\s+2\+1\s+ok$`, lines[1])
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+http://h2\s+5\s+0\s+error$`, lines[2])
 	assert.Regexp(t, `^edge-2\s+1\s+-\s+http://h3\s+-\s+-\s+unreachable$`, lines[3], "no workflow yet")
+}
+
+// Each container's PLAN and SEQ are the declaration that brought its
+// build; the plan that last declared the machine is said once, above.
+func TestWriteMachineViewNamesWhoIntroducedEachContainer(t *testing.T) {
+	seq := uint64(7)
+	hostPlan, metricsPlan := meshapi.PlanID("host", commit), meshapi.PlanID("metrics", strings.Repeat("1", 40))
+	v := machines.Detail{Machine: "edge-1", Host: "http://h", Tier: 1, Modules: []string{"host", "metrics"}, Seq: &seq, LastPlan: hostPlan,
+		Containers: []machines.Container{
+			{Module: "host", Digest: digestA, Generation: 27, Plan: hostPlan, Seq: 7, Introduced: &mesh.Introduction{Plan: hostPlan, Seq: 7}, State: "running"},
+			{Module: "metrics", Digest: digestB, Generation: 25, Plan: hostPlan, Seq: 7, Introduced: &mesh.Introduction{Plan: metricsPlan, Seq: 3}, State: "running"},
+		}}
+	var b bytes.Buffer
+	require.NoError(t, writeMachineView(&b, v))
+	out := b.String()
+	assert.Contains(t, out, "host reports last seq 7, declared by "+hostPlan+"\n")
+	assert.Regexp(t, `(?m)^host\s+sha256:aaaaaaaaaaaa\s+27\s+`+hostPlan+`\s+7\s+running\s+-$`, out)
+	assert.Regexp(t, `(?m)^metrics\s+sha256:bbbbbbbbbbbb\s+25\s+`+metricsPlan+`\s+3\s+running\s+-$`, out)
+	assert.NotContains(t, out, "does not say")
+
+	// Put back after a failed build: the plan is the one that failed.
+	v.Containers[0].Introduced = &mesh.Introduction{Plan: hostPlan, Seq: 7, Revert: true}
+	b.Reset()
+	require.NoError(t, writeMachineView(&b, v))
+	assert.Regexp(t, `(?m)^host\s+\S+\s+27\s+`+hostPlan+` \(put back after it failed\)\s+7\s`, b.String())
 }
 
 func TestWriteMachineView(t *testing.T) {
@@ -279,6 +321,7 @@ func TestWriteMachineView(t *testing.T) {
 	assert.Contains(t, out, "warning: the host says it is machine edge-1, not control-node")
 	assert.Regexp(t, `MODULE\s+DIGEST\s+GEN\s+PLAN\s+SEQ\s+STATE\s+SINCE\n`, out)
 	assert.Regexp(t, `host\s+sha256:aaaaaaaaaaaa\s+2\s+`+plan+`\s+3\s+running\s+s\n`, out)
+	assert.Contains(t, out, "(the host does not say which plan brought each build; PLAN and SEQ are its last declaration's)\n")
 	assert.Contains(t, out, "workflow machine/control-node: last seq 3, pushing "+plan+"@control-node, 1 queued\n")
 	assert.Regexp(t, `now\s+`+plan+`\s+host\s+sha256:bbbbbbbbbbbb\s+3\n`, out)
 	assert.Regexp(t, `1\s+plan/mesh-controller/x\s+mesh-controller\s+sha256:aaaaaaaaaaaa\s+1\n`, out)

@@ -58,7 +58,7 @@ superseded and 3 when it halted, was refused or was aborted.`,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.merge(cmd.Context(), o) }),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.module, "module", "", "module that was merged (required; one of the config's modules:)")
+	f.StringVar(&o.module, "module", "", "module that was merged (required; one of the config's modules)")
 	f.StringVar(&o.commit, "commit", "", "full id of the merge commit (required)")
 	f.IntSliceVar(&o.gates, "gate", nil, "push tier that waits for approval; repeat or comma-separate for several")
 	f.BoolVar(&o.force, "force", false, "let pushes pass an unknown running digest or the host's floor")

@@ -44,13 +44,15 @@ func (a *app) showCommand() *cobra.Command {
 				if a.json() {
 					return a.printJSON(st)
 				}
-				return a.printState(st)
+				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)))
 			})
 		}),
 	}
 }
 
-func (a *app) printState(st meshapi.PlanState) error {
+// printState is plan show's table, under its header and the step the plan
+// waits on a person for (next, when not "").
+func (a *app) printState(st meshapi.PlanState, next string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)
 	if st.Paused && st.State != meshapi.PlanPaused {
@@ -63,7 +65,11 @@ func (a *app) printState(st meshapi.PlanState) error {
 	if reason == "" {
 		reason = "-"
 	}
-	fmt.Fprintf(&b, "  reason %s\n\n", reason)
+	fmt.Fprintf(&b, "  reason %s\n", reason)
+	if next != "" {
+		b.WriteString(next + "\n")
+	}
+	b.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tMACHINE\tSTATE\tSEQ\tREASON")
@@ -80,7 +86,7 @@ func (a *app) printState(st meshapi.PlanState) error {
 			if why == "" {
 				why = "-"
 			}
-			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, m.State, seq, oneLine(why))
+			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, machineShown(t, m), seq, oneLine(why))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -72,6 +72,8 @@ func (a *app) follow(ctx context.Context, c client.Client, id string, clock func
 	var progress func(meshapi.PlanState)
 	if !a.json() {
 		p = newProgressPrinter(a.stdout, clock)
+		freezes := a.freezesOf(c)
+		p.next = func(st meshapi.PlanState) string { return a.nextStep(ctx, st, freezes) }
 		progress = p.show
 	}
 	final, err := plans.Wait(ctx, c, id, WaitInterval, progress)
@@ -117,13 +119,18 @@ func planClock(sum plans.Summary, now func() time.Time) func() time.Duration {
 }
 
 // progressPrinter prints what changed in a plan since the last state it
-// saw: the plan's phase, and each tier whose state or machines moved. It
+// saw: the plan's phase, each tier whose state or machines moved, and, once
+// each time the plan starts waiting on a person, what they must do. It
 // prints whole lines and never redraws, so its output reads the same on a
 // terminal, in a CI log and in a file.
 type progressPrinter struct {
 	w io.Writer
 	// elapsed prefixes each line with "[12.3s] "; nil prints none.
-	elapsed  func() time.Duration
+	elapsed func() time.Duration
+	// next is the step a person must take for the plan to go on (see
+	// app.nextStep), asked each time the plan's line changes; nil prints
+	// none.
+	next     func(meshapi.PlanState) string
 	lastPlan string
 	lastTier map[int]string
 }
@@ -134,13 +141,14 @@ func newProgressPrinter(w io.Writer, elapsed func() time.Duration) *progressPrin
 
 func (p *progressPrinter) show(st meshapi.PlanState) {
 	// The terminal state is the final line's.
+	moved := false
 	if !st.State.Terminal() {
 		line := st.Plan + " " + withReason(st.State, st.Reason)
 		if st.Paused && st.State != meshapi.PlanPaused {
 			line += " (paused)"
 		}
 		if line != p.lastPlan {
-			p.lastPlan = line
+			p.lastPlan, moved = line, true
 			_ = p.println(line)
 		}
 	}
@@ -149,6 +157,13 @@ func (p *progressPrinter) show(st meshapi.PlanState) {
 		if p.lastTier[t.Tier] != line {
 			p.lastTier[t.Tier] = line
 			_ = p.println(line)
+		}
+	}
+	// Once per wait: the plan's line changes when it starts waiting at a
+	// gate, a pause or a hold, and again when it goes on.
+	if moved && p.next != nil {
+		if next := p.next(st); next != "" {
+			_ = p.println(next)
 		}
 	}
 }
@@ -194,7 +209,7 @@ func tierLine(t meshapi.TierState) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
 	for _, m := range t.Machines {
-		fmt.Fprintf(&b, " %s=%s", m.Machine, m.State)
+		fmt.Fprintf(&b, " %s=%s", m.Machine, machineShown(t, m))
 	}
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -104,6 +105,8 @@ type Config struct {
 	// path is the file the config was read from, so that Validate on a
 	// loaded config still names it.
 	path string
+	// origins is where each key is in that file, so that Invalid says it.
+	origins origins
 }
 
 // Temporal is how to reach the Temporal service. It is configurable because
@@ -144,14 +147,21 @@ func (t Temporal) Compression() string {
 	case CompressionNone, CompressionGzip:
 		return t.GrpcCompression
 	}
+	if t.Local() {
+		return CompressionNone
+	}
+	return CompressionGzip
+}
+
+// Local reports whether Address is on this machine (a loopback address or
+// localhost): a dev server, most likely the dev stack's, rather than a
+// cluster someone else runs.
+func (t Temporal) Local() bool {
 	host, _, err := net.SplitHostPort(t.Address)
 	if err != nil {
 		host = t.Address
 	}
-	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
-		return CompressionNone
-	}
-	return CompressionGzip
+	return loopback(host)
 }
 
 // TemporalTLS is how to reach a Temporal frontend over TLS. Any field set
@@ -318,6 +328,20 @@ type Module struct {
 	// code without it) takes DefaultHealth; Load always sets it. Read it
 	// through HealthCheck.
 	Health *Health `mapstructure:"health"`
+}
+
+// RepoDir is the directory of the module's repository on this machine:
+// Repo, resolved against configDir (the config file's directory) when it
+// is relative. ok is false when Repo is a URL, which names no directory
+// here.
+func (m Module) RepoDir(configDir string) (dir string, ok bool) {
+	if u, err := url.Parse(m.Repo); err == nil && u.Scheme != "" && u.Host != "" {
+		return "", false
+	}
+	if filepath.IsAbs(m.Repo) {
+		return m.Repo, true
+	}
+	return filepath.Join(configDir, m.Repo), true
 }
 
 // ImageSource is the org.opencontainers.image.source the module's images

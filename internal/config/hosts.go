@@ -25,6 +25,14 @@ func (m Machine) HostClient() (*host.HTTPClient, error) {
 	return host.NewHTTPClient(m.Host, m.Token.Reveal(), hc)
 }
 
+// TokenSettings names where machine's host token is set: its key in the
+// mesh config and the environment variable that overrides it (where a
+// secret belongs), so that a host turning the token away can be answered
+// with the setting to fix.
+func TokenSettings(machine string) (key, env string) {
+	return "machines." + machine + ".token", envName("machines", machine, "token")
+}
+
 // Hosts hands out the host API clients of a mesh config's machines, each
 // made on first use and kept, since the worker pushes to the same hosts for
 // as long as it runs and a kept client reuses its connections. It is safe

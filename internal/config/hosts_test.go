@@ -36,3 +36,17 @@ func TestHostClientErrors(t *testing.T) {
 	_, err = h.Host("edge-2")
 	assert.EqualError(t, err, `machine edge-2: host url "ftp://edge-2": scheme must be http or https`)
 }
+
+// TokenSettings names the variable that really sets the machine's token,
+// also for a name with '.' and '-' in it.
+func TestTokenSettings(t *testing.T) {
+	key, env := TokenSettings("web.prod-2")
+	assert.Equal(t, "machines.web.prod-2.token", key)
+	assert.Equal(t, "MESHROLL_MACHINES_WEB_PROD_2_TOKEN", env)
+	t.Setenv(env, "from-the-variable")
+	cfg, err := Parse("mesh.yaml", []byte(`modules: {host: {repo: ., path: h}}
+machines: {web.prod-2: {host: "http://127.0.0.1:7400", tier: 1, modules: [host]}}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, "from-the-variable", cfg.Machines["web.prod-2"].Token.Reveal())
+}

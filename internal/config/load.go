@@ -157,6 +157,7 @@ func parse(path string, data []byte) (*Config, error) {
 
 	c := l.decode(root)
 	c.path = path
+	c.origins = origins{lines: l.lines, envs: l.envs}
 	probs := l.probs
 	for _, p := range c.problems(&l.skip) {
 		p.Message += l.where(p.Key)
@@ -180,17 +181,28 @@ func (l *loader) bad(key, format string, args ...any) {
 	l.skip.leaf[key] = true
 }
 
+// where says where key's value comes from (see origins.where).
+func (l *loader) where(key string) string { return origins{lines: l.lines, envs: l.envs}.where(key) }
+
+// origins is where the keys of a file are: the line of each, and the
+// variable that overrides it. The loader fills it; a loaded Config keeps
+// it, for problems found after Load (Config.Invalid).
+type origins struct {
+	lines map[string]int
+	envs  map[string]string
+}
+
 // where says where key's value comes from: " (from MESHROLL_X)" when a
 // variable overrides it, else " (line N)" of the key or of its nearest
 // ancestor in the file, else "".
-func (l *loader) where(key string) string {
-	if name := l.envs[key]; name != "" {
+func (o origins) where(key string) string {
+	if name := o.envs[key]; name != "" {
 		if _, ok := lookupEnv(name); ok {
 			return " (from " + name + ")"
 		}
 	}
 	for k := key; ; {
-		if line, ok := l.lines[k]; ok {
+		if line, ok := o.lines[k]; ok {
 			return fmt.Sprintf(" (line %d)", line)
 		}
 		i := strings.LastIndexByte(k, '.')

@@ -77,6 +77,20 @@ func (c *Config) Validate() error {
 	return newValidationError(c.path, c.problems(nil))
 }
 
+// Invalid is Validate's error for problems found by a check that needs
+// more than the config (the worker's look at the module sources on disk):
+// every problem under the file's name, each saying where its key is in the
+// file or which variable set it, as Load says its own. nil when ps is
+// empty.
+func (c *Config) Invalid(ps ...Problem) error {
+	out := make([]Problem, len(ps))
+	for i, p := range ps {
+		p.Message += c.origins.where(p.Key)
+		out[i] = p
+	}
+	return newValidationError(c.path, out)
+}
+
 // skip tells problems which keys could not be read from the file. Their
 // values in the Config are zero, and a problem about the zero value would
 // only repeat, less clearly, the problem already reported about the file.

@@ -42,7 +42,6 @@ import (
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/config"
-	"github.com/meshroll/meshroll/internal/temporalcli"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -227,6 +226,9 @@ func prepare(o Options) (*stack, error) {
 	if err := checkTools(&own); err != nil {
 		return nil, err
 	}
+	if err := workerapp.CheckSources(context.Background(), &own, configDir); err != nil {
+		return nil, err
+	}
 	for _, d := range []string{state, filepath.Join(state, "logs"), filepath.Join(state, "hosts")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
@@ -368,35 +370,6 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 		s.say("metrics", "http://%s/metrics  (and /livez, /readyz)", dialable(addr.String()))
 	}
 	return srv, serveErr, nil
-}
-
-// temporalCLI finds the Temporal CLI, installing the pinned version into
-// <state>/bin when there is none: the first run of the stack then takes
-// minutes, and says so.
-func (s *stack) temporalCLI(ctx context.Context) (string, error) {
-	bin := filepath.Join(s.state, "bin")
-	cli, err := temporalcli.Path(bin)
-	if err == nil {
-		return cli, nil
-	}
-	if !errors.Is(err, temporalcli.ErrNotFound) {
-		return "", err
-	}
-	logPath := filepath.Join(s.state, "logs", "install-temporal.log")
-	s.line(fmt.Sprintf("installing the Temporal CLI %s into %s (first time only; about 6 minutes on two cores; log %s)",
-		temporalcli.Version, s.display(bin), s.display(logPath)))
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return "", fmt.Errorf("install log: %w", err)
-	}
-	defer func() { _ = logf.Close() }()
-	began := time.Now()
-	cli, err = temporalcli.Install(ctx, bin, logf)
-	if err != nil {
-		return "", err
-	}
-	s.line(fmt.Sprintf("installed the Temporal CLI in %s", time.Since(began).Round(time.Second)))
-	return cli, nil
 }
 
 // startAgent serves machine name's host agent in process where its host URL

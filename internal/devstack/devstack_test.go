@@ -52,9 +52,16 @@ func freePorts(t *testing.T) ports {
 	return ports{p[0], p[1], p[2], p[3], p[4], p[5]}
 }
 
-// writeMesh writes a two-tier mesh on p's ports and returns its path.
+// writeMesh writes a two-tier mesh on p's ports and returns its path,
+// beside a repository holding its modules' directories.
 func writeMesh(t *testing.T, p ports) string {
 	t.Helper()
+	dir := t.TempDir()
+	for _, m := range []string{"controller", "host"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "examples", m), 0o755))
+	}
+	out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput()
+	require.NoError(t, err, "git init: %s", out)
 	y := fmt.Sprintf(`temporal: {address: "127.0.0.1:%d", namespace: default, task_queue: devstack-test}
 registry: {listen: "127.0.0.1:%d"}
 modules:
@@ -64,7 +71,7 @@ machines:
   edge-1:       {host: "http://127.0.0.1:%d", tier: 1, modules: [host]}
   control-node: {host: "http://127.0.0.1:%d", tier: 2, modules: [ctl, host]}
 `, p.temporal, p.registry, p.edge, p.control)
-	path := filepath.Join(t.TempDir(), "mesh.yaml")
+	path := filepath.Join(dir, "mesh.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(y), 0o644))
 	return path
 }
@@ -236,27 +243,41 @@ func TestRunPortInUse(t *testing.T) {
 }
 
 // fakeCLI points MESHROLL_TEMPORAL_CLI at a shell script standing in for
-// the Temporal CLI.
-func fakeCLI(t *testing.T, script string) {
+// the Temporal CLI, which says it is the pinned version and otherwise runs
+// script; it returns the script's path.
+func fakeCLI(t *testing.T, script string) string {
+	t.Helper()
+	p := fakeTemporal(t, t.TempDir(), strings.TrimPrefix(temporalcli.Version, "v"), script)
+	t.Setenv(temporalcli.Env, p)
+	return p
+}
+
+// fakeTemporal writes dir/temporal, a shell script that answers --version
+// as a release build of version does and otherwise runs script.
+func fakeTemporal(t *testing.T, dir, version, script string) string {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("needs a shell script as the fake CLI")
 	}
-	p := filepath.Join(t.TempDir(), "temporal")
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755))
-	t.Setenv(temporalcli.Env, p)
+	p := filepath.Join(dir, "temporal")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+
+		`if [ "$1" = --version ]; then echo "temporal version `+version+` (Server 1.29.1, UI 2.42.1)"; exit 0; fi`+"\n"+
+		script+"\n"), 0o755))
+	return p
 }
 
 // A dev server that dies at start is an error naming its log, with its last
 // lines; everything is stopped and the ports are free again.
 func TestRunDevServerExits(t *testing.T) {
-	fakeCLI(t, `echo "fake server: cannot open database" >&2; exit 3`)
+	cli := fakeCLI(t, `echo "fake server: cannot open database" >&2; exit 3`)
 	p := freePorts(t)
 	path := writeMesh(t, p)
 	state := t.TempDir()
 	var out bytes.Buffer
 	err := Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
 	require.Error(t, err)
+	assert.Contains(t, out.String(), "temporal   "+cli+"  (Temporal CLI "+temporalcli.Version+", found $"+temporalcli.Env+")\n",
+		"the account says which binary it runs")
 	assert.Contains(t, err.Error(), "the Temporal dev server exited before answering (exit status 3)")
 	assert.Contains(t, err.Error(), filepath.Join(state, "logs", "temporal.log"))
 	assert.Contains(t, err.Error(), "fake server: cannot open database")
@@ -294,8 +315,9 @@ func TestRunInterruptedWhileStarting(t *testing.T) {
 	assert.Contains(t, out.String(), "stopped")
 }
 
-// With no CLI anywhere, Run installs it into <state>/bin with go install,
-// saying so first.
+// With no CLI of the pinned version anywhere, Run passes over the one of
+// another version on PATH, naming it, and installs the pinned one into
+// <state>/bin with go install, saying so first.
 func TestRunInstallsCLI(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("needs shell scripts")
@@ -306,6 +328,7 @@ func TestRunInstallsCLI(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
 	}
+	old := fakeTemporal(t, bin, "1.1.0", `echo "an old CLI was run"; exit 5`)
 	// A fake go whose install writes a fake CLI that dies at once.
 	fakeGo := `#!/bin/sh
 echo "go $*" >&2
@@ -326,12 +349,47 @@ chmod +x "$GOBIN/temporal"
 	err := Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "installed fake server", "the installed CLI is the one run")
-	assert.Contains(t, out.String(), "installing the Temporal CLI "+temporalcli.Version+" into "+filepath.Join(state, "bin")+" (first time only; about 6 minutes on two cores")
-	assert.Contains(t, out.String(), "installed the Temporal CLI in ")
+	assert.Contains(t, out.String(), "temporal   passing over "+old+" (on PATH) is Temporal CLI v1.1.0: the stack runs "+temporalcli.Version+"\n")
+	assert.Contains(t, out.String(), "installing the Temporal CLI "+temporalcli.Version+" into "+filepath.Join(state, "bin")+" with go install (none of that version found; a few minutes the first time")
+	assert.Contains(t, out.String(), "temporal   "+filepath.Join(state, "bin", "temporal")+"  (Temporal CLI "+temporalcli.Version+", installed in ")
 	assert.FileExists(t, filepath.Join(state, "bin", "temporal"))
 	log, err := os.ReadFile(filepath.Join(state, "logs", "install-temporal.log"))
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "go install "+temporalcli.Package)
+}
+
+// A mistyped module path is refused before anything starts, naming the
+// key, its line and what to do.
+func TestRunMistypedModulePath(t *testing.T) {
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	y, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, bytes.Replace(y, []byte("path: examples/host"), []byte("path: examples/hots"), 1), 0o644))
+	state := filepath.Join(t.TempDir(), "state")
+	var out bytes.Buffer
+	err = Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mesh config "+path+": 1 problem:\n  modules.host.path: \"examples/hots\" is not a directory in repository ")
+	assert.Contains(t, err.Error(), "set it to module host's directory, relative to the repository's root (line 5)")
+	assert.Empty(t, out.String(), "nothing started")
+	assert.NoDirExists(t, state)
+}
+
+// MESHROLL_TEMPORAL_CLI naming another version is refused before anything
+// starts: which binary, which version it is, which is wanted, what to do.
+func TestRunRefusesAnotherVersionOfTheCLI(t *testing.T) {
+	cli := fakeTemporal(t, t.TempDir(), "1.1.0", `echo "the old CLI was run"; exit 5`)
+	t.Setenv(temporalcli.Env, cli)
+	p := freePorts(t)
+	path := writeMesh(t, p)
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{ConfigPath: path, StateDir: t.TempDir(), UIPort: p.ui, Out: &out})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), cli+" ($"+temporalcli.Env+") is Temporal CLI v1.1.0; meshroll runs Temporal CLI "+temporalcli.Version)
+	assert.Contains(t, err.Error(), "point "+temporalcli.Env+" at a "+temporalcli.Version+" binary, or unset it")
+	assert.NotContains(t, err.Error(), "the old CLI was run")
+	assert.NotContains(t, out.String(), "ready")
 }
 
 // A missing tool is one line naming it and the fix.

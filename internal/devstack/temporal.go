@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -23,6 +24,43 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 )
+
+// temporalCLI finds the Temporal CLI the project pins (temporalcli.Find:
+// the variable, PATH, GOBIN, GOPATH, then <state>/bin), and says in the
+// stack's account which binary it runs, and which of another version it
+// passed over (a plain `temporal` may run one of those). With none of the
+// pinned version it builds one into <state>/bin with go install, which
+// takes minutes the first time, and says so first.
+func (s *stack) temporalCLI(ctx context.Context) (string, error) {
+	bin := filepath.Join(s.state, "bin")
+	f, err := temporalcli.Find(ctx, bin)
+	for _, o := range f.Passed {
+		s.say("temporal", "passing over %s: the stack runs %s", o, temporalcli.Version)
+	}
+	if err == nil {
+		s.say("temporal", "%s  (Temporal CLI %s, found %s)", s.display(f.Path), f.Version, f.From)
+		return f.Path, nil
+	}
+	if !errors.Is(err, temporalcli.ErrNotFound) {
+		return "", err
+	}
+	logPath := filepath.Join(s.state, "logs", "install-temporal.log")
+	s.line(fmt.Sprintf("installing the Temporal CLI %s into %s with go install (none of that version found; "+
+		"a few minutes the first time, from the Go build cache after; log %s)",
+		temporalcli.Version, s.display(bin), s.display(logPath)))
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("install log: %w", err)
+	}
+	defer func() { _ = logf.Close() }()
+	began := time.Now()
+	cli, err := temporalcli.Install(ctx, bin, logf)
+	if err != nil {
+		return "", err
+	}
+	s.say("temporal", "%s  (Temporal CLI %s, installed in %s)", s.display(cli), temporalcli.Version, time.Since(began).Round(time.Second))
+	return cli, nil
+}
 
 // devServer is a running `temporal server start-dev` child process.
 type devServer struct {

@@ -284,7 +284,7 @@ func (c *HTTPClient) do(ctx context.Context, hc *http.Client, method, path strin
 		var eb errorBody
 		b, _ := io.ReadAll(lr)
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
-			return nil, fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, bytes.NewReader(b)))
+			return nil, &StatusError{URL: c.base, Op: op, Status: resp.StatusCode, Text: statusText(resp.StatusCode, bytes.NewReader(b))}
 		}
 		return nil, &RefusedError{
 			URL: c.base, Op: op, Status: resp.StatusCode,
@@ -352,6 +352,39 @@ func IsRefused(err error) (*RefusedError, bool) {
 	var r *RefusedError
 	ok := errors.As(err, &r)
 	return r, ok
+}
+
+// StatusError is an answer in the 4xx range without the API's error body:
+// something between the caller and the agent answered (a proxy), or it is
+// not a meshroll host agent. It is neither a refusal nor unreachable.
+type StatusError struct {
+	// URL is the host's base URL.
+	URL string
+	// Op is what was asked: "report" or "declaration <seq>".
+	Op     string
+	Status int
+	// Text is the status and the start of the body.
+	Text string
+}
+
+// Error names the host, what was asked and the answer.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("host %s: %s: unexpected %s", e.URL, e.Op, e.Text)
+}
+
+// Unauthorized returns the status of a host's 401 or 403 in err's chain,
+// with the API's error body (code unauthorized) or without (a proxy's): the
+// caller's token, or the lack of one, is what the host turned away.
+func Unauthorized(err error) (status int, ok bool) {
+	denied := func(status int) bool { return status == http.StatusUnauthorized || status == http.StatusForbidden }
+	if r, refused := IsRefused(err); refused {
+		return r.Status, r.Code == CodeUnauthorized || denied(r.Status)
+	}
+	var s *StatusError
+	if errors.As(err, &s) && denied(s.Status) {
+		return s.Status, true
+	}
+	return 0, false
 }
 
 // IsUnreachable reports whether err's chain holds an *UnreachableError.

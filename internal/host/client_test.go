@@ -127,6 +127,31 @@ func TestUnauthorized(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, r.Status)
 	assert.Equal(t, host.CodeUnauthorized, r.Code)
 	assert.Equal(t, "host "+srv.URL+": refused report: unauthorized: missing or wrong bearer token", err.Error())
+	status, ok := host.Unauthorized(fmt.Errorf("read: %w", err))
+	assert.True(t, ok)
+	assert.Equal(t, http.StatusUnauthorized, status)
+}
+
+// A 401 or 403 from something in front of the agent (no error body) is
+// told apart too, and reads as before.
+func TestUnauthorizedByAProxy(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		srv, _ := server(t, status, `<html>Forbidden</html>`)
+		_, err := client(t, srv.URL).Report(context.Background())
+		noSecret(t, err)
+		got, ok := host.Unauthorized(err)
+		assert.True(t, ok, status)
+		assert.Equal(t, status, got)
+		_, refused := host.IsRefused(err)
+		assert.False(t, refused, "not the agent's refusal")
+		assert.False(t, host.IsUnreachable(err))
+		assert.Equal(t, fmt.Sprintf("host %s: report: unexpected status %d: \"<html>Forbidden</html>\"", srv.URL, status), err.Error())
+	}
+	srv, _ := server(t, http.StatusNotFound, `nope`)
+	_, err := client(t, srv.URL).Report(context.Background())
+	require.Error(t, err)
+	_, ok := host.Unauthorized(err)
+	assert.False(t, ok)
 }
 
 func TestConnectionRefusedIsUnreachable(t *testing.T) {

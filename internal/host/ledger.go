@@ -43,6 +43,18 @@ type Ledger struct {
 	// A forced or rolled-back container that counts healthy lowers the
 	// floor: the operator's decision then stands for later pushes.
 	Floor map[string]Mark `json:"floor,omitempty"`
+	// Introduced holds, per module of the last declaration, the
+	// declaration that put its digest here, kept across declarations that
+	// keep the digest: what the report gives as each container's
+	// Introduced. Nil in a ledger from before it was kept, until the agent
+	// rebuilds it from its journal (see Introduce).
+	Introduced map[string]Introduced `json:"introduced,omitempty"`
+}
+
+// Introduced is the declaration that put a module's digest on the machine.
+type Introduced struct {
+	Digest string `json:"digest"`
+	mesh.Introduction
 }
 
 // Admit judges a declaration against the ledger and what the host reports
@@ -78,6 +90,23 @@ func (l *Ledger) Record(d mesh.Declaration) {
 	c := CloneDeclaration(d)
 	l.LastSeq = d.Seq
 	l.Last = &c
+	l.Introduced = Introduce(l.Introduced, d)
+}
+
+// Introduce is what introduced says after d is applied: a module d keeps at
+// the digest it had keeps its introduction, any other module of d is
+// introduced by d, and a module d leaves out is gone. Replaying a journal's
+// applied declarations through it, oldest first, gives the ledger's.
+func Introduce(introduced map[string]Introduced, d mesh.Declaration) map[string]Introduced {
+	next := make(map[string]Introduced, len(d.Containers))
+	for _, c := range d.Containers {
+		if prev, ok := introduced[c.Module]; ok && prev.Digest == c.Digest {
+			next[c.Module] = prev
+			continue
+		}
+		next[c.Module] = Introduced{Digest: c.Digest, Introduction: mesh.Introduction{Plan: d.Plan, Seq: d.Seq, Revert: d.Revert}}
+	}
+	return next
 }
 
 // Ran notes that c counts healthy (see Floor), which sets its module's floor
@@ -98,6 +127,12 @@ func (l *Ledger) Ran(c mesh.RunningContainer) {
 func (l *Ledger) Report(running []mesh.RunningContainer) mesh.Report {
 	if running == nil {
 		running = []mesh.RunningContainer{}
+	}
+	for i, c := range running {
+		if in, ok := l.Introduced[c.Module]; ok && in.Digest == c.Digest {
+			intro := in.Introduction
+			running[i].Introduced = &intro
+		}
 	}
 	rep := mesh.Report{Machine: l.Machine, LastSeq: l.LastSeq, Containers: running}
 	if l.Last != nil {

@@ -127,3 +127,46 @@ func TestCloneContainerIsDeep(t *testing.T) {
 	assert.Equal(t, &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 1}, TCP: &mesh.TCPProbe{Port: 2}, Exec: []string{"x"}}, a.Health)
 	assert.Nil(t, host.CloneHealth(nil))
 }
+
+// Each container is reported with the declaration that put its digest
+// there: a later declaration of another module keeps the introduction, a
+// new digest (a push, a revert) replaces it, a module left out is gone.
+func TestLedgerReportsWhoIntroducedEachDigest(t *testing.T) {
+	digestB := "sha256:" + "b" + digestA[8:]
+	digestC := "sha256:" + "c" + digestA[8:]
+	l := host.Ledger{Machine: "m1"}
+	seq := uint64(0)
+	declare := func(plan string, revert bool, cs ...mesh.Container) {
+		seq++
+		l.Record(mesh.Declaration{Machine: "m1", Seq: seq, Plan: plan, Revert: revert, Containers: cs})
+	}
+	introduced := func(module, digest string) *mesh.Introduction {
+		rep := l.Report([]mesh.RunningContainer{{Module: module, Digest: digest}})
+		return rep.Containers[0].Introduced
+	}
+	api := func(d string) mesh.Container { return mesh.Container{Module: "api", Digest: d} }
+	web := func(d string) mesh.Container { return mesh.Container{Module: "web", Digest: d} }
+
+	declare("plan/api/1", false, api(digestA))
+	declare("plan/web/1", false, api(digestA), web(digestB))
+	assert.Equal(t, &mesh.Introduction{Plan: "plan/api/1", Seq: 1}, introduced("api", digestA), "kept by web's plan")
+	assert.Equal(t, &mesh.Introduction{Plan: "plan/web/1", Seq: 2}, introduced("web", digestB))
+	assert.Nil(t, introduced("api", digestC), "a digest the ledger was not told is not attributed")
+
+	declare("plan/api/2", false, api(digestC), web(digestB))
+	declare("plan/api/2", true, api(digestA), web(digestB))
+	assert.Equal(t, &mesh.Introduction{Plan: "plan/api/2", Seq: 4, Revert: true}, introduced("api", digestA), "put back by a revert")
+	assert.Equal(t, &mesh.Introduction{Plan: "plan/web/1", Seq: 2}, introduced("web", digestB))
+
+	declare("plan/web/2", false, web(digestB))
+	declare("plan/api/3", false, api(digestA), web(digestB))
+	assert.Equal(t, &mesh.Introduction{Plan: "plan/api/3", Seq: 6}, introduced("api", digestA), "left out, then back: introduced anew")
+
+	// Replaying the same declarations through Introduce gives the same.
+	var replayed map[string]host.Introduced
+	for i, d := range [][]mesh.Container{{api(digestA)}, {api(digestA), web(digestB)}, {api(digestC), web(digestB)}, {api(digestA), web(digestB)}, {web(digestB)}, {api(digestA), web(digestB)}} {
+		plans := []string{"plan/api/1", "plan/web/1", "plan/api/2", "plan/api/2", "plan/web/2", "plan/api/3"}
+		replayed = host.Introduce(replayed, mesh.Declaration{Seq: uint64(i + 1), Plan: plans[i], Revert: i == 3, Containers: d})
+	}
+	require.Equal(t, l.Introduced, replayed)
+}

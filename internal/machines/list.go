@@ -41,8 +41,11 @@ type Row struct {
 const (
 	HostOK          = "ok"
 	HostUnreachable = "unreachable"
-	// HostError is a host that answered but not with a report (a refused
-	// token, a malformed answer, a bad ca_file).
+	// HostUnauthorized is a host that turned the machine's token away (401
+	// or 403): HostError names the setting that gives it.
+	HostUnauthorized = "unauthorized"
+	// HostError is a host that answered but not with a report (a malformed
+	// answer, a bad ca_file).
 	HostError = "error"
 )
 
@@ -131,6 +134,10 @@ func (r reading) row() Row {
 	case host.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded):
 		row.HostStatus, row.HostError = HostUnreachable, err.Error()
 	default:
+		if msg, ok := tokenProblem(r.name, r.m, err); ok {
+			row.HostStatus, row.HostError = HostUnauthorized, msg
+			break
+		}
 		row.HostStatus, row.HostError = HostError, err.Error()
 	}
 	if r.wfErr != nil {

@@ -9,15 +9,18 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -185,7 +188,9 @@ func TestShowSaysEachPartOnce(t *testing.T) {
 
 func TestShowReadsTheWorkflow(t *testing.T) {
 	url, _ := fakeHost(t, mesh.Report{Machine: "edge-2", LastSeq: 4, Containers: []mesh.RunningContainer{
-		{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning, Env: map[string]string{"SECRET": "x"}},
+		{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning, Env: map[string]string{"SECRET": "x"},
+			Introduced: &mesh.Introduction{Plan: "p0", Seq: 1}},
+		{Module: "metrics", Digest: "sha256:m", Generation: 9, Plan: "p", Seq: 4, State: mesh.StateRunning},
 	}}, 0)
 	tc := temporal{states: map[string]meshapi.MachineState{"edge-1": {LastSeq: 4, Queue: []meshapi.QueuedRequest{},
 		Floor: map[string]mesh.Container{
@@ -197,7 +202,11 @@ func TestShowReadsTheWorkflow(t *testing.T) {
 	d, err := Show(context.Background(), tc.dial, "edge-1", config.Machine{Host: url}, 0)
 	require.NoError(t, err)
 	assert.Equal(t, "edge-2", d.ReportedMachine, "the config points at another machine's host")
-	assert.Equal(t, []Container{{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, State: mesh.StateRunning}}, d.Containers)
+	assert.Equal(t, []Container{
+		{Module: "host", Digest: "sha256:x", Generation: 2, Plan: "p", Seq: 4, Introduced: &mesh.Introduction{Plan: "p0", Seq: 1}, State: mesh.StateRunning},
+		{Module: "metrics", Digest: "sha256:m", Generation: 9, Plan: "p", Seq: 4, State: mesh.StateRunning},
+	}, d.Containers, "each container's introduction as the host says it, none where it does not")
+	assert.Equal(t, "p", d.LastPlan, "the last declaration, once")
 	assert.Equal(t, &Workflow{ID: "machine/edge-1", LastSeq: 4, Queue: []meshapi.QueuedRequest{},
 		Floor:         []Floor{{Module: "host", Generation: 2, Digest: "sha256:x"}, {Module: "metrics", Generation: 9, Digest: "sha256:m", Commit: "c9"}},
 		HostLostState: "host edge-1 reported last sequence 0, below the 4 ...",
@@ -206,11 +215,81 @@ func TestShowReadsTheWorkflow(t *testing.T) {
 
 func TestHostProblem(t *testing.T) {
 	u := &host.UnreachableError{URL: "http://h", Err: errors.New("connection refused")}
-	assert.Equal(t, "host http://h unreachable: connection refused", hostProblem("http://other", fmt.Errorf("report: %w", u)))
+	assert.Equal(t, "host http://h unreachable: connection refused", hostProblem("m", config.Machine{Host: "http://other"}, fmt.Errorf("report: %w", u)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
-	assert.Equal(t, "host http://h unreachable: context deadline exceeded", hostProblem("http://h", ctx.Err()))
-	assert.Equal(t, "host http://h: refused report: unauthorized: no", hostProblem("http://h",
-		&host.RefusedError{URL: "http://h", Op: "report", Code: "unauthorized", Message: "no"}))
+	assert.Equal(t, "host http://h unreachable: context deadline exceeded", hostProblem("m", config.Machine{Host: "http://h"}, ctx.Err()))
+	assert.Equal(t, "host http://h: refused report: invalid: no", hostProblem("m", config.Machine{Host: "http://h"},
+		&host.RefusedError{URL: "http://h", Op: "report", Status: http.StatusBadRequest, Code: "invalid", Message: "no"}))
+}
+
+// A host that turns the token away is "unauthorized", and the words name
+// the setting that gives the machine its token: the config key and the
+// variable, whether the token is wrong or missing, in list and show alike.
+func TestHostTurnsTheTokenAway(t *testing.T) {
+	agent := httptest.NewServer(host.NewHandler(nil, "right"))
+	t.Cleanup(agent.Close)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	t.Cleanup(proxy.Close)
+	cfg := &config.Config{Machines: map[string]config.Machine{
+		"edge-1":       {Host: agent.URL, Token: "wrong"},
+		"edge-2":       {Host: agent.URL},
+		"control-node": {Host: proxy.URL, Token: "right"},
+	}}
+	rows, err := List(context.Background(), cfg, temporal{}.dial)
+	require.NoError(t, err)
+	want := map[string]string{
+		"control-node": "host " + proxy.URL + " answered 403 Forbidden: it refuses machine control-node's token; set MESHROLL_MACHINES_CONTROL_NODE_TOKEN (or machines.control-node.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",
+		"edge-1":       "host " + agent.URL + " answered 401 Unauthorized: it refuses machine edge-1's token; set MESHROLL_MACHINES_EDGE_1_TOKEN (or machines.edge-1.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",
+		"edge-2":       "host " + agent.URL + " answered 401 Unauthorized: machine edge-2 has no token; set MESHROLL_MACHINES_EDGE_2_TOKEN (or machines.edge-2.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",
+	}
+	require.Len(t, rows, 3)
+	for _, r := range rows {
+		assert.Equal(t, HostUnauthorized, r.HostStatus, r.Machine)
+		assert.Equal(t, want[r.Machine], r.HostError, r.Machine)
+	}
+
+	d, err := Show(context.Background(), temporal{}.dial, "edge-1", cfg.Machines["edge-1"], 5)
+	require.Error(t, err)
+	assert.Equal(t, want["edge-1"], d.HostError)
+	assert.Equal(t, "machine edge-1: "+want["edge-1"], err.Error(), "said once, not again for the journal")
+}
+
+// machine show against a real host agent: each container names the plan
+// that brought its build, not the last plan that declared the machine,
+// which is said once.
+func TestShowNamesThePlanThatIntroducedEachContainer(t *testing.T) {
+	ctx := context.Background()
+	a, err := agent.Open(ctx, agent.Options{Machine: "control-node", StateDir: t.TempDir(), Runtime: agent.NewNoopRuntime(0), Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	srv := httptest.NewServer(agent.NewHandler(a, ""))
+	t.Cleanup(srv.Close)
+
+	digest := func(n int) string { return fmt.Sprintf("sha256:%064x", n) }
+	metricsPlan := meshapi.PlanID("metrics", strings.Repeat("1", 40))
+	hostPlan := meshapi.PlanID("host", strings.Repeat("2", 40))
+	metrics := mesh.Container{Module: "metrics", Digest: digest(1), Generation: 25}
+	for i, d := range []mesh.Declaration{
+		{Seq: 1, Plan: metricsPlan, Containers: []mesh.Container{metrics}},
+		{Seq: 2, Plan: hostPlan, Containers: []mesh.Container{{Module: "host", Digest: digest(2), Generation: 26}, metrics}},
+	} {
+		d.Machine, d.Request = "control-node", fmt.Sprintf("r%d", i)
+		_, err := a.Apply(ctx, d)
+		require.NoError(t, err)
+	}
+
+	d, err := Show(ctx, temporal{}.dial, "control-node", config.Machine{Host: srv.URL}, 0)
+	require.NoError(t, err)
+	require.Len(t, d.Containers, 2)
+	byModule := map[string]Container{}
+	for _, c := range d.Containers {
+		byModule[c.Module] = c
+	}
+	assert.Equal(t, &mesh.Introduction{Plan: metricsPlan, Seq: 1}, byModule["metrics"].Introduced, "kept by the host plan, brought by its own")
+	assert.Equal(t, &mesh.Introduction{Plan: hostPlan, Seq: 2}, byModule["host"].Introduced)
+	assert.Equal(t, hostPlan, d.LastPlan)
 }

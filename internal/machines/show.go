@@ -35,6 +35,9 @@ type Detail struct {
 	// Seq is the last sequence the host reports it applied; null when the
 	// host could not be read.
 	Seq *uint64 `json:"seq"`
+	// LastPlan is the plan of that last declaration, as the host's
+	// containers name it; empty when it declared none.
+	LastPlan string `json:"last_plan,omitempty"`
 	// ReportedMachine is the machine the host says it is, when that is not
 	// Machine: the config points at the wrong host.
 	ReportedMachine string      `json:"reported_machine,omitempty"`
@@ -56,10 +59,16 @@ type Container struct {
 	Digest     string `json:"digest"`
 	Generation int64  `json:"generation"`
 	Commit     string `json:"commit,omitempty"`
-	Plan       string `json:"plan"`
-	Seq        uint64 `json:"seq"`
-	State      string `json:"state"`
-	Since      string `json:"since,omitempty"`
+	// Plan and Seq are the last declaration, which names every container
+	// of the machine (Detail.LastPlan).
+	Plan string `json:"plan"`
+	Seq  uint64 `json:"seq"`
+	// Introduced is the declaration that put this digest here: the plan
+	// that brought the build. Absent when the host does not say (an agent
+	// from before it did).
+	Introduced *mesh.Introduction `json:"introduced,omitempty"`
+	State      string             `json:"state"`
+	Since      string             `json:"since,omitempty"`
 }
 
 // Workflow is the machine workflow's side: what it last sent, what it is
@@ -159,8 +168,11 @@ func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries
 			for _, c := range rep.Containers {
 				d.Containers = append(d.Containers, Container{
 					Module: c.Module, Digest: c.Digest, Generation: c.Generation, Commit: c.Commit,
-					Plan: c.Plan, Seq: c.Seq, State: c.State, Since: c.Since,
+					Plan: c.Plan, Seq: c.Seq, Introduced: c.Introduced, State: c.State, Since: c.Since,
 				})
+				if c.Seq == rep.LastSeq {
+					d.LastPlan = c.Plan
+				}
 			}
 		})
 		if entries > 0 {
@@ -197,12 +209,12 @@ func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries
 	var msgs []string
 	var errs []error
 	if hostErr != nil {
-		d.HostError = hostProblem(m.Host, hostErr)
+		d.HostError = hostProblem(name, m, hostErr)
 		msgs, errs = append(msgs, d.HostError), append(errs, hostErr)
 	}
 	// A journal that fails the way the report did says nothing new.
 	if journalErr != nil {
-		d.JournalError = "journal: " + hostProblem(m.Host, journalErr)
+		d.JournalError = "journal: " + hostProblem(name, m, journalErr)
 		if hostErr == nil {
 			msgs, errs = append(msgs, d.JournalError), append(errs, journalErr)
 		}
@@ -227,16 +239,20 @@ type partsError struct {
 func (e *partsError) Error() string   { return e.msg }
 func (e *partsError) Unwrap() []error { return e.errs }
 
-// hostProblem words a host error for the operator: "host <url>
-// unreachable: <cause>" when it did not answer, the error as it is (it names
-// the host) otherwise.
-func hostProblem(url string, err error) string {
+// hostProblem words machine name's host error for the operator: "host
+// <url> unreachable: <cause>" when it did not answer, the setting to fix
+// when it turned the token away, the error as it is (it names the host)
+// otherwise.
+func hostProblem(name string, m config.Machine, err error) string {
 	var u *host.UnreachableError
 	if errors.As(err, &u) {
 		return fmt.Sprintf("host %s unreachable: %v", u.URL, u.Err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Sprintf("host %s unreachable: %v", url, err)
+		return fmt.Sprintf("host %s unreachable: %v", m.Host, err)
+	}
+	if msg, ok := tokenProblem(name, m, err); ok {
+		return msg
 	}
 	return err.Error()
 }

@@ -106,11 +106,17 @@ type RunningContainer struct {
 	// Generation is what the host was told when the container was declared.
 	// meshroll compares against the catalogue's generation for Digest, not
 	// this field, so a host cannot talk a push into a downgrade.
-	Generation int64  `json:"generation"`
-	Plan       string `json:"plan,omitempty"`
-	Seq        uint64 `json:"seq"`
-	State      string `json:"state"`
-	Since      string `json:"since,omitempty"`
+	Generation int64 `json:"generation"`
+	// Plan and Seq are the last declaration, which names every container
+	// of the machine: another module's plan keeps this one as it runs.
+	Plan  string `json:"plan,omitempty"`
+	Seq   uint64 `json:"seq"`
+	State string `json:"state"`
+	Since string `json:"since,omitempty"`
+	// Introduced is the declaration that put this digest here: the plan
+	// that brought the build, where Plan may name a later one that only
+	// kept it. Nil from an agent that does not say; new in the v1 API.
+	Introduced *Introduction `json:"introduced,omitempty"`
 	// Reason says why the container is not running, as its runtime tells
 	// it: why it exited or crash-loops, or why it has not started yet (a
 	// pull it retries). Empty while it runs; new in the v1 API.
@@ -160,6 +166,18 @@ func (r RunningContainer) Declared() Container {
 		Env:        r.Env,
 		Health:     r.Check,
 	}
+}
+
+// Introduction is the declaration that first put a container's digest on
+// a machine, so that "which plan brought this build here" has an answer
+// after other modules' plans have pushed the machine again.
+type Introduction struct {
+	Plan string `json:"plan"`
+	Seq  uint64 `json:"seq"`
+	// Revert marks a declaration that put the machine back on this build
+	// after Plan's build failed there: Plan is the plan that failed, not
+	// the one that first brought the build.
+	Revert bool `json:"revert,omitempty"`
 }
 
 // Report is the host's own account of what runs on the machine.

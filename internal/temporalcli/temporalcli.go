@@ -11,6 +11,7 @@ package temporalcli
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"go/build"
@@ -18,8 +19,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Env names the environment variable that points at the temporal binary.
@@ -31,12 +34,16 @@ const Env = "MESHROLL_TEMPORAL_CLI"
 // so that the dev server's behaviour does not drift under the tests.
 const Version = "v1.5.1"
 
+// Module is the CLI's Go module, as its binaries' build information names
+// it.
+const Module = "github.com/temporalio/cli"
+
 // Package is the CLI's main package, as `go install` takes it.
-const Package = "github.com/temporalio/cli/cmd/temporal"
+const Package = Module + "/cmd/temporal"
 
 // InstallHint tells how to get the CLI by hand.
 const InstallHint = "run scripts/install-temporal.sh (it runs `go install " + Package + "@" +
-	Version + "`; the first build takes about 6 minutes) and/or set " + Env + " to the binary"
+	Version + "`, a few minutes the first time, and prints the binary's path) and/or set " + Env + " to the binary"
 
 // ErrNotFound is wrapped by Path when no candidate exists, so that a caller
 // able to install the CLI can tell "missing" from "MESHROLL_TEMPORAL_CLI
@@ -84,24 +91,74 @@ func SearchAttributeArgs(types map[string]string) []string {
 	return args
 }
 
-// Path finds the temporal CLI: $MESHROLL_TEMPORAL_CLI if set (it must
-// exist), else `temporal` on PATH, else $GOBIN/temporal, else temporal in
-// each GOPATH's bin, else temporal in each of extraDirs (where a caller
-// installs it itself). A missing CLI is an error wrapping ErrNotFound that
-// says where it looked and how to install it.
+// Path is Find's binary: the pinned CLI, or an error saying why there is
+// none (wrapping ErrNotFound when it is missing).
 func Path(extraDirs ...string) (string, error) {
+	f, err := Find(context.Background(), extraDirs...)
+	return f.Path, err
+}
+
+// Found is the CLI Find chose, and the binaries of another version it
+// passed over on the way.
+type Found struct {
+	// Path is the binary, Version its version (always Version), From where
+	// it was found: $MESHROLL_TEMPORAL_CLI, PATH, $GOBIN, GOPATH or one of
+	// the caller's directories.
+	Path, Version, From string
+	// Passed are binaries of another version (or none that could be read)
+	// it found first, in the order it looked: worth naming, since a plain
+	// `temporal` typed in a shell may run one of them.
+	Passed []Other
+}
+
+// Other is a binary Find passed over.
+type Other struct {
+	Path, From string
+	// Version is the version it is, as VersionOf read it; Err is why that
+	// could not be read.
+	Version string
+	Err     error
+}
+
+// String says which binary it is and what it is: "/usr/bin/temporal (on
+// PATH) is Temporal CLI v1.1.0".
+func (o Other) String() string {
+	if o.Err != nil {
+		return fmt.Sprintf("%s (%s) is no Temporal CLI whose version can be read: %v", o.Path, o.From, o.Err)
+	}
+	return fmt.Sprintf("%s (%s) is Temporal CLI %s", o.Path, o.From, o.Version)
+}
+
+// Find finds the pinned Temporal CLI (Version) as scripts/install-temporal.sh
+// does, looking at $MESHROLL_TEMPORAL_CLI, `temporal` on PATH,
+// $GOBIN/temporal, temporal in each GOPATH's bin, and temporal in each of
+// extraDirs (where a caller installs it itself), in that order, and taking
+// the first that is that version (VersionOf). Another version is passed
+// over (Found.Passed) rather than run: its dev server takes other flags,
+// and fails on meshroll's with "unknown flag: --search-attribute". A
+// variable naming something else than the pinned CLI is refused instead:
+// whoever set it meant that binary, so a typo or a wrong version is an
+// error rather than a silent fallback. With none found the error wraps
+// ErrNotFound, says where it looked and what it passed over, and how to
+// install it; Found.Passed is set then too.
+func Find(ctx context.Context, extraDirs ...string) (Found, error) {
 	if p := os.Getenv(Env); p != "" {
 		if err := isExecutable(p); err != nil {
-			return "", fmt.Errorf("%s=%q: %w; %s", Env, p, err, InstallHint)
+			return Found{}, fmt.Errorf("%s=%q: %w; %s", Env, p, err, InstallHint)
 		}
-		return p, nil
+		o := read(ctx, Other{Path: p, From: "$" + Env})
+		if o.Err == nil && pinned(o.Version) {
+			return Found{Path: p, Version: o.Version, From: o.From}, nil
+		}
+		return Found{}, fmt.Errorf("%s; meshroll runs Temporal CLI %s, whose dev server takes the flags it passes (another version fails on them, such as --search-attribute): point %s at a %s binary, or unset it to use one found elsewhere; %s",
+			o, Version, Env, Version, InstallHint)
 	}
+	var candidates []Other
 	if p, err := exec.LookPath("temporal"); err == nil {
-		return p, nil
+		candidates = append(candidates, Other{Path: p, From: "on PATH"})
 	}
-	var candidates []string
 	if gobin := os.Getenv("GOBIN"); gobin != "" {
-		candidates = append(candidates, filepath.Join(gobin, "temporal"))
+		candidates = append(candidates, Other{Path: filepath.Join(gobin, "temporal"), From: "in $GOBIN"})
 	}
 	gopath := os.Getenv("GOPATH")
 	if gopath == "" {
@@ -109,21 +166,73 @@ func Path(extraDirs ...string) (string, error) {
 	}
 	for _, gp := range filepath.SplitList(gopath) {
 		if gp != "" {
-			candidates = append(candidates, filepath.Join(gp, "bin", "temporal"))
+			candidates = append(candidates, Other{Path: filepath.Join(gp, "bin", "temporal"), From: "in GOPATH"})
 		}
 	}
 	for _, d := range extraDirs {
 		if d != "" {
-			candidates = append(candidates, filepath.Join(d, "temporal"))
+			candidates = append(candidates, Other{Path: filepath.Join(d, "temporal"), From: "in " + d})
 		}
 	}
-	for _, p := range candidates {
-		if isExecutable(p) == nil {
-			return p, nil
+	var f Found
+	looked := []string{"$" + Env, "PATH"}
+	seen := map[string]bool{}
+	for _, c := range candidates {
+		if c.From != "on PATH" {
+			looked = append(looked, c.Path)
 		}
+		if seen[c.Path] || isExecutable(c.Path) != nil {
+			continue
+		}
+		seen[c.Path] = true
+		c = read(ctx, c)
+		if c.Err == nil && pinned(c.Version) {
+			f.Path, f.Version, f.From = c.Path, c.Version, c.From
+			return f, nil
+		}
+		f.Passed = append(f.Passed, c)
 	}
-	return "", fmt.Errorf("%w (looked at $%s, PATH, %s); %s",
-		ErrNotFound, Env, strings.Join(candidates, ", "), InstallHint)
+	passed := ""
+	for _, o := range f.Passed {
+		passed += "; " + o.String() + ", not " + Version
+	}
+	return f, fmt.Errorf("%w (looked at %s%s); %s", ErrNotFound, strings.Join(looked, ", "), passed, InstallHint)
+}
+
+// read fills in o's version, or why it could not be read.
+func read(ctx context.Context, o Other) Other {
+	o.Version, o.Err = VersionOf(ctx, o.Path)
+	return o
+}
+
+// pinned reports whether v, as VersionOf gives it, is Version.
+func pinned(v string) bool { return v == Version }
+
+// versionRE finds the version in `temporal --version`'s output:
+// "temporal version 1.5.1 (Server 1.29.1, UI 2.42.1)".
+var versionRE = regexp.MustCompile(`version v?([0-9]+\.[0-9]+\.[0-9]+[^\s]*)`)
+
+// VersionOf reads which Temporal CLI release the binary at path is, as
+// scripts/install-temporal.sh does: the module version in its Go build
+// information when it was built from Module (`go install`'s builds, whose
+// --version says 0.0.0-DEV), else what `path --version` says (release
+// builds). It answers in Version's form, "v1.5.1".
+func VersionOf(ctx context.Context, path string) (string, error) {
+	if bi, err := buildinfo.ReadFile(path); err == nil && bi.Main.Path == Module && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	m := versionRE.FindStringSubmatch(string(out))
+	if m == nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return "", fmt.Errorf("%s --version says %q, which names no version", path, first)
+	}
+	return "v" + m[1], nil
 }
 
 // Install builds the pinned CLI with `go install` into dir (as GOBIN) and

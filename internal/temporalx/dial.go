@@ -80,8 +80,17 @@ func DialWith(ctx context.Context, t config.Temporal, log zerolog.Logger, timeou
 	defer cancel()
 	c, err := client.DialContext(dctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("temporal unreachable at %s (namespace %s): %w; start it (temporal server start-dev) or set temporal.address / MESHROLL_TEMPORAL_ADDRESS",
-			t.Address, t.Namespace, err)
+		return nil, fmt.Errorf("temporal unreachable at %s (namespace %s): %w; %s", t.Address, t.Namespace, err, unreachableHint(t))
 	}
 	return c, nil
+}
+
+// unreachableHint is what to do about an unreachable Temporal: on this
+// machine it is the dev stack's server, which the dev stack starts; anywhere
+// else someone runs it, and the address may be the thing that is wrong.
+func unreachableHint(t config.Temporal) string {
+	if t.Local() {
+		return "start the dev stack (go run ./worker --dev, which runs Temporal with everything else) or set temporal.address / MESHROLL_TEMPORAL_ADDRESS"
+	}
+	return "check that the Temporal frontend at " + t.Address + " is up and reachable from here, or set temporal.address / MESHROLL_TEMPORAL_ADDRESS"
 }

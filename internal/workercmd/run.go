@@ -49,6 +49,9 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn().Str("config", path).Msg(w)
 	}
+	if err := workerapp.CheckSources(ctx, cfg, dir); err != nil {
+		return err
+	}
 
 	tel, err := workerapp.NewTelemetry(cfg.Worker, log)
 	if err != nil {

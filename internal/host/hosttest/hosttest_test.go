@@ -75,7 +75,7 @@ func TestApplyUpdatesReport(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, mesh.RunningContainer{
 		Module: "api", Digest: dig('a'), Generation: 3, Plan: "plan/x", Seq: 1,
-		State: mesh.StateRunning, Since: api.Since,
+		State: mesh.StateRunning, Since: api.Since, Introduced: &mesh.Introduction{Plan: "plan/x", Seq: 1},
 		Health: mesh.HealthHealthy, HealthySince: api.Since,
 	}, api)
 	assert.NotEmpty(t, api.Since)
@@ -93,6 +93,9 @@ func TestApplyUpdatesReport(t *testing.T) {
 	api2, _ := rep.Running("api")
 	assert.Equal(t, uint64(2), api2.Seq)
 	assert.Equal(t, api.Since, api2.Since)
+	assert.Equal(t, &mesh.Introduction{Plan: "plan/x", Seq: 1}, api2.Introduced, "kept, so still introduced by the first")
+	web, _ := rep.Running("web")
+	assert.Equal(t, uint64(2), web.Introduced.Seq)
 	h.HoldStart(false)
 	assert.Equal(t, map[string]string{"api": mesh.StateRunning, "web": mesh.StateRunning}, states(h.Report()))
 }
