@@ -92,6 +92,9 @@ machines:
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 	require.Contains(t, out.String(), "NOT downgraded")
 	require.Contains(t, out.String(), "rebased [mesh-controller]")
+	// Each container names the plan that brought its build, not the last
+	// one that declared the machine (the host plan keeps the controller).
+	require.Regexp(t, `mesh-controller +[0-9a-f]{12} +generation \d+ +running +brought by plan/mesh-controller/`, out.String())
 }
 
 // Without the dev stack the demo fails in one line saying what to start.

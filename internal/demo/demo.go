@@ -612,9 +612,17 @@ func (r *run) showRuns(ctx context.Context, machine string) error {
 }
 
 func (r *run) showReport(rep mesh.Report) error {
-	r.say("%s runs (by its own report, last seq %d):", rep.Machine, rep.LastSeq)
+	last := ""
+	if len(rep.Containers) > 0 {
+		last = ", declared last by " + rep.Containers[0].Plan
+	}
+	r.say("%s runs (by its own report, last seq %d%s):", rep.Machine, rep.LastSeq, last)
 	for _, c := range rep.Containers {
-		r.say("  %-16s %s  generation %-3d %-8s put there by %s", c.Module, short(c.Digest), c.Generation, c.State, c.Plan)
+		by := c.Plan // an agent that does not say who brought the build
+		if c.Introduced != nil {
+			by = c.Introduced.Plan
+		}
+		r.say("  %-16s %s  generation %-3d %-8s brought by %s", c.Module, short(c.Digest), c.Generation, c.State, by)
 	}
 	return nil
 }
