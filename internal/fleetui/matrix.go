@@ -184,6 +184,7 @@ type machineRow struct {
 
 // cell is one module on one machine.
 type cell struct {
+	Machine, Module string
 	// On is whether the config gives the machine the module or its host
 	// runs it; a cell that is neither is blank.
 	On     bool
@@ -344,7 +345,7 @@ func pushingNow(s *Snapshot) map[string]string {
 // makeCell words one status row: its state, every state true of it, and
 // what the cell says.
 func makeCell(r machines.StatusRow, rejected map[string]mesh.Rejection, pushedBy string, current *meshapi.QueuedRequest) cell {
-	c := cell{On: true, Frozen: r.Frozen, Commit: mesh.ShortCommit(r.Commit), Health: healthWords(r)}
+	c := cell{Machine: r.Machine, Module: r.Module, On: true, Frozen: r.Frozen, Commit: mesh.ShortCommit(r.Commit), Health: healthWords(r)}
 	if r.Generation != nil {
 		c.Gen = fmt.Sprint(*r.Generation)
 	}

@@ -54,6 +54,8 @@ func TestCellStates(t *testing.T) {
 			}
 			c := makeCell(tc.row, rej, tc.pushedBy, tc.current)
 			assert.True(t, c.On)
+			assert.Equal(t, "edge-1", c.Machine)
+			assert.Equal(t, "host", c.Module)
 			assert.Equal(t, tc.state, c.State)
 			assert.Equal(t, tc.states, c.States)
 			assert.Equal(t, tc.frozen, c.Frozen)
