@@ -80,9 +80,22 @@ func (r Reader) Status(ctx context.Context) (machines.Status, error) {
 	return machines.ReadStatus(ctx, r.Config, r.dial, machines.StatusFilter{})
 }
 
+// healthTimeout bounds the frontend's health check before a read.
+const healthTimeout = 3 * time.Second
+
 // dial hands machines the worker's own client, whose Close must not close
-// the worker's connection.
-func (r Reader) dial(context.Context) (client.Client, error) { return keptClient{r.Client}, nil }
+// the worker's connection, once the frontend answers a health check: the
+// worker's client connects lazily and never fails to "dial", so without it
+// an unreachable Temporal would show as every machine workflow failing its
+// query, each after its own timeout, rather than as what it is.
+func (r Reader) dial(ctx context.Context) (client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	if _, err := r.Client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return nil, fmt.Errorf("temporal %s unreachable: %w", r.Config.Temporal.Address, err)
+	}
+	return keptClient{r.Client}, nil
+}
 
 // keptClient is the worker's client with a Close that leaves it open.
 type keptClient struct{ client.Client }
