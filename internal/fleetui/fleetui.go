@@ -115,7 +115,7 @@ func New(o Options) (*Server, error) {
 		o.Clock = time.Now
 	}
 	s := &Server{o: o, mux: http.NewServeMux(), pages: map[string]*template.Template{}, modules: o.Config.ModuleNames()}
-	s.cache = &cache{src: o.Source, windows: o.Config.DeployWindows(), interval: o.Interval, wait: o.Wait, clock: o.Clock}
+	s.cache = &cache{src: o.Source, windows: o.Config.DeployWindows(), interval: o.Interval, wait: o.Wait, clock: o.Clock, log: o.Log}
 	for _, page := range []string{"matrix", "plans", "machine", "message"} {
 		t, err := template.New(page).Funcs(s.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {

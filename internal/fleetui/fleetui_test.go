@@ -3,6 +3,7 @@ package fleetui
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -145,21 +146,30 @@ func TestOneReadForManyViewers(t *testing.T) {
 // names are escaped.
 func TestEscapesWhatItShows(t *testing.T) {
 	evil := `<script>alert("x")</script>`
+	// A host reports what it likes: a module name, a plan in its journal.
+	unexpected := row("edge-1", 1, evil, 3, func(r *machines.StatusRow) { r.Drift = machines.DriftUnexpected })
 	src := &fake{
-		status:  status(row("edge-1", 1, "host", 27), machines.StatusRow{Machine: "control-node", Tier: 2, Module: "host", HostError: "host " + evil}),
+		status:  status(row("edge-1", 1, "host", 27), unexpected, machines.StatusRow{Machine: "control-node", Tier: 2, Module: "host", HostError: "host " + evil}),
 		freezes: []mesh.Freeze{{ID: 1, By: `<b>mallory</b>`, Reason: evil, At: t0}},
 		plans: []Plan{{Summary: plans.Summary{Plan: "plan/host/" + strings.Repeat("c", 40), Module: "host", State: "halted"},
 			State: &meshapi.PlanState{State: meshapi.PlanHalted, Module: "host", Reason: evil}}},
-		details: map[string]machines.Detail{"edge-1": {Machine: "edge-1", HostError: evil}},
+		details: map[string]machines.Detail{
+			"edge-1":       {Machine: "edge-1", Containers: []machines.Container{{Module: evil, Digest: unexpected.Digest, Generation: 3, Plan: evil}}},
+			"control-node": {Machine: "control-node", HostError: evil},
+		},
+		journal: map[string][]machines.JournalEntry{"edge-1": {{Index: 1, Outcome: "applied", Plan: evil, Reason: evil, Message: evil,
+			Containers: []machines.JournalContainer{{Module: evil, Digest: unexpected.Digest, Generation: 3}}}}},
 	}
 	srv, _ := server(t, src, twoMachines)
-	for _, path := range []string{"/", "/plans", "/machines/edge-1", "/nowhere/" + evil, "/machines/" + evil} {
+	escaped := "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
+	for _, path := range []string{"/", "/plans", "/machines/edge-1", "/machines/control-node", "/nowhere/" + url.PathEscape(evil), "/machines/" + url.PathEscape(evil)} {
 		_, body, _ := get(t, srv, path)
 		assert.NotContains(t, body, "<script>alert", path)
 		assert.NotContains(t, body, "<b>mallory", path)
+		if !strings.Contains(path, "%3C") {
+			assert.Contains(t, body, escaped, "%s shows it, escaped", path)
+		}
 	}
-	_, body, _ := get(t, srv, "/plans")
-	assert.Contains(t, body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;")
 }
 
 // The page changes nothing: anything but GET and HEAD is refused.

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/plans"
@@ -135,6 +137,7 @@ type cache struct {
 	// the snapshot it has (saying it is stale when it is).
 	wait  time.Duration
 	clock func() time.Time
+	log   zerolog.Logger
 
 	mu      sync.Mutex
 	cur     *Snapshot
@@ -192,7 +195,13 @@ func (c *cache) get(ctx context.Context) (s *Snapshot, readingSince time.Time) {
 func (c *cache) read(done chan struct{}) {
 	s := read(context.Background(), c.src, c.windows, c.clock)
 	c.mu.Lock()
+	prev := c.cur
 	c.cur, c.reading = s, nil
 	c.mu.Unlock()
 	close(done)
+	c.log.Debug().Str("took", s.Took.String()).Int("machines", len(s.Status.Machines)).Int("plans", len(s.Plans)).Msg("fleet page: fleet read")
+	// Said once when it starts, not at every read while it lasts.
+	if s.TemporalError != "" && (prev == nil || prev.TemporalError == "") {
+		c.log.Warn().Str("error", s.TemporalError).Msg("fleet page: Temporal unreachable; the page shows what the hosts said")
+	}
 }
