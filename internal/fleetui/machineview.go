@@ -33,6 +33,9 @@ type machineView struct {
 	HostError       string
 	WorkflowError   string
 	JournalError    string
+	// LastDeclaration is the newest declaration the host applied, from its
+	// journal: the plan that last declared the whole machine.
+	LastDeclaration *journalRow
 	Containers      []containerView
 	Workflow        *machines.Workflow
 	WorkflowLink    string
@@ -190,6 +193,13 @@ func buildMachine(name string, d machines.Detail, why machines.JournalPage, page
 			if f.Machine == "" || f.Machine == name {
 				v.Freezes = append(v.Freezes, f)
 			}
+		}
+	}
+	for _, e := range why.Entries {
+		if e.Outcome == "applied" {
+			r := journalRowOf(e)
+			v.LastDeclaration = &r
+			break
 		}
 	}
 	for _, c := range d.Containers {

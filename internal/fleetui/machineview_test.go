@@ -112,6 +112,12 @@ func TestMachineWhy(t *testing.T) {
 				assert.Contains(t, whyCell(t, body, "metrics"), w)
 			}
 			assert.Contains(t, body, "Pushing now: <b>host 28</b> for <code>plan/host/y</code>.")
+			if len(tc.journal) > 0 {
+				newest := tc.journal[1] // the newest entry is a running one; the one below it was applied
+				assert.Contains(t, body, fmt.Sprintf("Last declared by <code>%s</code> (merge of metrics at 999999999999): sequence %d at", newest.Plan, newest.Seq))
+			} else {
+				assert.NotContains(t, body, "Last declared by")
+			}
 			assert.Contains(t, body, "1 queued behind it:")
 			assert.Contains(t, body, "Floor (what a push will not go below): host 27.")
 		})
