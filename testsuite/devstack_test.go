@@ -163,6 +163,7 @@ type dsMesh struct {
 	ui           int
 	hosts        map[string]string // machine -> host URL
 	version      int
+	fleet        string // where the stack serves the fleet page (worker.ui_listen)
 }
 
 func dsScratchMesh(t *testing.T) *dsMesh {
@@ -192,9 +193,11 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 		repl = append(repl, "http://127.0.0.1:"+port, m.hosts[machine])
 	}
 	cfg := strings.NewReplacer(repl...).Replace(string(y))
-	for _, old := range []string{"7233", "5000", "7400", "7401", "7402", "repo: .."} {
+	for _, old := range []string{"7233", "5000", "7400", "7401", "7402", "repo: ..", "worker:"} {
 		require.NotContains(t, cfg, old, "examples/mesh.yaml changed shape; update this test's rewriting")
 	}
+	m.fleet = free()
+	cfg += fmt.Sprintf("worker: {ui_listen: %q}\n", m.fleet)
 	m.config = filepath.Join(m.repo, "mesh.yaml")
 	require.NoError(t, os.WriteFile(m.config, []byte(cfg), 0o644))
 	return m
@@ -319,7 +322,8 @@ func dsStartStack(t *testing.T, bins string, m *dsMesh, state, cli string) *dsSt
 	}
 	out := s.stdout.String()
 	for _, want := range []string{"temporal   " + m.temporal, "Web UI http://127.0.0.1:" + strconv.Itoa(m.ui), "registry   http://", "catalogue  sqlite:",
-		"host       edge-1        " + m.hosts["edge-1"], "host       control-node  " + m.hosts["control-node"], "worker     task queue meshroll"} {
+		"host       edge-1        " + m.hosts["edge-1"], "host       control-node  " + m.hosts["control-node"], "worker     task queue meshroll",
+		"fleet      http://" + m.fleet + "  (the fleet page"} {
 		require.Contains(t, out, want)
 	}
 	return s

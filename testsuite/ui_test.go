@@ -64,22 +64,7 @@ func TestWebUIFindsPlanByModule(t *testing.T) {
 	atGate := waitFor(t, s, gated, meshapi.PlanGated)
 	require.NotNil(t, atGate.Build)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1600, 1000),
-	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	bctx := browserTab(t, browser)
 	ctx, cancel := context.WithTimeout(bctx, 4*time.Minute)
 	defer cancel()
 

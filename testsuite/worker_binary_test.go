@@ -3,10 +3,12 @@ package testsuite
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,8 +24,10 @@ import (
 )
 
 // The worker binary as deployed: the build ID linked in with -ldflags,
-// metrics and probes on worker.metrics_listen, versioning from the config,
-// and --make-current making its build the deployment's current version.
+// metrics and probes on worker.metrics_listen, the fleet page on
+// worker.ui_listen behind the token in worker.ui_token_file, versioning
+// from the config, and --make-current making its build the deployment's
+// current version.
 func TestWorkerBinaryServesProbesAndJoinsItsDeployment(t *testing.T) {
 	srv := devserver.Start(t, devserver.Options{})
 	dir := t.TempDir()
@@ -34,6 +38,9 @@ func TestWorkerBinaryServesProbesAndJoinsItsDeployment(t *testing.T) {
 	require.NoError(t, err, "go build worker: %s", out)
 
 	metricsAddr := "127.0.0.1:" + freePort(t)
+	fleetAddr := "127.0.0.1:" + freePort(t)
+	tokenFile := filepath.Join(dir, "ui-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("fleet-s3cret\n"), 0o600))
 	cfg := fmt.Sprintf(`temporal: {address: %q, task_queue: worker-binary}
 state_dir: %q
 registry: {listen: "127.0.0.1:%s"}
@@ -43,8 +50,10 @@ machines:
   edge-1: {host: "http://127.0.0.1:1", tier: 0, modules: [svc]}
 worker:
   metrics_listen: %q
+  ui_listen: %q
+  ui_token_file: %q
   versioning: {enabled: true, deployment_name: mesh-bin}
-`, srv.HostPort(), filepath.Join(dir, "state"), freePort(t), metricsAddr)
+`, srv.HostPort(), filepath.Join(dir, "state"), freePort(t), metricsAddr, fleetAddr, tokenFile)
 	cfgPath := filepath.Join(dir, "mesh.yaml")
 	// The worker checks at start that the module's path is in its repo.
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "examples", "svc"), 0o755))
@@ -98,6 +107,23 @@ worker:
 	require.NoError(t, err)
 	_, ok := m.Value("temporal_worker_start_total", map[string]string{"task_queue": "worker-binary"})
 	assert.True(t, ok, "the SDK's metrics of the worker's task queue are served")
+
+	// The fleet page asks for the token from the file, and shows the fleet
+	// to whoever gives it.
+	resp, err = http.Get("http://" + fleetAddr + "/")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	req, err := http.NewRequest(http.MethodGet, "http://"+fleetAddr+"/machines/edge-1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer fleet-s3cret")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(page), "The host did not answer: host http://127.0.0.1:1 unreachable")
+	assert.Regexp(t, regexp.QuoteMeta(`"address":"`+fleetAddr+`",`)+`"time":"[^"]+",`+regexp.QuoteMeta(`"message":"serving the fleet page (read-only)"`), stderr.String())
 
 	h := srv.Client().WorkerDeploymentClient().GetHandle("mesh-bin")
 	deadline = time.Now().Add(time.Minute)

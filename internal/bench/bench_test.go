@@ -78,6 +78,9 @@ func TestSmoke(t *testing.T) {
 		"| footprint 20 | worker process peak RSS",
 		"| footprint 20 | worker CPU per plan",
 		"| engine | no-op activity in sequence",
+		"| fleet page 10 | matrix, first viewer: every host and machine workflow read, then rendered |",
+		"| fleet page 10 | matrix, other viewers: rendered from the last read |",
+		"| fleet page 10 | matrix page size, gzip (as served) |",
 		"| engine | no-op activities at once",
 		"| engine | one-activity workflows at once",
 	} {

@@ -11,8 +11,9 @@
 // machines pushed 10 at a time, each waiting min_healthy, against the sum of
 // those waits), contention (plans to one machine against a signal-based
 // mutex), cost (history events and billable actions), footprint (a worker
-// process's peak RSS and CPU per plan) and the engine's own ceiling for
-// no-op activities.
+// process's peak RSS and CPU per plan), the engine's own ceiling for
+// no-op activities, and the fleet page's matrix over 1,000 machines (how
+// long it takes to load, how big it is).
 package main
 
 import (
@@ -41,7 +42,7 @@ func main() {
 	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each scenario (default 1 for smoke, 3 for full)")
 	flag.StringVar(&o.Pprof, "pprof", "", "directory for CPU and heap profiles of the bench process and the footprint worker")
 	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
-	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, batched, contention, footprint, engine); default all")
+	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, batched, contention, footprint, engine, fleet-page); default all")
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
 	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
 	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")

@@ -39,7 +39,8 @@ type Options struct {
 	Pprof   string
 	Verbose bool
 	// Only, when not empty, names the scenarios to run (overhead, fan-out,
-	// batched, contention, footprint, engine); the rest are skipped.
+	// batched, contention, footprint, engine, fleet-page); the rest are
+	// skipped.
 	Only []string
 	// Machines, when not empty, replaces the size's fan-out sizes (the
 	// first is the ideal the others are read against).
@@ -58,16 +59,17 @@ type sizes struct {
 	footprint  int   // plans in flight
 	sequential int   // no-op activities in a row, for the engine's ceiling
 	batched    batchedSize
+	fleetPage  int // machines of the fleet page's matrix
 }
 
 func sizesFor(size string) (sizes, int, error) {
 	switch size {
 	case SizeSmoke:
 		return sizes{fanout: []int{3, 10}, contention: 10, footprint: 20, sequential: 10,
-			batched: batchedSize{machines: 20, maxParallel: 5, minHealthy: batchedMinHealthySmoke}}, 1, nil
+			batched: batchedSize{machines: 20, maxParallel: 5, minHealthy: batchedMinHealthySmoke}, fleetPage: 10}, 1, nil
 	case SizeFull:
 		return sizes{fanout: []int{3, 10, 100, 1000}, contention: 50, footprint: 200, sequential: 20,
-			batched: batchedSize{machines: 100, maxParallel: 10, minHealthy: batchedMinHealthyFull}}, 3, nil
+			batched: batchedSize{machines: 100, maxParallel: 10, minHealthy: batchedMinHealthyFull}, fleetPage: 1000}, 3, nil
 	}
 	return sizes{}, 0, fmt.Errorf("size %q: want %s or %s", size, SizeSmoke, SizeFull)
 }
@@ -161,6 +163,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		{"contention", b.contention},
 		{"footprint", b.footprint},
 		{"engine", b.ceiling},
+		{"fleet-page", b.fleetPage},
 	}
 	for run := 0; run < o.Runs; run++ {
 		for _, s := range scenarios {

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -131,6 +132,11 @@ type Temporal struct {
 	// Address is a loopback address, where gzip costs CPU and saves
 	// nothing, gzip elsewhere. Read it through Compression.
 	GrpcCompression string `mapstructure:"grpc_compression"`
+	// UIURL is the base URL of the Temporal Web UI that shows this
+	// namespace, such as https://temporal.example.com: the fleet page links
+	// each plan to its page there. Empty: no links (the dev stack sets its
+	// own Web UI's).
+	UIURL string `mapstructure:"ui_url"`
 }
 
 // Values of Temporal.GrpcCompression.
@@ -192,10 +198,41 @@ type Worker struct {
 	// Temporal SDK's metrics and meshroll's), /livez and /readyz. Empty:
 	// not served.
 	MetricsListen string `mapstructure:"metrics_listen"`
+	// UIListen is the host:port serving the fleet page (package fleetui):
+	// what every machine runs and what is moving, read-only. Empty: not
+	// served. Beyond loopback it needs UIToken or UITokenFile, because the
+	// page shows the whole fleet to whoever reaches it.
+	UIListen string `mapstructure:"ui_listen"`
+	// UIToken is the token the fleet page asks for (a bearer token, or
+	// once as ?token= in a browser, which then keeps it in a cookie). Put
+	// it in MESHROLL_WORKER_UI_TOKEN, not the file; it is never logged.
+	UIToken secret.String `mapstructure:"ui_token"`
+	// UITokenFile is a file holding UIToken instead (surrounding white
+	// space ignored), as the host agent's --token-file: what a secret
+	// mounted by an orchestrator looks like.
+	UITokenFile string `mapstructure:"ui_token_file"`
 	// Tracing exports OpenTelemetry spans of workflows and activities.
 	Tracing Tracing `mapstructure:"tracing"`
 	// Versioning joins the worker to a Temporal Worker Deployment.
 	Versioning Versioning `mapstructure:"versioning"`
+}
+
+// FleetToken is the token the fleet page asks for: UIToken, or the
+// contents of UITokenFile read now (so that a rotated file is read at the
+// next start); "" when neither is set.
+func (w Worker) FleetToken() (secret.String, error) {
+	if w.UITokenFile == "" {
+		return w.UIToken, nil
+	}
+	b, err := os.ReadFile(w.UITokenFile)
+	if err != nil {
+		return "", fmt.Errorf("worker.ui_token_file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("worker.ui_token_file %s is empty", w.UITokenFile)
+	}
+	return secret.String(tok), nil
 }
 
 // Tracing is where the worker sends its spans. Off unless OTLPEndpoint is

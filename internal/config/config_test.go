@@ -652,7 +652,7 @@ machines:
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, windows (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
-				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression (line 2)"},
+				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},
 			},
 		},
 		{
@@ -687,7 +687,7 @@ machines:
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
 				{"modules.other", `must be a mapping of repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health, got "just-a-string" (line 4)`},
-				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, grpc_compression, got "127.0.0.1:7233" (line 1)`},
+				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, grpc_compression, ui_url, got "127.0.0.1:7233" (line 1)`},
 			},
 		},
 		{
@@ -923,6 +923,26 @@ func TestWarnings(t *testing.T) {
 			case len(got) == 1 && strings.Contains(got[0], c.token) && c.token != "":
 				t.Errorf("a warning shows the token: %q", got[0])
 			}
+		})
+	}
+}
+
+func TestWarningsFleetPageBeyondLoopback(t *testing.T) {
+	for _, tc := range []struct{ listen, want string }{
+		{"127.0.0.1:8234", ""},
+		{"localhost:8234", ""},
+		{":8234", "worker.ui_listen :8234: the fleet page is plain http, so its token travels in clear beyond loopback"},
+		{"10.0.0.5:8234", "worker.ui_listen 10.0.0.5:8234: the fleet page is plain http"},
+	} {
+		t.Run(tc.listen, func(t *testing.T) {
+			got := (&Config{Worker: Worker{UIListen: tc.listen, UIToken: "s3cret"}}).Warnings()
+			if tc.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			assert.Contains(t, got[0], tc.want)
+			assert.NotContains(t, got[0], "s3cret")
 		})
 	}
 }

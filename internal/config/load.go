@@ -373,6 +373,7 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	c.Temporal.TaskQueue = l.str("temporal", "task_queue")
 	c.Temporal.GrpcCompression = l.str("temporal", "grpc_compression")
 	c.Temporal.APIKey = secret.String(l.str("temporal", "api_key"))
+	c.Temporal.UIURL = l.str("temporal", "ui_url")
 	var tlsNode *yaml.Node
 	for _, e := range tsec {
 		if e.key.Value == "tls" {
@@ -525,6 +526,9 @@ func (l *loader) worker(c *Config, n *yaml.Node) {
 		return nil
 	}
 	c.Worker.MetricsListen = l.str("worker", "metrics_listen")
+	c.Worker.UIListen = l.str("worker", "ui_listen")
+	c.Worker.UIToken = secret.String(l.str("worker", "ui_token"))
+	c.Worker.UITokenFile = l.str("worker", "ui_token_file")
 	l.section(sub("tracing"), "worker.tracing", []string{"worker", "tracing"}, strings.Join(tracingKeys, ", "), tracingKeys)
 	c.Worker.Tracing = Tracing{
 		OTLPEndpoint: l.str("worker", "tracing", "otlp_endpoint"),

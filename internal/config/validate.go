@@ -172,6 +172,12 @@ func (c *Config) problems(sk *skip) []Problem {
 	default:
 		ps.add("temporal.grpc_compression", "unknown compression %q; want %s, %s or %s", c.Temporal.GrpcCompression, CompressionAuto, CompressionNone, CompressionGzip)
 	}
+	if u := c.Temporal.UIURL; u != "" {
+		const want = "want the Temporal Web UI's base URL, such as https://temporal.example.com"
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			ps.add("temporal.ui_url", "%q is not an http or https URL with a host; %s", u, want)
+		}
+	}
 	if (c.Temporal.TLS.CertFile == "") != (c.Temporal.TLS.KeyFile == "") {
 		ps.add("temporal.tls", "cert_file and key_file go together (the client certificate and its key)")
 	}
@@ -262,6 +268,17 @@ func (c *Config) workerProblems(ps *problemList) {
 		if msg := checkListen(w.MetricsListen); msg != "" {
 			ps.add("worker.metrics_listen", "%s", msg)
 		}
+	}
+	if w.UIListen != "" {
+		if msg := checkListen(w.UIListen); msg != "" {
+			ps.add("worker.ui_listen", "%s", msg)
+		} else if host, _, _ := net.SplitHostPort(w.UIListen); !loopback(host) && w.UIToken == "" && w.UITokenFile == "" {
+			ps.add("worker.ui_listen", "%q is not a loopback address and the fleet page has no token: it would show the whole fleet to anyone who reaches it; "+
+				"set %s (or worker.ui_token_file), or listen on 127.0.0.1 and put your proxy in front", w.UIListen, envName("worker", "ui_token"))
+		}
+	}
+	if w.UIToken != "" && w.UITokenFile != "" {
+		ps.add("worker.ui_token_file", "give the fleet page's token either as worker.ui_token or as a file, not both")
 	}
 	if e := w.Tracing.OTLPEndpoint; e != "" {
 		const want = "want the OTLP/HTTP collector's URL, such as http://otel-collector:4318"

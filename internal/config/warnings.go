@@ -12,7 +12,8 @@ import (
 // worker to log at start: a host token sent in clear over plain http to a
 // host that is not on loopback, and a host reached over the network with no
 // token at all (anyone who can reach the agent could then declare what it
-// runs), and a module env variable whose name says it is a secret: module
+// runs), the fleet page served beyond loopback (plain http: its token
+// travels in clear), and a module env variable whose name says it is a secret: module
 // env travels in plan and machine workflow histories, which anyone who can
 // read the namespace (the Web UI) sees. They are warnings, not errors, because a lab network or a tunnel
 // may make them fine; the operator should decide that knowingly.
@@ -33,6 +34,11 @@ func (c *Config) Warnings() []string {
 			out = append(out, fmt.Sprintf("machine %s: its host token is sent in clear to %s; serve the host API over https (host --tls-cert, machines.%s.ca_file)", name, u.Host, name))
 		} else {
 			out = append(out, fmt.Sprintf("machine %s: no token for %s, so anyone who can reach it can declare what it runs; set %s and start the host with --token-file", name, u.Host, envName("machines", name, "token")))
+		}
+	}
+	if l := c.Worker.UIListen; l != "" {
+		if host, _, err := net.SplitHostPort(l); err == nil && !loopback(host) {
+			out = append(out, fmt.Sprintf("worker.ui_listen %s: the fleet page is plain http, so its token travels in clear beyond loopback; put a TLS-terminating proxy in front of it", l))
 		}
 	}
 	mods := make([]string, 0, len(c.Modules))

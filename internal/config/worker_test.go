@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,11 +29,13 @@ func TestWorkerKeys(t *testing.T) {
 			name: "every key in the file",
 			src: `worker:
   metrics_listen: 127.0.0.1:9090
+  ui_listen: 127.0.0.1:8234
   tracing: {otlp_endpoint: "http://otel:4318", service_name: mesh-w}
   versioning: {enabled: true, deployment_name: mesh-prod, build_id: 8dadda9}
 `,
 			want: Worker{
 				MetricsListen: "127.0.0.1:9090",
+				UIListen:      "127.0.0.1:8234",
 				Tracing:       Tracing{OTLPEndpoint: "http://otel:4318", ServiceName: "mesh-w"},
 				Versioning:    Versioning{Enabled: true, DeploymentName: "mesh-prod", BuildID: "8dadda9"},
 			},
@@ -40,6 +44,8 @@ func TestWorkerKeys(t *testing.T) {
 			name: "every key from the environment",
 			env: map[string]string{
 				"MESHROLL_WORKER_METRICS_LISTEN":             ":9464",
+				"MESHROLL_WORKER_UI_LISTEN":                  ":8234",
+				"MESHROLL_WORKER_UI_TOKEN":                   "s3cret",
 				"MESHROLL_WORKER_TRACING_OTLP_ENDPOINT":      "https://otel.internal:4318",
 				"MESHROLL_WORKER_VERSIONING_ENABLED":         "true",
 				"MESHROLL_WORKER_VERSIONING_DEPLOYMENT_NAME": "mesh-env",
@@ -47,6 +53,8 @@ func TestWorkerKeys(t *testing.T) {
 			},
 			want: Worker{
 				MetricsListen: ":9464",
+				UIListen:      ":8234",
+				UIToken:       "s3cret",
 				Tracing:       Tracing{OTLPEndpoint: "https://otel.internal:4318", ServiceName: DefaultTracingServiceName},
 				Versioning:    Versioning{Enabled: true, DeploymentName: "mesh-env", BuildID: "build-7"},
 			},
@@ -100,6 +108,33 @@ func TestWorkerProblems(t *testing.T) {
 			want: []Problem{{"worker.metrics_listen", "must be a string, got a mapping (line 8)"}},
 		},
 		{
+			name: "fleet page address without a port",
+			src:  "worker:\n  ui_listen: localhost\n",
+			want: []Problem{{"worker.ui_listen", `"localhost" is not host:port; want an address to listen on, such as 127.0.0.1:9090 or :9090 (line 8)`}},
+		},
+		{
+			name: "fleet page on every interface without a token",
+			src:  "worker:\n  ui_listen: ':8234'\n",
+			want: []Problem{{"worker.ui_listen", `":8234" is not a loopback address and the fleet page has no token: it would show the whole fleet to anyone who reaches it; set MESHROLL_WORKER_UI_TOKEN (or worker.ui_token_file), or listen on 127.0.0.1 and put your proxy in front (line 8)`}},
+		},
+		{
+			name: "fleet page on a network address from the environment, without a token",
+			env:  map[string]string{"MESHROLL_WORKER_UI_LISTEN": "10.0.0.5:8234"},
+			want: []Problem{{"worker.ui_listen", `"10.0.0.5:8234" is not a loopback address and the fleet page has no token: it would show the whole fleet to anyone who reaches it; set MESHROLL_WORKER_UI_TOKEN (or worker.ui_token_file), or listen on 127.0.0.1 and put your proxy in front (from MESHROLL_WORKER_UI_LISTEN)`}},
+		},
+		{
+			name: "fleet page token given twice",
+			src:  "worker:\n  ui_listen: 127.0.0.1:8234\n  ui_token_file: /run/secrets/ui\n",
+			env:  map[string]string{"MESHROLL_WORKER_UI_TOKEN": "s3cret"},
+			want: []Problem{{"worker.ui_token_file", "give the fleet page's token either as worker.ui_token or as a file, not both (line 9)"}},
+		},
+		{
+			name: "temporal ui url without a scheme",
+			src:  "worker: {}\n",
+			env:  map[string]string{"MESHROLL_TEMPORAL_UI_URL": "temporal.example.com"},
+			want: []Problem{{"temporal.ui_url", `"temporal.example.com" is not an http or https URL with a host; want the Temporal Web UI's base URL, such as https://temporal.example.com (from MESHROLL_TEMPORAL_UI_URL)`}},
+		},
+		{
 			name: "otlp endpoint without a scheme",
 			src:  "worker:\n  tracing:\n    otlp_endpoint: otel:4318\n",
 			want: []Problem{{"worker.tracing.otlp_endpoint", `"otel:4318" is not an http or https URL; want the OTLP/HTTP collector's URL, such as http://otel-collector:4318 (line 9)`}},
@@ -132,7 +167,7 @@ func TestWorkerProblems(t *testing.T) {
 		{
 			name: "unknown key under worker",
 			src:  "worker:\n  metrics_port: 9090\n",
-			want: []Problem{{"worker.metrics_port", "unknown key; known keys: metrics_listen, tracing, versioning (line 8)"}},
+			want: []Problem{{"worker.metrics_port", "unknown key; known keys: metrics_listen, ui_listen, ui_token, ui_token_file, tracing, versioning (line 8)"}},
 		},
 		{
 			name: "unknown key under versioning",
@@ -142,7 +177,7 @@ func TestWorkerProblems(t *testing.T) {
 		{
 			name: "worker is not a mapping",
 			src:  "worker: on\n",
-			want: []Problem{{"worker", "must be a mapping of metrics_listen, tracing, versioning, got \"on\" (line 7)"}},
+			want: []Problem{{"worker", "must be a mapping of metrics_listen, ui_listen, ui_token, ui_token_file, tracing, versioning, got \"on\" (line 7)"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,4 +187,49 @@ func TestWorkerProblems(t *testing.T) {
 			assert.Equal(t, tc.want, problemsOf(t, valid+tc.src))
 		})
 	}
+}
+
+// Beyond loopback the fleet page needs a token, from the environment or a
+// file; on loopback it needs none.
+func TestFleetPageListenWithToken(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  string
+		env  map[string]string
+	}{
+		{name: "loopback, no token", src: "worker: {ui_listen: '127.0.0.1:8234'}\n"},
+		{name: "localhost, no token", src: "worker: {ui_listen: 'localhost:8234'}\n"},
+		{name: "IPv6 loopback, no token", src: "worker: {ui_listen: '[::1]:8234'}\n"},
+		{name: "every interface, token from the environment", src: "worker: {ui_listen: ':8234'}\n", env: map[string]string{"MESHROLL_WORKER_UI_TOKEN": "s3cret"}},
+		{name: "network address, token file", src: "worker: {ui_listen: '10.0.0.5:8234', ui_token_file: /run/secrets/ui}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			assert.Empty(t, problemsOf(t, valid+tc.src))
+		})
+	}
+}
+
+func TestFleetToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ui-token")
+	require.NoError(t, os.WriteFile(file, []byte("  from-file\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+
+	tok, err := Worker{UIToken: "direct"}.FleetToken()
+	require.NoError(t, err)
+	assert.Equal(t, "direct", tok.Reveal())
+	tok, err = Worker{UITokenFile: file}.FleetToken()
+	require.NoError(t, err)
+	assert.Equal(t, "from-file", tok.Reveal(), "white space around the token is not part of it")
+	tok, err = Worker{}.FleetToken()
+	require.NoError(t, err)
+	assert.Empty(t, tok)
+	_, err = Worker{UITokenFile: empty}.FleetToken()
+	assert.ErrorContains(t, err, "worker.ui_token_file "+empty+" is empty")
+	_, err = Worker{UITokenFile: filepath.Join(dir, "missing")}.FleetToken()
+	assert.ErrorContains(t, err, "worker.ui_token_file: open ")
 }

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,10 @@ const (
 	// DefaultUIPort is the Temporal Web UI's port, the CLI's own default
 	// for a frontend on 7233.
 	DefaultUIPort = 8233
+	// DefaultFleetListen is where the stack serves the fleet page unless
+	// worker.ui_listen says otherwise: on loopback, the port beside the
+	// Web UI's.
+	DefaultFleetListen = "127.0.0.1:8234"
 	// DefaultConfigPath is the example mesh, run when no config is named.
 	DefaultConfigPath = "examples/mesh.yaml"
 	// DefaultStartTimeout bounds the wait for the dev server's frontend.
@@ -215,6 +220,7 @@ func prepare(o Options) (*stack, error) {
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
 		}
 	}
+	devDefaults(&own, o.UIPort)
 
 	bs, err := binds(&own, o.UIPort, o.ConfigPath)
 	if err != nil {
@@ -259,6 +265,19 @@ func prepare(o Options) (*stack, error) {
 		s.runtimes[name] = rt
 	}
 	return s, nil
+}
+
+// devDefaults turns on what a developer's stack shows and a deployed
+// worker leaves off until asked: the fleet page, on loopback, its plans
+// linked to the stack's own Temporal Web UI.
+func devDefaults(cfg *config.Config, uiPort int) {
+	if cfg.Worker.UIListen == "" {
+		cfg.Worker.UIListen = DefaultFleetListen
+	}
+	if cfg.Temporal.UIURL == "" {
+		host, _, _ := net.SplitHostPort(cfg.Temporal.Address)
+		cfg.Temporal.UIURL = "http://" + dialable(net.JoinHostPort(host, strconv.Itoa(uiPort)))
+	}
 }
 
 // checkTools finds the tools builds need: git always (builds check commits
@@ -362,6 +381,16 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 	ready.Started()
 	s.say("worker", "task queue %s  (namespace %s; machines %s)", s.cfg.Temporal.TaskQueue, s.cfg.Temporal.Namespace,
 		strings.Join(machineOrder(s.cfg), ", "))
+	addr, stopFleet, err := workerapp.ServeFleet(c, s.cfg, deps.Catalogue, s.o.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.onStop("fleet page", func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return stopFleet(sctx)
+	})
+	s.say("fleet", "http://%s  (the fleet page: what runs, what moves; read-only; its plans link to the Web UI %s)", dialable(addr.String()), s.cfg.Temporal.UIURL)
 	if l := s.cfg.Worker.MetricsListen; l != "" {
 		addr, err := tel.Serve(l, ready.Check)
 		if err != nil {

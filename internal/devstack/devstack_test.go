@@ -26,7 +26,7 @@ import (
 )
 
 // ports of a test mesh, each free when picked.
-type ports struct{ temporal, ui, registry, edge, control, metrics int }
+type ports struct{ temporal, ui, registry, edge, control, metrics, fleet int }
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -48,8 +48,8 @@ func freePortsN(t *testing.T, n int) []int {
 }
 
 func freePorts(t *testing.T) ports {
-	p := freePortsN(t, 6)
-	return ports{p[0], p[1], p[2], p[3], p[4], p[5]}
+	p := freePortsN(t, 7)
+	return ports{p[0], p[1], p[2], p[3], p[4], p[5], p[6]}
 }
 
 // writeMesh writes a two-tier mesh on p's ports and returns its path,
@@ -64,13 +64,14 @@ func writeMesh(t *testing.T, p ports) string {
 	require.NoError(t, err, "git init: %s", out)
 	y := fmt.Sprintf(`temporal: {address: "127.0.0.1:%d", namespace: default, task_queue: devstack-test}
 registry: {listen: "127.0.0.1:%d"}
+worker: {ui_listen: "127.0.0.1:%d"}
 modules:
   ctl:  {repo: ., path: examples/controller, control_plane: true}
   host: {repo: ., path: examples/host}
 machines:
   edge-1:       {host: "http://127.0.0.1:%d", tier: 1, modules: [host]}
   control-node: {host: "http://127.0.0.1:%d", tier: 2, modules: [ctl, host]}
-`, p.temporal, p.registry, p.edge, p.control)
+`, p.temporal, p.registry, p.fleet, p.edge, p.control)
 	path := filepath.Join(dir, "mesh.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(y), 0o644))
 	return path
@@ -111,6 +112,25 @@ func TestBindsNameEverySetting(t *testing.T) {
 		"127.0.0.1:7400 machines.control-node.host",
 	}, got)
 	assert.Equal(t, "change temporal.address in mesh.yaml", bs[0].fix)
+}
+
+// The dev stack serves the fleet page on loopback unless the config moves
+// it, its plans linked to the stack's own Web UI, and checks its port with
+// the others.
+func TestDevDefaultsServeTheFleetPage(t *testing.T) {
+	cfg := load(t, exampleYAML)
+	devDefaults(cfg, 8233)
+	assert.Equal(t, DefaultFleetListen, cfg.Worker.UIListen)
+	assert.Equal(t, "http://127.0.0.1:8233", cfg.Temporal.UIURL)
+	require.NoError(t, cfg.Validate(), "loopback needs no token")
+	bs, err := binds(cfg, 8233, "mesh.yaml")
+	require.NoError(t, err)
+	assert.Contains(t, bs, bind{addr: "127.0.0.1:8234", key: "worker.ui_listen", fix: "change worker.ui_listen in mesh.yaml"})
+
+	own := load(t, "worker: {ui_listen: \"127.0.0.1:9234\"}\ntemporal: {address: 127.0.0.1:7233, ui_url: \"https://temporal.example.com\"}\n"+strings.SplitN(exampleYAML, "\n", 2)[1])
+	devDefaults(own, 8233)
+	assert.Equal(t, "127.0.0.1:9234", own.Worker.UIListen, "the config's address wins")
+	assert.Equal(t, "https://temporal.example.com", own.Temporal.UIURL)
 }
 
 // An external registry is not started, so its listen address is not bound.
@@ -516,6 +536,15 @@ func TestRunStopsCleanly(t *testing.T) {
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, string(body), "# HELP go_goroutines")
+	// The fleet page is served, beside the Web UI, and answers.
+	fleet := fmt.Sprintf("http://127.0.0.1:%d", p.fleet)
+	assert.Contains(t, out.String(), fmt.Sprintf("fleet      %s  (the fleet page: what runs, what moves; read-only; its plans link to the Web UI http://127.0.0.1:%d)", fleet, p.ui))
+	resp, err = http.Get(fleet + "/")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), `<a href="/machines/control-node">control-node</a>`)
 	server := pid()
 	cancel()
 	select {
@@ -529,6 +558,7 @@ func TestRunStopsCleanly(t *testing.T) {
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.ui)},
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.registry)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.edge)},
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.control)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.metrics)},
+		{addr: fmt.Sprintf("127.0.0.1:%d", p.fleet)},
 	}))
 	proc, err := os.FindProcess(server)
 	require.NoError(t, err)

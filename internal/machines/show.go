@@ -256,34 +256,3 @@ func hostProblem(name string, m config.Machine, err error) string {
 	}
 	return err.Error()
 }
-
-// journal reads the latest n entries, newest first, paging as needed.
-func journal(ctx context.Context, hc *host.HTTPClient, n int) ([]JournalEntry, error) {
-	out := []JournalEntry{}
-	var before uint64
-	for len(out) < n {
-		page, err := hc.Journal(ctx, before, min(n-len(out), journalPage))
-		if err != nil {
-			return out, err
-		}
-		for _, e := range page.Entries {
-			if len(out) == n {
-				break
-			}
-			je := JournalEntry{
-				Index: e.Index, Time: e.Time, Outcome: e.Outcome, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
-				Force: e.Force, ForcedPast: e.ForcedPast, Code: e.Code, Message: e.Message,
-				Revert: e.Revert, Rollback: e.Rollback, Reason: e.Reason, Containers: []JournalContainer{},
-			}
-			for _, c := range e.Containers {
-				je.Containers = append(je.Containers, JournalContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
-			}
-			out = append(out, je)
-		}
-		if page.NextBefore == 0 || len(page.Entries) == 0 {
-			break
-		}
-		before = page.NextBefore
-	}
-	return out, nil
-}

@@ -85,6 +85,18 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 	if err := workerapp.EnsureSearchAttributes(ctx, c, cfg.Temporal.Namespace, log); err != nil {
 		return err
 	}
+	if cfg.Worker.UIListen != "" {
+		addr, stop, err := workerapp.ServeFleet(c, cfg, deps.Catalogue, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = stop(sctx)
+		}()
+		log.Info().Str("address", addr.String()).Msg("serving the fleet page (read-only)")
+	}
 	w := workerapp.New(c, cfg, dir, deps, log)
 	ev := log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
 		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Bool("tracing", tel.Tracing())

@@ -113,6 +113,21 @@ func num(v float64, unit string) string {
 	return s
 }
 
+// LoadAverage is the machine's load average over the last minute, to say
+// how busy it was when a figure was taken; false where it cannot be read
+// (not Linux).
+func LoadAverage() (float64, bool) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(data), &load); err != nil {
+		return 0, false
+	}
+	return load, true
+}
+
 // Machine describes the machine: CPU model and cores, memory, Go, OS.
 func Machine() string {
 	cpu := "unknown CPU"

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/bench/report"
+	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/fleetui"
+)
+
+// fleetPageLoads is how many times each way of loading the matrix is
+// timed per run.
+const fleetPageLoads = 5
+
+// EnvFleetScreenshot, when set to a file name, has the fleet-page scenario
+// take a screenshot of its matrix there with chromium (headless), so that
+// docs/fleet-page.md can show the size of fleet it measured.
+const EnvFleetScreenshot = "MESHROLL_BENCH_FLEET_SCREENSHOT"
+
+// fleetPage loads the fleet page's matrix over a mesh of n machines in
+// three tiers, every one running the fleet's module at one converged
+// build: read and rendered (every host and machine workflow asked, as the
+// first viewer after the interval waits for), and rendered from that read
+// (what every other viewer within the interval gets); and how big the page
+// is. It asserts nothing of the times.
+func (b *bench) fleetPage(ctx context.Context, run int) error {
+	n := b.sz.fleetPage
+	m, err := b.startFleet(ctx, fmt.Sprintf("bench-fleetpage-%d", run), fleetSpecs(fmt.Sprintf("fp%dr%d", n, run), n, tiers), stack.MeshOptions{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.Close() }()
+	if _, err := b.planFleet(ctx, m); err != nil {
+		return err
+	}
+	src := fleetui.Reader{Config: m.Config, Client: b.srv.Client(), Catalogue: m.Catalogue}
+	scenario := fmt.Sprintf("fleet page %d", n)
+
+	// The first viewer waits for the fleet to be read: each such load is
+	// timed on a page of its own, which has read nothing yet (and reads
+	// again only after an hour, so that what follows is rendered from one
+	// read).
+	for range fleetPageLoads {
+		url, stop, err := b.serveFleetPage(src, m, time.Hour)
+		if err != nil {
+			return err
+		}
+		took, _, err := loadPage(ctx, url)
+		stop()
+		if err != nil {
+			return err
+		}
+		b.t.Add(scenario, "matrix, first viewer: every host and machine workflow read, then rendered", "ms", "", millis(took))
+	}
+	// Viewers within the interval get the page rendered from that read.
+	url, stop, err := b.serveFleetPage(src, m, time.Hour)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, _, err := loadPage(ctx, url); err != nil {
+		return err
+	}
+	for range fleetPageLoads {
+		took, size, err := loadPage(ctx, url)
+		if err != nil {
+			return err
+		}
+		b.t.Add(scenario, "matrix, other viewers: rendered from the last read", "ms", "", millis(took))
+		b.t.Add(scenario, "matrix page size, uncompressed", "KiB", "", float64(size.plain)/1024)
+		b.t.Add(scenario, "matrix page size, gzip (as served)", "KiB", "", float64(size.gzip)/1024)
+	}
+	if shot := os.Getenv(EnvFleetScreenshot); shot != "" && run == 0 {
+		// As the worker serves it: the default interval.
+		url, stop, err := b.serveFleetPage(src, m, 0)
+		if err != nil {
+			return err
+		}
+		if err := chromiumScreenshot(ctx, url, shot); err != nil {
+			b.progress("fleet page screenshot: %v", err)
+		}
+		stop()
+	}
+	if load, ok := report.LoadAverage(); ok {
+		b.t.Add(scenario, "box load average (1 min) after the loads", "", "the bench's own server, worker and agents included", load)
+	}
+	return nil
+}
+
+// pageSize is a page's size as rendered and as sent.
+type pageSize struct{ plain, gzip int }
+
+// serveFleetPage serves the fleet page over src on a loopback port,
+// reading the fleet again once its snapshot is older than interval (0: the
+// worker's default).
+func (b *bench) serveFleetPage(src fleetui.Source, m *stack.Mesh, interval time.Duration) (string, func(), error) {
+	page, err := fleetui.New(fleetui.Options{Source: src, Config: m.Config, Log: b.log, Interval: interval, Wait: time.Minute})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("fleet page: %w", err)
+	}
+	srv := &http.Server{Handler: page, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close() }, nil
+}
+
+// loadPage GETs url as a browser does (gzip accepted) and returns how long
+// the whole answer took and its size.
+func loadPage(ctx context.Context, url string) (time.Duration, pageSize, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, pageSize{}, err
+	}
+	req.Header.Set("Accept-Encoding", "gzip")
+	start := time.Now()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return 0, pageSize{}, fmt.Errorf("fleet page: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	zipped, err := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	if err != nil {
+		return 0, pageSize{}, fmt.Errorf("fleet page: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, pageSize{}, fmt.Errorf("fleet page: %s", resp.Status)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(zipped))
+	if err != nil {
+		return 0, pageSize{}, fmt.Errorf("fleet page: not gzip: %w", err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		return 0, pageSize{}, fmt.Errorf("fleet page: %w", err)
+	}
+	if !strings.Contains(string(plain), `class="dot s-healthy"`) {
+		return 0, pageSize{}, errors.New("fleet page: the matrix shows no healthy machine")
+	}
+	return took, pageSize{plain: len(plain), gzip: len(zipped)}, nil
+}
+
+// chromiumScreenshot has headless chromium take a screenshot of url into
+// file.
+func chromiumScreenshot(ctx context.Context, url, file string) error {
+	file, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+		"--virtual-time-budget=3000", "--screenshot="+file, url).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("chromium: %w: %s", err, out)
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package fleetui
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// planView is one plan in flight as the page shows it.
+type planView struct {
+	ID     string
+	Anchor string
+	Module string
+	// What says which kind of plan and its build: "merge of host at
+	// 5d0e3c1a9f42", "rollback of host", "sync of host on edge-3".
+	What    string
+	State   string
+	Reason  string
+	Build   string
+	Started time.Time
+	// WebUI is the plan's page in the Temporal Web UI; "" when
+	// temporal.ui_url is not set.
+	WebUI string
+	// Error is why the plan's state could not be read.
+	Error string
+	// Gate is the gate the plan waits at now; Ahead the gates it has not
+	// reached.
+	Gate  *gateView
+	Ahead []gateView
+	// Held is why a freeze or the windows hold it; Paused whether an
+	// operator paused it.
+	Held   string
+	Paused bool
+	Tiers  []planTier
+}
+
+// gateView is a gate and the command that opens it.
+type gateView struct {
+	Tier    int
+	Command string
+}
+
+// planTier is one tier of a plan.
+type planTier struct {
+	Tier  int
+	State string
+	// Notes are the batch, the failures against the budget and the bake.
+	Notes  string
+	Policy string
+	Done   int
+	Total  int
+	Counts []stateCount
+	// Machines are the tier's machines with their progress.
+	Machines []planMachine
+	Open     bool
+}
+
+// planMachine is one machine's progress in a plan.
+type planMachine struct {
+	Name  string
+	State string
+	Title string
+}
+
+// openPlanTierMax is the most machines a plan's tier lists unfolded.
+const openPlanTierMax = 40
+
+// approveCommand is what opens a plan's gate before tier, as the starter
+// takes it (internal/cli: plan approve ID --tier N).
+func approveCommand(plan string, tier int) string {
+	return fmt.Sprintf("starter plan approve %s --tier %d", plan, tier)
+}
+
+// webUILink is a workflow's page in the Temporal Web UI at base, or ""
+// without a base.
+func webUILink(base, namespace, id string) string {
+	if base == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
+}
+
+// anchor is an id attribute for a plan, unique per plan ID.
+func anchor(id string) string {
+	return "plan-" + strings.NewReplacer("/", "-", "@", "-").Replace(id)
+}
+
+// buildPlans words the plans in flight.
+func buildPlans(s *Snapshot, uiBase, namespace string) []planView {
+	out := make([]planView, 0, len(s.Plans))
+	for _, p := range s.Plans {
+		out = append(out, planOf(p, uiBase, namespace))
+	}
+	return out
+}
+
+func planOf(p Plan, uiBase, namespace string) planView {
+	sum := p.Summary
+	v := planView{
+		ID: sum.Plan, Anchor: anchor(sum.Plan), Module: sum.Module, State: sum.State, Started: sum.Started,
+		WebUI: webUILink(uiBase, namespace, sum.Plan), Error: p.Error, What: planWhat(sum.Plan, sum.Module, sum.Commit),
+	}
+	st := p.State
+	if st == nil {
+		return v
+	}
+	v.State, v.Reason, v.Paused = string(st.State), st.Reason, st.Paused
+	if st.Commit != "" && v.What == "" {
+		v.What = "merge of " + st.Module + " at " + mesh.ShortCommit(st.Commit)
+	}
+	if b := st.Build; b != nil {
+		v.Build = fmt.Sprintf("%s generation %d (%s, %s)", b.Module, b.Generation, mesh.ShortCommit(b.Commit), mesh.ShortDigest(b.Digest))
+	}
+	if st.State == meshapi.PlanHeld {
+		v.Held = st.Reason
+	}
+	for _, t := range st.Tiers {
+		if t.State == meshapi.TierGated {
+			v.Gate = &gateView{Tier: t.Tier, Command: approveCommand(sum.Plan, t.Tier)}
+		}
+		if t.State == meshapi.TierWaiting && slices.Contains(st.Gates, t.Tier) {
+			v.Ahead = append(v.Ahead, gateView{Tier: t.Tier, Command: approveCommand(sum.Plan, t.Tier)})
+		}
+		v.Tiers = append(v.Tiers, tierOf(t))
+	}
+	return v
+}
+
+// planWhat names a plan by its ID: a merge, a rollback or a sync.
+func planWhat(id, module, commit string) string {
+	switch {
+	case strings.HasPrefix(id, "rollback/"):
+		return "rollback of " + module
+	case strings.HasPrefix(id, "sync/"):
+		parts := strings.Split(id, "/")
+		if len(parts) == 3 {
+			return "sync of " + parts[2] + " on " + parts[1]
+		}
+	case commit != "":
+		return "merge of " + module + " at " + mesh.ShortCommit(commit)
+	}
+	return ""
+}
+
+// machineOrder ranks a machine's states in a plan for the tier's counts:
+// where it is going, then how it ended.
+var machineOrder = []meshapi.MachineStatus{
+	meshapi.MachineFailed, meshapi.MachineRefused, meshapi.MachinePushing, meshapi.MachineWaiting,
+	meshapi.MachineConverged, meshapi.MachineSuperseded, meshapi.MachineCancelled,
+}
+
+func tierOf(t meshapi.TierState) planTier {
+	v := planTier{Tier: t.Tier, State: string(t.State), Notes: strings.TrimSuffix(strings.TrimPrefix(t.Notes(), " ("), ")"), Total: len(t.Machines)}
+	if p := t.Policy; p != nil {
+		var words []string
+		if p.MaxParallel > 0 && p.MaxParallel < len(t.Machines) {
+			words = append(words, fmt.Sprintf("batches of %d", p.MaxParallel))
+		}
+		if p.MaxFailed > 0 {
+			words = append(words, fmt.Sprintf("%d may fail", p.MaxFailed))
+		}
+		if p.Bake > 0 {
+			words = append(words, "bakes "+p.Bake.String())
+		}
+		v.Policy = strings.Join(words, ", ")
+	}
+	counts := map[meshapi.MachineStatus]int{}
+	for _, m := range t.Machines {
+		counts[m.State]++
+		if m.State != meshapi.MachineWaiting && m.State != meshapi.MachinePushing {
+			v.Done++
+		}
+		title := []string{string(m.State)}
+		if m.Seq > 0 {
+			title = append(title, fmt.Sprintf("sequence %d", m.Seq))
+		}
+		if len(m.Rebased) > 0 {
+			title = append(title, "rebased "+strings.Join(m.Rebased, ", "))
+		}
+		if m.Reason != "" {
+			title = append(title, m.Reason)
+		}
+		v.Machines = append(v.Machines, planMachine{Name: m.Machine, State: string(m.State), Title: strings.Join(title, "; ")})
+	}
+	for _, s := range machineOrder {
+		if n := counts[s]; n > 0 {
+			v.Counts = append(v.Counts, stateCount{State: string(s), N: n})
+		}
+	}
+	v.Open = len(t.Machines) <= openPlanTierMax
+	return v
+}
+
+// recentView is a plan of the recent list.
+type recentView struct {
+	ID, Anchor, State, WebUI string
+	Running                  bool
+	Started                  time.Time
+	Closed                   *time.Time
+}
+
+// buildRecent words the recent plans that have ended: those in flight are
+// shown in full already.
+func buildRecent(s *Snapshot, uiBase, namespace string) []recentView {
+	var out []recentView
+	for _, r := range s.Recent {
+		if r.Closed == nil {
+			continue
+		}
+		out = append(out, recentOf(r, uiBase, namespace))
+	}
+	return out
+}
+
+func recentOf(r plans.Summary, uiBase, namespace string) recentView {
+	return recentView{ID: r.Plan, Anchor: anchor(r.Plan), State: r.State, WebUI: webUILink(uiBase, namespace, r.Plan),
+		Running: r.Closed == nil, Started: r.Started, Closed: r.Closed}
+}

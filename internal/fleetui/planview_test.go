@@ -1,0 +1,114 @@
+package fleetui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+var commit = strings.Repeat("5d0e3c1a9f42", 4)[:40]
+
+// gated is a plan of host waiting at its gate before tier 2, with tier 1
+// converged, and a gate ahead before tier 3.
+func gated() Plan {
+	id := meshapi.PlanID("host", commit)
+	return Plan{
+		Summary: plans.Summary{Plan: id, Module: "host", Commit: commit, State: "gated", Status: "running", Started: t0},
+		State: &meshapi.PlanState{Plan: id, Module: "host", Commit: commit, State: meshapi.PlanGated, Gates: []int{2, 3},
+			Build: &mesh.Build{Module: "host", Commit: commit, Digest: "sha256:" + strings.Repeat("e", 64), Generation: 27},
+			Tiers: []meshapi.TierState{
+				{Tier: 1, State: meshapi.TierConverged, Policy: &meshapi.TierPolicy{Tier: 1, MaxParallel: 1, MaxFailed: 1, Bake: 5 * time.Minute},
+					Machines: []meshapi.MachineProgress{{Machine: "edge-1", State: meshapi.MachineConverged, Seq: 4}, {Machine: "edge-2", State: meshapi.MachineFailed, Reason: "container exited"}}},
+				{Tier: 2, State: meshapi.TierGated, Machines: []meshapi.MachineProgress{{Machine: "control-node", State: meshapi.MachineWaiting}}},
+				{Tier: 3, State: meshapi.TierWaiting, Machines: []meshapi.MachineProgress{{Machine: "db-1", State: meshapi.MachineWaiting}}},
+			}},
+	}
+}
+
+func TestPlansPage(t *testing.T) {
+	held := Plan{
+		Summary: plans.Summary{Plan: "rollback/metrics", Module: "metrics", State: "held", Status: "running", Started: t0},
+		State: &meshapi.PlanState{Plan: "rollback/metrics", Module: "metrics", State: meshapi.PlanHeld, Reason: "held: freeze by alice: disk swap",
+			Tiers: []meshapi.TierState{{Tier: 1, State: meshapi.TierPushing, Batch: 2, Batches: 3,
+				Machines: []meshapi.MachineProgress{{Machine: "edge-1", State: meshapi.MachinePushing}}}}},
+	}
+	unread := Plan{Summary: plans.Summary{Plan: "sync/edge-3/host", Module: "host", State: "pushing", Status: "running"}, Error: "query plan sync/edge-3/host: deadline exceeded"}
+	closed := t0.Add(-time.Hour)
+	src := edges()
+	src.plans = []Plan{gated(), held, unread}
+	src.recent = []plans.Summary{{Plan: "plan/host/" + strings.Repeat("a", 40), State: "aborted", Closed: &closed}, {Plan: gated().Summary.Plan, State: "gated"}}
+	for _, tc := range []struct {
+		name   string
+		ui     string
+		want   []string
+		absent []string
+	}{
+		{
+			name: "with the Web UI's URL",
+			ui:   "http://127.0.0.1:8233/",
+			want: []string{
+				`<b>Waiting at its gate before tier 2.</b> To approve:`,
+				`<pre class="cmd"><code>starter plan approve plan/host/` + commit + ` --tier 2</code></pre>`,
+				`Gate ahead before tier 3; approve it ahead of time with <code>starter plan approve plan/host/` + commit + ` --tier 3</code>`,
+				`href="http://127.0.0.1:8233/namespaces/default/workflows/plan%2Fhost%2F` + commit + `"`,
+				`href="http://127.0.0.1:8233/namespaces/default/workflows/rollback%2Fmetrics"`,
+				"merge of host at 5d0e3c1a9f42 · host generation 27 (5d0e3c1a9f42, sha256:eeeeeeeeeeee)",
+				`<b>Held:</b> held: freeze by alice: disk swap`,
+				"rollback of metrics",
+				"batch 2 of 3",
+				"batches of 1, 1 may fail, bakes 5m0s",
+				`<meter min="0" max="2" value="2">2/2</meter> 2/2 done`,
+				`<span class="count m-failed">1 failed</span><span class="count m-converged">1 converged</span>`,
+				`title="failed; container exited">edge-2 <small>failed</small></a>`,
+				`title="converged; sequence 4">edge-1`,
+				"sync of host on edge-3",
+				"Its state could not be read: query plan sync/edge-3/host: deadline exceeded",
+				`<code>plan/host/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa</code></td><td><span class="badge p-aborted">aborted</span></td><td>2026-10-02 13:00:00 UTC</td>`,
+			},
+		},
+		{
+			name:   "without it, no links",
+			want:   []string{`starter plan approve plan/host/` + commit + ` --tier 2`},
+			absent: []string{"Temporal Web UI</a>", "/namespaces/"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg("edge-1:1:host", "edge-2:1:host", "control-node:2:host", "db-1:3:host")
+			c.Temporal.UIURL = tc.ui
+			srv, _ := server(t, src, c)
+			_, body, _ := get(t, srv, "/plans")
+			for _, w := range tc.want {
+				assert.Contains(t, body, w)
+			}
+			for _, a := range tc.absent {
+				assert.NotContains(t, body, a)
+			}
+			assert.Equal(t, 1, strings.Count(body, `<code>`+gated().Summary.Plan+`</code>`), "a plan in flight is not listed again as recent")
+		})
+	}
+}
+
+// The matrix says what moves, and a plan pushing a machine colours that
+// machine's cell as rolling.
+func TestMatrixShowsWhatMoves(t *testing.T) {
+	p := gated()
+	p.State.State = meshapi.PlanPushing
+	p.Summary.State = "pushing"
+	p.State.Tiers[1].State = meshapi.TierPushing
+	p.State.Tiers[1].Machines[0].State = meshapi.MachinePushing
+	src := edges()
+	src.plans = []Plan{p, gated()}
+	srv, _ := server(t, src, twoMachines)
+	_, body, _ := get(t, srv, "/")
+	assert.Contains(t, body, `<a href="/plans#plan-plan-host-`+commit+`"><span class="badge p-gated">gated</span>`)
+	assert.Contains(t, body, "<b>waiting at its gate before tier 2</b>: <code>starter plan approve plan/host/"+commit+" --tier 2</code>")
+	assert.Regexp(t, `<a href="/machines/control-node">control-node</a></th>\s*<td class="cell s-rolling"`, body)
+	require.Contains(t, body, "being pushed by plan/host/"+commit)
+}

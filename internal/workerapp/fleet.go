@@ -1,0 +1,57 @@
+package workerapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/fleetui"
+)
+
+// ServeFleet serves the fleet page (package fleetui) on
+// cfg.Worker.UIListen, reading the fleet through the worker's own client,
+// config and catalogue, and returns the address it listens on and what
+// stops it. The worker's command and the dev stack both serve it through
+// here, so the dev stack's page is the deployed one.
+func ServeFleet(c client.Client, cfg *config.Config, cat catalogue.Catalogue, log zerolog.Logger) (net.Addr, func(context.Context) error, error) {
+	token, err := cfg.Worker.FleetToken()
+	if err != nil {
+		return nil, nil, err
+	}
+	log = log.With().Str("component", "fleet-page").Logger()
+	page, err := fleetui.New(fleetui.Options{
+		Source: fleetui.Reader{Config: cfg, Client: c, Catalogue: cat},
+		Config: cfg, Token: token, Log: log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Worker.UIListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker.ui_listen %s: %w", cfg.Worker.UIListen, err)
+	}
+	srv := &http.Server{
+		Handler:           page,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// A page waits for the fleet's first read, which asks every host
+		// and machine workflow.
+		WriteTimeout: 2 * time.Minute,
+		ErrorLog:     stdlog.New(log, "", 0),
+	}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Str("address", ln.Addr().String()).Msg("the fleet page stopped serving")
+		}
+	}()
+	return ln.Addr(), srv.Shutdown, nil
+}
