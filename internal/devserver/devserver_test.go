@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/devserver"
+	"github.com/meshroll/meshroll/internal/temporalcli"
 )
 
 func echoWorkflow(_ workflow.Context, s string) (string, error) {
@@ -111,8 +113,10 @@ func TestCLIPathFromEnv(t *testing.T) {
 	assert.Contains(t, err.Error(), "scripts/install-temporal.sh")
 	assert.Contains(t, err.Error(), devserver.CLIEnv)
 
+	// A CLI of the pinned version, as far as `--version` tells.
 	fake := filepath.Join(t.TempDir(), "temporal")
-	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755))
+	script := "#!/bin/sh\ntest \"$1\" = --version && echo \"temporal version " + strings.TrimPrefix(temporalcli.Version, "v") + " (Server 1.29.1, UI 2.42.1)\"\n"
+	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
 	t.Setenv(devserver.CLIEnv, fake)
 	p, err := devserver.CLIPath()
 	require.NoError(t, err)

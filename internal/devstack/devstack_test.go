@@ -391,7 +391,8 @@ func TestRunMistypedModulePath(t *testing.T) {
 	err = Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "mesh config "+path+": 1 problem:\n  modules.host.path: \"examples/hots\" is not a directory in repository ")
-	assert.Contains(t, err.Error(), "set it to module host's directory, relative to the repository's root (line 5)")
+	line := bytes.Count(y[:bytes.Index(y, []byte("path: examples/host"))], []byte("\n")) + 1
+	assert.Contains(t, err.Error(), fmt.Sprintf("set it to module host's directory, relative to the repository's root (line %d)", line))
 	assert.Empty(t, out.String(), "nothing started")
 	assert.NoDirExists(t, state)
 }
