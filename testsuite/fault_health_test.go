@@ -279,7 +279,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 		require.Equal(t, meshapi.TierHalted, st.Tiers[0].State, round.name)
 		require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "%s: tier 2 untouched", round.name)
 		require.Equal(t, meshapi.MachineConverged, progress(st, "edge-1").State, "%s: edge-1's push had converged before the bake", round.name)
-		require.Equal(t, meshapi.MachineWaiting, progress(st, "control-node").State, round.name)
+		require.Equal(t, meshapi.MachineSkipped, progress(st, "control-node").State, round.name)
 		b := *st.Build
 
 		// The agent's restart restarted the process: it printed its
@@ -333,7 +333,7 @@ func TestFaultHealthProbeFlapping(t *testing.T) {
 	require.Regexp(t, `before 2s; last probe answered 500: flapping: probe \d+ unhealthy`, st.Reason, "and what it last answered")
 	require.Contains(t, st.Reason, "put back on what it ran")
 	require.Equal(t, meshapi.MachineFailed, progress(st, "edge-1").State)
-	require.Equal(t, meshapi.MachineWaiting, progress(st, "control-node").State)
+	require.Equal(t, meshapi.MachineSkipped, progress(st, "control-node").State)
 	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
 	flapping := *st.Build
 
@@ -388,7 +388,7 @@ func TestFaultHealthProbeFlappingDuringBake(t *testing.T) {
 	require.Equal(t, meshapi.TierHalted, st.Tiers[0].State)
 	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
 	require.Equal(t, meshapi.MachineConverged, progress(st, "edge-1").State)
-	require.Equal(t, meshapi.MachineWaiting, progress(st, "control-node").State)
+	require.Equal(t, meshapi.MachineSkipped, progress(st, "control-node").State)
 	flaps := *st.Build
 
 	entries := hf.journal("edge-1")
