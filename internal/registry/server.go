@@ -76,9 +76,9 @@ func New(dir string, opts ...ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	logrus.SetOutput(cfg.log)
+	logrus.SetOutput(skipEmpty{cfg.log})
 	logrus.SetLevel(logrus.WarnLevel)
-	logrus.SetFormatter(&logrus.TextFormatter{DisableColors: true})
+	logrus.SetFormatter(quietClientErrors{&logrus.TextFormatter{DisableColors: true}})
 
 	c := &configuration.Configuration{
 		Storage: configuration.Storage{
@@ -221,4 +221,29 @@ func (s *Server) Close() error {
 		err = srv.Close()
 	}
 	return errors.Join(err, s.app.Shutdown())
+}
+
+// quietClientErrors drops the registry's "response completed with error"
+// lines for answers below 500. The registry logs every 404 at error level,
+// and a builder asks for blobs and manifests it has yet to push on every
+// build, so the worker's log filled with errors that are the registry
+// working; a 5xx still shows.
+type quietClientErrors struct{ logrus.Formatter }
+
+func (f quietClientErrors) Format(e *logrus.Entry) ([]byte, error) {
+	if status, ok := e.Data["http.response.status"].(int); ok && status < 500 {
+		return nil, nil
+	}
+	return f.Formatter.Format(e)
+}
+
+// skipEmpty writes through to W everything but the empty lines a dropped
+// entry leaves.
+type skipEmpty struct{ W io.Writer }
+
+func (s skipEmpty) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return s.W.Write(p)
 }
