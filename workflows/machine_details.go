@@ -23,7 +23,7 @@ func (m *machine) details(ctx workflow.Context) {
 		b.WriteString("idle\n\n")
 	}
 	if m.running != nil {
-		b.WriteString("- runs:")
+		b.WriteString("- runs, as its last converged push found it:")
 		for i, c := range m.running.Containers {
 			if i > 0 {
 				b.WriteString(",")

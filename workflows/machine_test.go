@@ -355,7 +355,7 @@ func TestMachineDetailsSayWhatRunsAndWhatWaits(t *testing.T) {
 	require.Contains(t, first, "- queue (1): host generation 2 (sha256:")
 	second := details[90*time.Second]
 	require.Contains(t, second, "**m1**: pushing host generation 2 (sha256:")
-	require.Contains(t, second, "- runs: host generation 1 (sha256:")
+	require.Contains(t, second, "- runs, as its last converged push found it: host generation 1 (sha256:")
 	require.Contains(t, second, "- last sequence sent: 1, by plan/host/1")
 	require.Contains(t, second, "- queue: empty")
 	require.NotNil(t, next.Running, "what runs is carried across continue-as-new")
