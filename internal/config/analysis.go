@@ -11,6 +11,7 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/secret"
 )
 
@@ -235,6 +236,9 @@ func (c *Config) analysisProblems(ps *problemList) {
 	provUnread := ps.skip != nil && (ps.skip.tree["analysis"] || ps.skip.tree["analysis.providers"])
 	for _, name := range sortedKeys(a.Providers) {
 		key := "analysis.providers." + name
+		if err := mesh.ValidName("provider", name); err != nil {
+			ps.add(key, "%v", err)
+		}
 		if ps.skip != nil && ps.skip.tree[key] {
 			continue
 		}
@@ -242,6 +246,11 @@ func (c *Config) analysisProblems(ps *problemList) {
 	}
 	for _, name := range sortedKeys(a.Checks) {
 		key := "analysis.checks." + name
+		// A check's name goes where a machine's does: into activity IDs,
+		// metric labels and MESHROLL_TIERS_<N>_ANALYSIS, split at commas.
+		if err := mesh.ValidName("check", name); err != nil {
+			ps.add(key, "%v", err)
+		}
 		if ps.skip != nil && ps.skip.tree[key] {
 			continue
 		}

@@ -353,6 +353,14 @@ func TestAnalysisProblems(t *testing.T) {
 			want:  []Problem{{"analysis.providers.p.prometheus", `must be a mapping of address, bearer_token, bearer_token_file, basic_auth, tls, got "http://127.0.0.1:9090" (line 14)`}},
 		},
 		{
+			name:  "names that are not names",
+			tiers: "tiers:\n  1: {analysis: [\"Error Rate\"]}\nanalysis:\n  providers:\n    Prom/1: " + prom + "\n  checks:\n    Error Rate: {provider: Prom/1, query: up, success: result == 1}\n",
+			want: []Problem{
+				{"analysis.checks.Error Rate", `check name "Error Rate" must be 1-64 of [a-z0-9._-], starting and ending with a letter or digit (line 16)`},
+				{"analysis.providers.Prom/1", `provider name "Prom/1" must be 1-64 of [a-z0-9._-], starting and ending with a letter or digit (line 14)`},
+			},
+		},
+		{
 			name:  "a check of the wrong shape",
 			tiers: tier + "analysis:\n  checks:\n    c: error-rate\n",
 			want:  []Problem{{"analysis.checks.c", `must be a mapping of provider, query, success, interval, count, failure_limit, initial_delay, dry_run, got "error-rate" (line 14)`}},
