@@ -236,22 +236,13 @@ func (c *Config) analysisProblems(ps *problemList) {
 	provUnread := ps.skip != nil && (ps.skip.tree["analysis"] || ps.skip.tree["analysis.providers"])
 	for _, name := range sortedKeys(a.Providers) {
 		key := "analysis.providers." + name
-		if err := mesh.ValidName("provider", name); err != nil {
-			ps.add(key, "%v", err)
+		if ps.named("provider", key, name) {
+			providerProblems(ps, key, a.Providers[name])
 		}
-		if ps.skip != nil && ps.skip.tree[key] {
-			continue
-		}
-		providerProblems(ps, key, a.Providers[name])
 	}
 	for _, name := range sortedKeys(a.Checks) {
 		key := "analysis.checks." + name
-		// A check's name goes where a machine's does: into activity IDs,
-		// metric labels and MESHROLL_TIERS_<N>_ANALYSIS, split at commas.
-		if err := mesh.ValidName("check", name); err != nil {
-			ps.add(key, "%v", err)
-		}
-		if ps.skip != nil && ps.skip.tree[key] {
+		if !ps.named("check", key, name) {
 			continue
 		}
 		ch := a.Checks[name]
@@ -311,6 +302,17 @@ func (c *Config) analysisProblems(ps *problemList) {
 			}
 		}
 	}
+}
+
+// named checks the name of a provider or check (key is its key) and says
+// whether its contents were read, to be checked. A check's name goes where
+// a machine's does: into activity IDs, metric labels and
+// MESHROLL_TIERS_<N>_ANALYSIS, split at commas.
+func (ps *problemList) named(kind, key, name string) bool {
+	if err := mesh.ValidName(kind, name); err != nil {
+		ps.add(key, "%v", err)
+	}
+	return ps.skip == nil || !ps.skip.tree[key]
 }
 
 // analysisFields lists AnalysisVars' fields for a message.
