@@ -98,6 +98,10 @@ type Config struct {
 	// Worker is how the worker process is observed and upgraded; none of
 	// it changes what a plan does.
 	Worker Worker `mapstructure:"worker"`
+	// Analysis declares the checks a tier waits on before the next starts
+	// (tiers.<n>.analysis): where metrics are read and what they must say.
+	// Parsed and validated; not yet run (issue 18 continues).
+	Analysis Analysis `mapstructure:"analysis"`
 	// Windows are the deployment windows: when plans may push (allow) and
 	// may not (deny). Deny wins; with any allow window, plans push only
 	// inside one. Read it through DeployWindows.
@@ -221,18 +225,25 @@ type Worker struct {
 // contents of UITokenFile read now (so that a rotated file is read at the
 // next start); "" when neither is set.
 func (w Worker) FleetToken() (secret.String, error) {
-	if w.UITokenFile == "" {
-		return w.UIToken, nil
+	return tokenOrFile(w.UIToken, w.UITokenFile, "worker.ui_token_file")
+}
+
+// tokenOrFile is tok, or when file is set its contents read now without
+// surrounding white space, as the host agent's --token-file reads one;
+// key names file in errors.
+func tokenOrFile(tok secret.String, file, key string) (secret.String, error) {
+	if file == "" {
+		return tok, nil
 	}
-	b, err := os.ReadFile(w.UITokenFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("worker.ui_token_file: %w", err)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("worker.ui_token_file %s is empty", w.UITokenFile)
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s %s is empty", key, file)
 	}
-	return secret.String(tok), nil
+	return secret.String(s), nil
 }
 
 // Tracing is where the worker sends its spans. Off unless OTLPEndpoint is
@@ -436,6 +447,7 @@ func Default() *Config {
 		Modules:  map[string]Module{},
 		Machines: map[string]Machine{},
 		Tiers:    map[int]TierPolicy{},
+		Analysis: Analysis{Providers: map[string]Provider{}, Checks: map[string]Check{}},
 		Worker: Worker{
 			Tracing:    Tracing{ServiceName: DefaultTracingServiceName},
 			Versioning: Versioning{DeploymentName: DefaultDeploymentName},

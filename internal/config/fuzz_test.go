@@ -31,6 +31,12 @@ func FuzzParse(f *testing.F) {
 			"machines: {a: {host: http://h:1, tier: 1, modules: [h]}}\ntiers: {01: {max_parallel: 101%, max_failed: 100%}, 3: {bake: -1s}, x: 1}\n",
 		"windows:\n  - {deny: \"0 18 * * FRI\", duration: 62h, time_zone: Europe/Berlin, reason: weekend}\n  - {allow: \"0 9 * * MON-FRI\", duration: 8h}\n",
 		"windows: [{deny: TZ=x, duration: -1h, time_zone: ../etc}, {allow: \"@every 1s\"}, 3, {deny: [a]}]\n",
+		"modules: {host: {repo: .}}\nmachines: {a: {host: http://h:1, tier: 1, modules: [host]}}\ntiers: {1: {analysis: [err, st]}}\n" +
+			"analysis:\n  providers:\n    prom: {prometheus: {address: http://127.0.0.1:9090, basic_auth: {username: u, password: p}, tls: {ca_file: ca.pem}}}\n" +
+			"    api: {web: {url: \"https://status/{{.Module}}/{{join .Machines \\\",\\\"}}\", json_path: $.ok, headers: {X-Key: v}}}\n" +
+			"  checks:\n    err: {provider: prom, query: 'sum(rate(x{g=\"{{.Generation}}\"}[1m]))', success: 'all(result, # < 0.5)', interval: 30s, count: 10, failure_limit: 1, initial_delay: 1m}\n" +
+			"    st: {provider: api, success: result.ok == true, dry_run: true}\n",
+		"analysis: {providers: {p: {}, q: {prometheus: {}, web: {}}}, checks: {c: {provider: x, query: '{{.Nope}}', success: '1 +', count: 0, failure_limit: 2, interval: -1s}}}\ntiers: {1: {analysis: [d, d]}}\n",
 		"{",
 		"",
 	} {
@@ -61,6 +67,12 @@ func FuzzParse(f *testing.F) {
 		for tier := range c.Tiers {
 			if size[tier] == 0 {
 				t.Fatalf("tier %d has a policy but no machine", tier)
+			}
+		}
+		// Every check of an accepted config compiles, and can pass.
+		for name, ch := range c.Analysis.Checks {
+			if _, err := ch.Program(); err != nil || ch.Count < 1 || ch.FailureLimit < 0 || ch.FailureLimit >= ch.Count || ch.Interval <= 0 {
+				t.Fatalf("check %s: %+v (%v)", name, ch, err)
 			}
 		}
 		// Every window of an accepted config is one the hold check judges.

@@ -91,6 +91,14 @@ var (
 	tcpKeys      = tagKeys(reflect.TypeFor[mesh.TCPProbe]())
 	tierKeys     = tagKeys(reflect.TypeFor[TierPolicy]())
 	windowKeys   = tagKeys(reflect.TypeFor[Window]())
+
+	analysisKeys  = tagKeys(reflect.TypeFor[Analysis]())
+	providerKeys  = tagKeys(reflect.TypeFor[Provider]())
+	promKeys      = tagKeys(reflect.TypeFor[Prometheus]())
+	basicAuthKeys = tagKeys(reflect.TypeFor[BasicAuth]())
+	provTLSKeys   = tagKeys(reflect.TypeFor[ProviderTLS]())
+	webKeys       = tagKeys(reflect.TypeFor[Web]())
+	checkKeys     = tagKeys(reflect.TypeFor[Check]())
 )
 
 func tagKeys(t reflect.Type) []string {
@@ -358,14 +366,7 @@ func describe(n *yaml.Node) string {
 func (l *loader) decode(root *yaml.Node) *Config {
 	c := Default()
 	top, _ := l.section(root, "", nil, strings.Join(topKeys, ", "), topKeys)
-	val := func(key string) *yaml.Node {
-		for _, e := range top {
-			if e.key.Value == key {
-				return e.val
-			}
-		}
-		return nil
-	}
+	val := func(key string) *yaml.Node { return child(top, key) }
 
 	tsec, _ := l.section(val("temporal"), "temporal", []string{"temporal"}, strings.Join(temporalKeys, ", "), temporalKeys)
 	c.Temporal.Address = l.str("temporal", "address")
@@ -425,6 +426,7 @@ func (l *loader) decode(root *yaml.Node) *Config {
 		c.Machines[e.key.Value] = l.machine(e.key.Value, e.val)
 	}
 	l.tiers(c, val("tiers"))
+	l.analysis(c, val("analysis"))
 	l.windows(c, val("windows"))
 	return c
 }
@@ -510,6 +512,9 @@ func (l *loader) tiers(c *Config, n *yaml.Node) {
 		if l.has(at("bake")...) {
 			p.Bake = l.duration(at("bake")...)
 		}
+		if l.has(at("analysis")...) {
+			p.Analysis = l.list(at("analysis")...)
+		}
 		c.Tiers[tier] = p
 	}
 }
@@ -517,24 +522,16 @@ func (l *loader) tiers(c *Config, n *yaml.Node) {
 // worker reads the worker section.
 func (l *loader) worker(c *Config, n *yaml.Node) {
 	wsec, _ := l.section(n, "worker", []string{"worker"}, strings.Join(workerKeys, ", "), workerKeys)
-	sub := func(key string) *yaml.Node {
-		for _, e := range wsec {
-			if e.key.Value == key {
-				return e.val
-			}
-		}
-		return nil
-	}
 	c.Worker.MetricsListen = l.str("worker", "metrics_listen")
 	c.Worker.UIListen = l.str("worker", "ui_listen")
 	c.Worker.UIToken = secret.String(l.str("worker", "ui_token"))
 	c.Worker.UITokenFile = l.str("worker", "ui_token_file")
-	l.section(sub("tracing"), "worker.tracing", []string{"worker", "tracing"}, strings.Join(tracingKeys, ", "), tracingKeys)
+	l.section(child(wsec, "tracing"), "worker.tracing", []string{"worker", "tracing"}, strings.Join(tracingKeys, ", "), tracingKeys)
 	c.Worker.Tracing = Tracing{
 		OTLPEndpoint: l.str("worker", "tracing", "otlp_endpoint"),
 		ServiceName:  l.str("worker", "tracing", "service_name"),
 	}
-	l.section(sub("versioning"), "worker.versioning", []string{"worker", "versioning"}, strings.Join(versionKeys, ", "), versionKeys)
+	l.section(child(wsec, "versioning"), "worker.versioning", []string{"worker", "versioning"}, strings.Join(versionKeys, ", "), versionKeys)
 	c.Worker.Versioning = Versioning{
 		Enabled:        l.boolean("worker", "versioning", "enabled"),
 		DeploymentName: l.str("worker", "versioning", "deployment_name"),
@@ -582,7 +579,7 @@ func (l *loader) module(name string, n *yaml.Node) Module {
 		Command:      l.list(at("command")...),
 		DigestFile:   l.str(at("digest_file")...),
 		Args:         l.list(at("args")...),
-		Env:          l.env(l.nodes[key+".env"], at("env")),
+		Env:          l.env(at("env")),
 		Health:       l.health(key+".health", at("health")),
 	}
 	if m.Main == "" {
@@ -675,13 +672,24 @@ func (l *loader) probe(key string, parts, known []string) bool {
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// env reads a module's env mapping. The keys come from the file, because
-// viper lowercases them and environment variable names are case-sensitive;
-// the values come from viper, so MESHROLL_MODULES_<M>_ENV_<KEY> overrides
-// one.
-func (l *loader) env(n *yaml.Node, parts []string) map[string]string {
+// env reads a module's env mapping.
+func (l *loader) env(parts []string) map[string]string {
+	return l.stringMap(parts, "variable name to value", func(name string) string {
+		if !envKeyRE.MatchString(name) {
+			return strconv.Quote(name) + " is not an environment variable name (letters, digits and _, not starting with a digit)"
+		}
+		return ""
+	})
+}
+
+// stringMap reads a mapping of names to strings (a module's env, a web
+// provider's headers). The names come from the file, because viper
+// lowercases them and they are case-sensitive; the values come from
+// viper, so MESHROLL_<KEY>_<NAME> overrides one. check says what is
+// wrong with a name, or "".
+func (l *loader) stringMap(parts []string, what string, check func(string) string) map[string]string {
 	key := strings.Join(parts, ".")
-	es, ok := l.section(n, key, parts, "variable name to value", nil)
+	es, ok := l.section(l.nodes[key], key, parts, what, nil)
 	if !ok || len(es) == 0 {
 		return nil
 	}
@@ -690,8 +698,8 @@ func (l *loader) env(n *yaml.Node, parts []string) map[string]string {
 	for _, e := range es {
 		name := e.key.Value
 		k := joinKey(key, name)
-		if !envKeyRE.MatchString(name) {
-			l.problem(k, "%q is not an environment variable name (letters, digits and _, not starting with a digit)", name)
+		if msg := check(name); msg != "" {
+			l.problem(k, "%s", msg)
 		}
 		if prev, dup := lower[strings.ToLower(name)]; dup {
 			l.problem(k, "collides with %s: viper lowercases keys, so the two would be read as one", prev)
@@ -768,11 +776,19 @@ func (l *loader) boolean(parts ...string) bool {
 // "two" with an opaque error, so the value is checked here. A negative tier
 // is read, and Validate reports it.
 func (l *loader) tier(parts ...string) int {
+	if !l.has(parts...) {
+		l.bad(strings.Join(parts, "."), "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first)")
+		return 0
+	}
+	return l.integer("a non-negative integer", parts...)
+}
+
+// integer reads a whole number, described as want in a message. viper
+// would truncate 1.5 to 1, so the value is checked here; its range is
+// Validate's to check.
+func (l *loader) integer(want string, parts ...string) int {
 	val, key, env, fromEnv := l.get(parts...)
 	switch x := val.(type) {
-	case nil:
-		l.bad(key, "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first)")
-		return 0
 	case int:
 		return x
 	case string:
@@ -780,7 +796,7 @@ func (l *loader) tier(parts ...string) int {
 			return n
 		}
 	}
-	l.bad(key, "must be a non-negative integer, got %s", l.got(key, val, env, fromEnv))
+	l.bad(key, "must be %s, got %s", want, l.got(key, val, env, fromEnv))
 	return 0
 }
 

@@ -50,6 +50,10 @@ type TierPolicy struct {
 	// next tier starts, so that a fault that shows only under load shows
 	// on the tier before it spreads.
 	Bake time.Duration `mapstructure:"bake"`
+	// Analysis names the checks (under analysis.checks) that must pass
+	// once the tier is healthy, before the next tier starts: what the
+	// fleet's own metrics say of the build, beyond each machine's probe.
+	Analysis []string `mapstructure:"analysis"`
 }
 
 // DefaultTierPolicy is the policy of a tier not listed under tiers, and the

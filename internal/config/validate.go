@@ -256,6 +256,7 @@ func (c *Config) problems(sk *skip) []Problem {
 
 	c.placementProblems(ps)
 	c.tierProblems(ps)
+	c.analysisProblems(ps)
 	c.workerProblems(ps)
 	return ps.list
 }

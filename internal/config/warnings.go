@@ -15,7 +15,9 @@ import (
 // runs), the fleet page served beyond loopback (plain http: its token
 // travels in clear), and a module env variable whose name says it is a secret: module
 // env travels in plan and machine workflow histories, which anyone who can
-// read the namespace (the Web UI) sees. They are warnings, not errors, because a lab network or a tunnel
+// read the namespace (the Web UI) sees; and in the analysis section, a check
+// no tier runs, a provider no check uses, a provider's credentials in clear
+// or its certificate unchecked (analysisWarnings). They are warnings, not errors, because a lab network or a tunnel
 // may make them fine; the operator should decide that knowingly.
 func (c *Config) Warnings() []string {
 	var out []string
@@ -58,7 +60,7 @@ func (c *Config) Warnings() []string {
 			}
 		}
 	}
-	return out
+	return append(out, c.analysisWarnings()...)
 }
 
 // secretName says whether an environment variable's name marks a secret.
