@@ -186,15 +186,9 @@ func measurePrometheus(ctx context.Context, pr config.Prometheus, query string, 
 	case pr.BasicAuth != nil:
 		req.SetBasicAuth(pr.BasicAuth.Username, pr.BasicAuth.Password.Reveal())
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
+	status, body, err := get(client, req, "prometheus")
 	if err != nil {
-		return nil, fmt.Errorf("prometheus: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return nil, fmt.Errorf("prometheus: reading the answer: %w", err)
+		return nil, err
 	}
 	var a promAnswer
 	jerr := json.Unmarshal(body, &a)
@@ -202,8 +196,8 @@ func measurePrometheus(ctx context.Context, pr config.Prometheus, query string, 
 	case jerr == nil && a.Status == "error":
 		// Prometheus answers 400 or 422 with its reason in the envelope.
 		return nil, fmt.Errorf("prometheus: %s: %s", a.ErrorType, a.Error)
-	case resp.StatusCode/100 != 2:
-		return nil, fmt.Errorf("prometheus: HTTP %d: %s", resp.StatusCode, snippet(body))
+	case status/100 != 2:
+		return nil, fmt.Errorf("prometheus: HTTP %d: %s", status, snippet(body))
 	case jerr != nil:
 		return nil, fmt.Errorf("prometheus: the answer is not JSON: %w", jerr)
 	case a.Status != "success":
@@ -253,27 +247,37 @@ func measureWeb(ctx context.Context, w config.Web, vars config.AnalysisVars) (an
 	if err != nil {
 		return nil, fmt.Errorf("web request: %w", err)
 	}
-	req.Header.Set("Accept", "application/json")
 	for h, v := range w.Headers {
 		req.Header.Set(h, v.Reveal())
 	}
-	resp, err := http.DefaultClient.Do(req)
+	status, body, err := get(http.DefaultClient, req, "web")
 	if err != nil {
-		return nil, fmt.Errorf("web: %w", err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return nil, fmt.Errorf("web: reading the answer: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("web: HTTP %d: %s", resp.StatusCode, snippet(body))
+	if status/100 != 2 {
+		return nil, fmt.Errorf("web: HTTP %d: %s", status, snippet(body))
 	}
 	var doc any
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, fmt.Errorf("web: the answer is not JSON: %w", err)
 	}
 	return pick(doc, steps, w.JSONPath)
+}
+
+// get sends req asking for JSON and reads at most maxBody of the answer,
+// whatever its status; what names the provider's kind in an error.
+func get(client *http.Client, req *http.Request, what string) (int, []byte, error) {
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: reading the answer: %w", what, err)
+	}
+	return resp.StatusCode, body, nil
 }
 
 // step is one step of a simple JSONPath: a member name, or an index when
