@@ -42,6 +42,9 @@ func prometheusBinary(t *testing.T) string {
 	return ""
 }
 
+// codes are the status codes an exporter has a series for.
+var codes = []string{"200", "500", "503"}
+
 // exporter serves a request counter by status code in Prometheus' text
 // format, as a module's /metrics would.
 func exporter(t *testing.T, byCode map[string]int) *httptest.Server {
@@ -49,7 +52,7 @@ func exporter(t *testing.T, byCode map[string]int) *httptest.Server {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		var b strings.Builder
 		b.WriteString("# HELP requests_total Requests served, by status code.\n# TYPE requests_total counter\n")
-		for _, code := range []string{"200", "500", "503"} {
+		for _, code := range codes {
 			fmt.Fprintf(&b, "requests_total{code=%q} %d\n", code, byCode[code])
 		}
 		_, err := w.Write([]byte(b.String()))
@@ -98,9 +101,9 @@ func startPrometheus(t *testing.T, targets map[string]string) string {
 	})
 
 	addr := "http://" + listen
-	// Scraped: every job's up series is 1, so requests_total is stored.
-	want := len(targets)
-	q := addr + "/api/v1/query?" + url.Values{"query": {"count(up == 1)"}}.Encode()
+	// Scraped: every exporter's series (one per code) is stored.
+	want := len(targets) * len(codes)
+	q := addr + "/api/v1/query?" + url.Values{"query": {"count(requests_total)"}}.Encode()
 	client := &http.Client{Timeout: 5 * time.Second}
 	require.Eventually(t, func() bool {
 		select {
@@ -125,7 +128,7 @@ func startPrometheus(t *testing.T, targets map[string]string) string {
 			return false
 		}
 		return a.Data.Result[0].Value[1] == fmt.Sprint(want)
-	}, time.Minute, 100*time.Millisecond, "prometheus never scraped the %d exporters", want)
+	}, time.Minute, 100*time.Millisecond, "prometheus never stored the exporters' %d series", want)
 	select {
 	case err := <-exited:
 		exited <- err
