@@ -219,15 +219,8 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODULE\tDIGEST\tGEN\tPLAN\tSEQ\tSTATE\tSINCE")
 			for _, c := range v.Containers {
-				plan, seq := c.Plan, c.Seq
-				switch in := c.Introduced; {
-				case in == nil:
-					unsaid = true
-				case in.Revert:
-					plan, seq = in.Plan+" (put back after it failed)", in.Seq
-				default:
-					plan, seq = in.Plan, in.Seq
-				}
+				plan, seq, said := mesh.BroughtBy(c.Introduced, c.Plan, c.Seq)
+				unsaid = unsaid || !said
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", c.Module, dash(mesh.ShortDigest(c.Digest)), c.Generation, dash(plan), seq, c.State, dash(c.Since))
 			}
 			_ = tw.Flush()

@@ -618,10 +618,7 @@ func (r *run) showReport(rep mesh.Report) error {
 	}
 	r.say("%s runs (by its own report, last seq %d%s):", rep.Machine, rep.LastSeq, last)
 	for _, c := range rep.Containers {
-		by := c.Plan // an agent that does not say who brought the build
-		if c.Introduced != nil {
-			by = c.Introduced.Plan
-		}
+		by, _, _ := mesh.BroughtBy(c.Introduced, c.Plan, c.Seq)
 		r.say("  %-16s %s  generation %-3d %-8s brought by %s", c.Module, short(c.Digest), c.Generation, c.State, by)
 	}
 	return nil

@@ -180,6 +180,21 @@ type Introduction struct {
 	Revert bool `json:"revert,omitempty"`
 }
 
+// BroughtBy says which plan brought a container's build, and at which
+// sequence, for a person: in, worded so that a revert does not read as the
+// failed plan bringing the build; or, when the host does not say (in is
+// nil, an agent from before it kept one), the last declaration's plan and
+// sequence, with said false so the caller can say so.
+func BroughtBy(in *Introduction, lastPlan string, lastSeq uint64) (plan string, seq uint64, said bool) {
+	switch {
+	case in == nil:
+		return lastPlan, lastSeq, false
+	case in.Revert:
+		return in.Plan + " (put back after it failed)", in.Seq, true
+	}
+	return in.Plan, in.Seq, true
+}
+
 // Report is the host's own account of what runs on the machine.
 type Report struct {
 	Machine string `json:"machine"`

@@ -20,3 +20,22 @@ func TestRunningContainerHealthy(t *testing.T) {
 		}
 	}
 }
+
+func TestBroughtBy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   *Introduction
+		plan string
+		seq  uint64
+		said bool
+	}{
+		{"the host does not say", nil, "plan/metrics/b", 7, false},
+		{"the plan that brought it", &Introduction{Plan: "plan/host/a", Seq: 3}, "plan/host/a", 3, true},
+		{"a revert is not the failed plan bringing it", &Introduction{Plan: "plan/host/c", Seq: 5, Revert: true}, "plan/host/c (put back after it failed)", 5, true},
+	} {
+		plan, seq, said := BroughtBy(tc.in, "plan/metrics/b", 7)
+		if plan != tc.plan || seq != tc.seq || said != tc.said {
+			t.Errorf("%s: got %q %d %v, want %q %d %v", tc.name, plan, seq, said, tc.plan, tc.seq, tc.said)
+		}
+	}
+}
