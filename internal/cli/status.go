@@ -262,8 +262,11 @@ func writeStatus(w io.Writer, st machines.Status) error {
 		fmt.Fprintln(tw, "MACHINE\tTIER\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT\tFROZEN")
 		for _, r := range st.Rows {
 			drift := dash(r.Drift)
-			if r.HostError != "" {
+			switch {
+			case r.HostError != "":
 				drift = "?"
+			case r.NoneYet:
+				drift = "missing (none yet)"
 			}
 			frozen := "-"
 			switch {

@@ -226,3 +226,15 @@ func TestStatusWatch(t *testing.T) {
 	assert.Regexp(t, `(?m)^edge-1\s+1\s+host\s+3\s+0123456789ab\s+running\s+0\s+`, writes[0])
 	assert.Contains(t, writes[0], "machine workflows not asked: ")
 }
+
+// A module missing everywhere because no build of it has run healthy yet
+// is not one machine drifting: the DRIFT column says so.
+func TestWriteStatusSaysNoneYet(t *testing.T) {
+	st := machines.Status{Rows: []machines.StatusRow{
+		{Machine: "edge-1", Tier: 1, Module: "metrics", Drift: machines.DriftMissing, NoneYet: true},
+	}, Machines: []machines.Row{{Machine: "edge-1", HostStatus: machines.HostOK}}}
+	st.SetFreezes(nil, nil)
+	var b bytes.Buffer
+	require.NoError(t, writeStatus(&b, st))
+	assert.Regexp(t, `(?m)^edge-1\s+1\s+metrics(\s+-){6}\s+-\s+missing \(none yet\)\s+-$`, b.String())
+}

@@ -44,7 +44,7 @@ var legend = []legendEntry{
 	{stateFailed, "the container exited, crash-loops or fails its health check"},
 	{stateRejected, "it runs a build an operator rejected (starter build reject)"},
 	{stateRolling, "a push of this module to this machine is under way, or its container is starting"},
-	{stateDrift, "the config and the host disagree: the module is missing, or runs unexpected"},
+	{stateDrift, "the config and the host disagree: the module is missing (\"none yet\": no build of it runs healthy anywhere), or runs unexpected"},
 	{stateBehind, "it runs an older build than the newest that runs healthy somewhere"},
 	{stateHealthy, "it runs the newest healthy build, healthy"},
 	{stateFrozen, "(outlined) a freeze holds this module's plans on this machine"},
@@ -400,6 +400,10 @@ func makeCell(r machines.StatusRow, rejected map[string]mesh.Rejection, pushedBy
 			add(stateDrift)
 			if c.Note == "" {
 				c.Note = r.Drift
+			}
+			if r.NoneYet && c.Note == r.Drift {
+				c.Note = "none yet"
+				title = append(title, "no build of "+r.Module+" runs healthy anywhere yet: never rolled out, or down everywhere")
 			}
 		}
 		if r.Behind != nil && *r.Behind > 0 {

@@ -43,6 +43,7 @@ func TestCellStates(t *testing.T) {
 		{name: "its machine workflow pushes this module", row: row("edge-1", 1, "host", 27), current: &meshapi.QueuedRequest{Module: "host", Plan: "plan/host/c"}, state: stateRolling, states: []string{stateRolling}},
 		{name: "its machine workflow pushes another module", row: row("edge-1", 1, "host", 27), current: &meshapi.QueuedRequest{Module: "metrics"}, state: stateHealthy, states: []string{stateHealthy}},
 		{name: "missing", row: machines.StatusRow{Machine: "edge-1", Tier: 1, Module: "host", Drift: machines.DriftMissing}, state: stateDrift, states: []string{stateDrift}, note: "missing"},
+		{name: "missing, and healthy nowhere yet", row: machines.StatusRow{Machine: "edge-1", Tier: 1, Module: "host", Drift: machines.DriftMissing, NoneYet: true}, state: stateDrift, states: []string{stateDrift}, note: "none yet"},
 		{name: "unexpected", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Drift = machines.DriftUnexpected }), state: stateDrift, states: []string{stateDrift}, note: "unexpected"},
 		{name: "host did not answer", row: machines.StatusRow{Machine: "edge-1", Tier: 1, Module: "host", HostError: "host http://x unreachable"}, state: stateUnknown, states: []string{stateUnknown}, note: "host?"},
 		{name: "frozen and healthy", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Frozen = true }), state: stateHealthy, states: []string{stateHealthy, stateFrozen}, frozen: true},

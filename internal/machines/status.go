@@ -109,6 +109,10 @@ type StatusRow struct {
 	Behind *int64 `json:"behind"`
 	// Drift is DriftNone, DriftMissing or DriftUnexpected.
 	Drift string `json:"drift"`
+	// NoneYet marks a missing module that runs healthy on no host that
+	// answered: never rolled out (or down everywhere), which is the
+	// module's state across the fleet, not this machine drifting.
+	NoneYet bool `json:"none_yet,omitempty"`
 	// HostError says why the host could not be asked: the row then holds
 	// only what the config says.
 	HostError string `json:"host_error,omitempty"`
@@ -193,7 +197,8 @@ func (row *StatusRow) fill(r reading, module string, newest map[string]int64) {
 	expected := slices.Contains(r.m.Modules, module)
 	switch {
 	case !runs:
-		row.Drift = DriftMissing
+		_, healthySomewhere := newest[module]
+		row.Drift, row.NoneYet = DriftMissing, !healthySomewhere
 		return
 	case !expected:
 		row.Drift = DriftUnexpected

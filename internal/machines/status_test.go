@@ -43,11 +43,12 @@ func down(name string, tier int, modules ...string) reading {
 
 // cell is the part of a row the table below checks.
 type cell struct {
-	gen    *int64
-	commit string
-	plan   string
-	behind *int64
-	drift  string
+	gen     *int64
+	commit  string
+	plan    string
+	behind  *int64
+	drift   string
+	noneYet bool
 }
 
 func num(n int64) *int64 { return &n }
@@ -133,7 +134,7 @@ func TestStatusRows(t *testing.T) {
 			},
 			want: map[string]cell{
 				"control-node/host":            {gen: num(4), commit: commitA, plan: hostPlanA, behind: num(0)},
-				"control-node/mesh-controller": {drift: DriftMissing},
+				"control-node/mesh-controller": {drift: DriftMissing, noneYet: true},
 				"edge-1/host":                  {gen: num(4), commit: commitA, plan: hostPlanA, behind: num(0)},
 				"edge-1/metrics":               {gen: num(2), plan: "by-hand", behind: num(0), drift: DriftUnexpected},
 				"edge-2/host":                  {drift: DriftMissing},
@@ -202,7 +203,7 @@ func TestStatusRows(t *testing.T) {
 			st := statusOf(tc.rs, tc.f)
 			got := map[string]cell{}
 			for _, r := range st.Rows {
-				got[r.Machine+"/"+r.Module] = cell{gen: r.Generation, commit: r.Commit, plan: r.Plan, behind: r.Behind, drift: r.Drift}
+				got[r.Machine+"/"+r.Module] = cell{gen: r.Generation, commit: r.Commit, plan: r.Plan, behind: r.Behind, drift: r.Drift, noneYet: r.NoneYet}
 			}
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.newest, st.NewestHealthy)
