@@ -100,6 +100,7 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 	for i := range res.Tiers {
 		r := a.Mesh.Rollout(res.Tiers[i].Tier, size[res.Tiers[i].Tier])
 		res.Tiers[i].MaxParallel, res.Tiers[i].MaxFailed, res.Tiers[i].Bake = r.MaxParallel, r.MaxFailed, r.Bake
+		res.Tiers[i].Analysis = r.Analysis
 	}
 	return res, nil
 }

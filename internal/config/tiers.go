@@ -74,6 +74,8 @@ type TierRollout struct {
 	MaxFailed int
 	// Bake is the wait after the tier is healthy.
 	Bake time.Duration
+	// Analysis names the checks the tier waits on once it is healthy.
+	Analysis []string
 }
 
 // Rollout resolves tier's policy for size machines: the machines of the
@@ -90,6 +92,7 @@ func (c *Config) Rollout(tier, size int) TierRollout {
 		MaxParallel: max(min(p.MaxParallel.Of(size), size), 1),
 		MaxFailed:   max(min(p.MaxFailed.Of(size), size-1), 0),
 		Bake:        p.Bake,
+		Analysis:    p.Analysis,
 	}
 	return r
 }

@@ -303,6 +303,9 @@ type TierState struct {
 	Failed int `json:"failed,omitempty"`
 	// BakeUntil is when the tier's bake ends, while it bakes.
 	BakeUntil *time.Time `json:"bake_until,omitempty"`
+	// Analysis is each analysis check the tier waits on, with its
+	// measurements so far, once its machines are healthy.
+	Analysis []AnalysisCheck `json:"analysis,omitempty"`
 }
 
 // Notes is what the tier's policy adds to a line about it, for the Web
@@ -389,6 +392,9 @@ type TierPolicy struct {
 	MaxFailed int `json:"max_failed,omitempty"`
 	// Bake is how long the tier waits, healthy, before the next tier starts.
 	Bake time.Duration `json:"bake,omitempty"`
+	// Analysis names the analysis checks (under analysis.checks in the
+	// worker's config) that must pass before the tier counts done.
+	Analysis []string `json:"analysis,omitempty"`
 }
 
 // TargetsInput asks the worker's mesh config which machines run a module.
