@@ -109,15 +109,16 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		prior = nil // the report shows the plan's own build now, not what ran before
 	} else {
 		res, err := guard.Check(guard.Input{
-			Declaration: req.Declaration,
-			Module:      req.Build.Module,
-			Report:      rep,
-			Lookup:      a.lookup(ctx),
-			Force:       req.Force,
-			Floor:       floor,
-			Rejected:    a.rejected(ctx),
-			Rollback:    req.Rollback != nil,
-			Remove:      req.Remove,
+			Declaration:  req.Declaration,
+			Module:       req.Build.Module,
+			Report:       rep,
+			Lookup:       a.lookup(ctx),
+			Force:        req.Force,
+			Floor:        floor,
+			Rejected:     a.rejected(ctx),
+			Rollback:     req.Rollback != nil,
+			RollbackFrom: req.FromDigest(),
+			Remove:       req.Remove,
 		})
 		if err != nil {
 			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.temporal.io/sdk/temporal"
@@ -33,6 +34,10 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 		if b.Generation > current.Generation {
 			current = b
 		}
+	}
+	if in.From != nil {
+		current = *in.From
+		maps.DeleteFunc(runs, func(_ string, b mesh.Build) bool { return b.Digest != in.From.Digest })
 	}
 	if current.Generation == 0 {
 		return meshapi.RollbackTargetResult{}, permanent(meshapi.ErrInvalidInput,

@@ -36,6 +36,7 @@ func TestRollbackTarget(t *testing.T) {
 		name     string
 		to       string
 		rejected []int64
+		from     int64 // a put-back's one build (RollbackTargetInput.From), 0 for none
 		want     int64 // generation rolled back to; 0: refused
 		machines []string
 		errType  string
@@ -49,6 +50,7 @@ func TestRollbackTarget(t *testing.T) {
 		{name: "a rejected target", to: b[1].Commit, rejected: []int64{1}, errType: meshapi.ErrRejected, says: "was rejected by"},
 		{name: "an unknown commit", to: "abcdef0123", errType: meshapi.ErrUnknownBuild, says: "no build of host at commit abcdef0123"},
 		{name: "a prefix too short", to: "abc", errType: meshapi.ErrInvalidInput, says: "at least 7"},
+		{name: "a put-back reaches only the machines on its build", from: 2, want: 1, machines: []string{"edge-2"}},
 		{name: "nothing healthy below", rejected: []int64{1, 2}, errType: meshapi.ErrUnknownBuild, says: "name one with --to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,10 +75,15 @@ func TestRollbackTarget(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestActivityEnvironment()
 			env.RegisterActivity(a)
-			v, err := env.ExecuteActivity(a.RollbackTarget, meshapi.RollbackTargetInput{
+			in := meshapi.RollbackTargetInput{
 				Plan: meshapi.RollbackID("host"), Module: "host", Machines: []string{"edge-1", "edge-2"},
 				Rollback: meshapi.Rollback{To: tc.to, By: "bob", Reason: "leaks memory"},
-			})
+			}
+			if tc.from != 0 {
+				from := b[tc.from]
+				in.From = &from
+			}
+			v, err := env.ExecuteActivity(a.RollbackTarget, in)
 			if tc.errType != "" {
 				var appErr *temporal.ApplicationError
 				require.ErrorAs(t, err, &appErr)
@@ -102,6 +109,11 @@ func TestRollbackTarget(t *testing.T) {
 					require.Equal(t, meshapi.RollbackID("host"), r.By)
 					require.Contains(t, r.Reason, "by bob: leaks memory")
 				}
+			}
+			if tc.from != 0 {
+				_, rejected, err := cat.Rejected(ctx, b[4].Digest)
+				require.NoError(t, err)
+				require.False(t, rejected, "a put-back rejects only its own build")
 			}
 		})
 	}

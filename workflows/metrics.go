@@ -35,6 +35,9 @@ const (
 	// machine: a replaced disk or a re-imaged machine, pushed from the
 	// fleet's record of its floor.
 	MetricHostStateLost = "meshroll_host_state_lost"
+	// MetricAnalyses counts analysis checks that ended, by module, tier,
+	// check and verdict (passed, failed, inconclusive, cancelled).
+	MetricAnalyses = "meshroll_analyses"
 )
 
 // MetricHelp is the help text of each of meshroll's workflow metrics, which
@@ -48,6 +51,7 @@ var MetricHelp = map[string]string{
 	MetricPushes:        "Answers of machine workflows to pushes, by machine and outcome.",
 	MetricRefusals:      "Refused pushes, by machine and reason (the refusal's stable error type).",
 	MetricQueueLength:   "Requests waiting on a machine workflow, the one in flight not counted.",
+	MetricAnalyses:      "Analysis checks that ended, by module, tier, check and verdict (passed, failed, inconclusive, cancelled).",
 	MetricHostStateLost: "Pushes that found their host had lost its state (its last sequence below what was sent), by machine.",
 }
 
@@ -78,4 +82,9 @@ func hostStateLost(ctx workflow.Context, machine string) {
 
 func queueLength(ctx workflow.Context, machine string, n int) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"machine": machine}).Gauge(MetricQueueLength).Update(float64(n))
+}
+
+func analysisEnded(ctx workflow.Context, module string, tier int, check string, verdict meshapi.Verdict) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"module": module, "tier": strconv.Itoa(tier), "check": check, "verdict": string(verdict)}).
+		Counter(MetricAnalyses).Inc(1)
 }

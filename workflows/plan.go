@@ -20,12 +20,13 @@ import (
 // plan_end.go, and what the Web UI shows of it in plan_details.go.
 func Plan(ctx workflow.Context, in meshapi.PlanInput) (meshapi.PlanState, error) {
 	p := &plan{
-		ctx:       ctx,
-		in:        in,
-		policy:    in.Policy.WithDefaults(),
-		approved:  map[int]bool{},
-		gate:      -1,
-		published: meshapi.PlanBuilding, // set by whoever started the plan
+		ctx:          ctx,
+		in:           in,
+		policy:       in.Policy.WithDefaults(),
+		approved:     map[int]bool{},
+		gate:         -1,
+		analysisGate: -1,
+		published:    meshapi.PlanBuilding, // set by whoever started the plan
 		st: meshapi.PlanState{
 			Plan:   workflow.GetInfo(ctx).WorkflowExecution.ID,
 			Module: in.Module,
@@ -50,11 +51,18 @@ type plan struct {
 	policy meshapi.PushPolicy
 	st     meshapi.PlanState
 
-	approved    map[int]bool
-	gate        int // the tier waiting at its gate now, or -1
-	aborted     bool
-	abortReason string
-	cancelStep  workflow.CancelFunc
+	approved map[int]bool
+	gate     int // the tier waiting at its gate now, or -1
+	// analysisGate is the tier whose inconclusive analysis the plan waits
+	// on a person for, or -1; analysisPassedBy is who approved it.
+	analysisGate     int
+	analysisPassedBy string
+	aborted          bool
+	abortReason      string
+	cancelStep       workflow.CancelFunc
+
+	// now is the plan's last words in its current details.
+	now string
 
 	// published is the state last written to the MeshrollState search
 	// attribute.
@@ -91,6 +99,7 @@ func (p *plan) setup(ctx workflow.Context) error {
 		return err
 	}
 	p.takeHoldLifted(ctx)
+	p.takeMeasurements(ctx)
 	results := workflow.GetSignalChannel(ctx, meshapi.SignalPushResult)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {

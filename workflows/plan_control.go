@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -44,6 +45,9 @@ func (p *plan) validateApprove(in meshapi.ApproveInput) error {
 	if err := p.finished(); err != nil {
 		return err
 	}
+	if p.analysisGate >= 0 && (in.Tier == nil || *in.Tier == p.analysisGate) {
+		return nil // passes the inconclusive analysis the plan waits on
+	}
 	if in.Tier == nil {
 		if p.gate < 0 {
 			return temporal.NewNonRetryableApplicationError(
@@ -60,6 +64,11 @@ func (p *plan) validateApprove(in meshapi.ApproveInput) error {
 }
 
 func (p *plan) approve(ctx workflow.Context, in meshapi.ApproveInput) (meshapi.ControlResult, error) {
+	if p.analysisGate >= 0 && (in.Tier == nil || *in.Tier == p.analysisGate) {
+		p.analysisPassedBy = cmp.Or(in.By, "someone who did not say")
+		workflow.GetLogger(ctx).Info("inconclusive analysis approved", "tier", p.analysisGate, "by", in.By)
+		return meshapi.ControlResult{State: p.st.State}, nil
+	}
 	t := p.gate
 	if in.Tier != nil {
 		t = *in.Tier

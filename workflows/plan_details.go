@@ -66,6 +66,15 @@ func (p *plan) publish() {
 // search attribute follows it.
 func (p *plan) details(ctx workflow.Context, now string) {
 	p.publish()
+	p.now = now
+	p.showDetails(ctx)
+}
+
+// showDetails writes the current details: the plan's last words (now)
+// over its tiers, each with its analysis checks. A measurement arriving
+// shows through it without changing the plan's words.
+func (p *plan) showDetails(ctx workflow.Context) {
+	now := p.now
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s** %s", p.in.Module, mesh.ShortCommit(p.in.Commit))
 	if p.st.Build != nil {
@@ -74,6 +83,9 @@ func (p *plan) details(ctx workflow.Context, now string) {
 	fmt.Fprintf(&b, ": %s\n\n", now)
 	for _, t := range p.st.Tiers {
 		fmt.Fprintf(&b, "- tier %d: %s%s\n", t.Tier, t.State, t.Notes())
+		for _, c := range t.Analysis {
+			fmt.Fprintf(&b, "  - analysis %s\n", c.Summary())
+		}
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
 }

@@ -47,6 +47,8 @@ type planHarness struct {
 	holdsFn func(meshapi.HoldsInput) (meshapi.HoldsResult, error)
 	holds   []meshapi.HoldsInput
 	notes   []string // PushRequest.Note of every request handed
+	// requests are every request handed, in order.
+	requests []meshapi.PushRequest
 }
 
 // composeCall is one target of a ComposeTargets call.
@@ -108,6 +110,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			ms = append(ms, r.Machine)
 			h.mu.Lock()
 			h.notes = append(h.notes, r.Note)
+			h.requests = append(h.requests, r)
 			h.mu.Unlock()
 			res := &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
 			if h.outcome != nil {

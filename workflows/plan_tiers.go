@@ -88,12 +88,15 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 // bake holds the next tier while tier ti soaks for its policy's bake, its
 // machines watched (the Bake activity): one that turns unhealthy, restarts
 // or stops running the build fails the tier and halts the plan, later
-// tiers untouched. The last tier does not bake: nothing waits on it.
+// tiers untouched. The last tier does not bake: nothing waits on it. A
+// tier that names analysis checks runs them alongside its bake (see
+// analyse), the last tier too: a plan is not done until its checks pass.
 func (p *plan) bake(ctx workflow.Context, ti int) error {
 	tier := &p.st.Tiers[ti]
 	policy := p.policyOf(tier)
-	if policy.Bake <= 0 || ti == len(p.st.Tiers)-1 {
-		return nil
+	bake := policy.Bake
+	if ti == len(p.st.Tiers)-1 {
+		bake = 0
 	}
 	var machines []string
 	for _, m := range tier.Machines {
@@ -102,6 +105,12 @@ func (p *plan) bake(ctx workflow.Context, ti int) error {
 		}
 	}
 	if len(machines) == 0 {
+		return nil
+	}
+	if len(policy.Analysis) > 0 && workflow.GetVersion(ctx, versionAnalysis, workflow.DefaultVersion, 1) >= 1 {
+		return p.analyse(ctx, ti, machines, bake)
+	}
+	if bake <= 0 {
 		return nil
 	}
 	until := workflow.Now(ctx).Add(policy.Bake)
@@ -142,13 +151,19 @@ func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []
 			Note:        p.overrideWords(),
 		})
 	}
+	return p.hand(ctx, tier, reqs, fmt.Sprintf("tier %d: could not hand pushes to machine workflows: ", tier.Tier))
+}
+
+// hand gives requests to their machine workflows and waits until every
+// machine of the tier has its answer (none is pushing or reverting).
+func (p *plan) hand(ctx workflow.Context, tier *meshapi.TierState, reqs []meshapi.PushRequest, haltPrefix string) error {
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		return workflow.ExecuteLocalActivity(handOptions(sctx), acts.HandPushes, meshapi.HandPushesInput{Requests: reqs}).Get(sctx, nil)
 	})
 	if err == nil {
 		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(tier) })
 	}
-	return p.interrupted(ctx, err, fmt.Sprintf("tier %d: could not hand pushes to machine workflows: ", tier.Tier))
+	return p.interrupted(ctx, err, haltPrefix)
 }
 
 // policyOf is how the tier is pushed: its policy from the plan's targets,
@@ -235,8 +250,16 @@ func haltReason(tier *meshapi.TierState, policy meshapi.TierPolicy, batchesLeft 
 // nothing.
 func (p *plan) take(r meshapi.PushResult) {
 	p.eachMachine(func(m *meshapi.MachineProgress) {
-		if meshapi.RequestID(p.st.Plan, m.Machine) == r.Request && m.State == meshapi.MachinePushing {
+		switch {
+		case meshapi.RequestID(p.st.Plan, m.Machine) == r.Request && m.State == meshapi.MachinePushing:
 			m.State, m.Reason, m.Seq, m.Rebased = r.Outcome, r.Reason, r.Seq, r.Rebased
+		case meshapi.PutBackID(p.st.Plan, m.Machine) == r.Request && m.State == meshapi.MachineReverting:
+			m.Seq = r.Seq
+			if r.Outcome == meshapi.MachineConverged || r.Outcome == meshapi.MachineSuperseded {
+				m.State, m.Reason = meshapi.MachineReverted, r.Reason
+			} else {
+				m.State, m.Reason = meshapi.MachineFailed, "could not be put back: "+r.Reason
+			}
 		}
 	})
 }
@@ -262,7 +285,7 @@ func (p *plan) eachMachine(fn func(*meshapi.MachineProgress)) {
 
 func (p *plan) tierAnswered(t *meshapi.TierState) bool {
 	for _, m := range t.Machines {
-		if m.State == meshapi.MachinePushing {
+		if m.State == meshapi.MachinePushing || m.State == meshapi.MachineReverting {
 			return false
 		}
 	}

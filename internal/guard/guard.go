@@ -65,6 +65,11 @@ type Input struct {
 	// one sanctioned downgrade), and a machine already at or below it is
 	// left as it runs. Every other rule stands, rejection included.
 	Rollback bool
+	// RollbackFrom, with Rollback, is the digest a put-back takes the
+	// machine off (a plan putting back a tier whose analysis failed): a
+	// machine that runs anything else of the module now (a newer build
+	// reached it since) is left as it runs.
+	RollbackFrom string
 	// Remove is set for a sync that stops the plan's module on the
 	// machine (the config no longer gives it the module): what is sent is
 	// the rest, kept by the same rules, without it.
@@ -133,6 +138,11 @@ func Check(in Input) (Result, error) {
 		gens[r.Module] = g
 	}
 
+	if r, ok := running[in.Module]; in.Rollback && in.RollbackFrom != "" && (!ok || r.Digest != in.RollbackFrom) {
+		return Result{Decision: Superseded,
+			Reason: fmt.Sprintf("machine %s no longer runs %s %s, the build being put back; left as it runs",
+				d.Machine, in.Module, mesh.ShortDigest(in.RollbackFrom))}, nil
+	}
 	if r, ok := running[in.Module]; ok && r.Digest != pinned.Digest && in.Rollback {
 		if g, known := gens[in.Module]; known && g < pinned.Generation {
 			return Result{Decision: Superseded,

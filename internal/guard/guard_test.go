@@ -69,6 +69,7 @@ func TestCheck(t *testing.T) {
 		force    bool
 		rejected []int // digest numbers an operator rejected
 		rollback bool
+		from     int // a put-back's build (digest number), 0 for none
 		remove   bool
 		want     Decision
 		code     string
@@ -285,6 +286,32 @@ func TestCheck(t *testing.T) {
 			code:     meshapi.ErrRejected,
 		},
 		{
+			name:     "a put-back takes the machine off the failed build, below its floor",
+			decl:     []mesh.Container{ctr("host", 6)},
+			running:  []mesh.RunningContainer{run("host", 7)},
+			floor:    map[string]int{"host": 7},
+			rollback: true,
+			from:     7,
+			want:     Send,
+			wantSent: map[string]int{"host": 6},
+		},
+		{
+			name:     "a put-back leaves a machine a newer build reached since",
+			decl:     []mesh.Container{ctr("host", 6)},
+			running:  []mesh.RunningContainer{run("host", 8)},
+			rollback: true,
+			from:     7,
+			want:     Superseded,
+		},
+		{
+			name:     "a put-back leaves a machine that no longer runs the module",
+			decl:     []mesh.Container{ctr("host", 6)},
+			running:  []mesh.RunningContainer{run("ctl", 3)},
+			rollback: true,
+			from:     7,
+			want:     Superseded,
+		},
+		{
 			name:     "a sync that stops a module sends the rest as it runs, without it",
 			decl:     []mesh.Container{ctr("host", 4), ctr("ctl", 2)},
 			running:  []mesh.RunningContainer{run("host", 4), run("ctl", 3)},
@@ -323,6 +350,9 @@ func TestCheck(t *testing.T) {
 				Rejected:    rejected(tt.rejected...),
 				Rollback:    tt.rollback,
 				Remove:      tt.remove,
+			}
+			if tt.from != 0 {
+				in.RollbackFrom = dg(tt.from)
 			}
 			got, err := Check(in)
 			if err != nil {

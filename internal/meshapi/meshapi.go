@@ -159,10 +159,13 @@ type TierStatus string
 
 // Tier states.
 const (
-	TierWaiting   TierStatus = "waiting"
-	TierGated     TierStatus = "gated"
-	TierPushing   TierStatus = "pushing"
-	TierBaking    TierStatus = "baking"
+	TierWaiting TierStatus = "waiting"
+	TierGated   TierStatus = "gated"
+	TierPushing TierStatus = "pushing"
+	TierBaking  TierStatus = "baking"
+	// TierAnalysing: the tier's machines are healthy and its analysis
+	// checks are being measured (its bake, if any, runs alongside).
+	TierAnalysing TierStatus = "analysing"
 	TierConverged TierStatus = "converged"
 	TierHalted    TierStatus = "halted"
 	TierSkipped   TierStatus = "skipped"
@@ -185,7 +188,18 @@ const (
 	// tier was skipped, or the tier halted before the machine's batch).
 	// Nothing was sent to it.
 	MachineSkipped MachineStatus = "skipped"
+	// MachineReverting: the machine took the build and its tier's
+	// analysis failed; the plan is putting it back (through its machine
+	// workflow, as a rollback of the one build).
+	MachineReverting MachineStatus = "reverting"
+	// MachineReverted: put back after its tier's analysis failed.
+	MachineReverted MachineStatus = "reverted"
 )
+
+// PutBackID is the request ID of the push that puts a machine back after
+// its tier's analysis failed: unlike RequestID, so that the machine
+// workflow does not take it for a repeat of the plan's push.
+func PutBackID(plan, machine string) string { return RequestID(plan, machine) + "#put-back" }
 
 // PushPolicy bounds one push. It travels in workflow inputs so that a plan
 // keeps the policy it started with.
@@ -445,6 +459,10 @@ type PushRequest struct {
 	// Rollback is set for a rollback plan's push: the one that may take
 	// the plan's module below what runs and below the floor, to Build.
 	Rollback *Rollback `json:"rollback,omitempty"`
+	// From, with Rollback, is the build a plan puts a machine back from
+	// after its tier's analysis failed: the push applies only while the
+	// machine still runs it.
+	From *mesh.Build `json:"from,omitempty"`
 	// Note is words the declaration carries for the host to journal: an
 	// operator's override of a freeze.
 	Note string `json:"note,omitempty"`
@@ -453,6 +471,14 @@ type PushRequest struct {
 	// then). A push that starts soon after needs no word from the server
 	// that its plan still runs; see activities.PlanFresh.
 	HandedAt time.Time `json:"handed_at,omitzero"`
+}
+
+// FromDigest is the digest of From, "" when the request is not a put-back.
+func (r PushRequest) FromDigest() string {
+	if r.From == nil {
+		return ""
+	}
+	return r.From.Digest
 }
 
 // RequestID is the push request ID a plan uses for a machine.

@@ -69,6 +69,11 @@ type RollbackTargetInput struct {
 	Rollback Rollback `json:"rollback"`
 	// Machines are the plan's targets: the machines that run the module.
 	Machines []string `json:"machines"`
+	// From, when set, is the one build rolled back: only machines that
+	// run it are put back, onto the newest healthy build below it. A plan
+	// putting back a tier whose analysis failed sets it, so that a machine
+	// a newer build reached since is left as it runs.
+	From *mesh.Build `json:"from,omitempty"`
 }
 
 // RollbackTargetResult is the rollback's target and reach.
