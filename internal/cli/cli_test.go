@@ -287,7 +287,7 @@ func TestShowTable(t *testing.T) {
 			{Machine: "edge-1", State: meshapi.MachineConverged, Seq: 7, Rebased: []string{"proxy"}},
 			{Machine: "edge-2", State: meshapi.MachineFailed, Reason: "host unreachable"},
 		}}},
-	}, ""))
+	}, "", measurementLimit{n: DefaultMeasurements}))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 5)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state halted  reason tier 1 halted", lines[0])

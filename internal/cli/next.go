@@ -33,7 +33,8 @@ func (a *app) freezesOf(c client.Client) freezeLookup {
 }
 
 // nextStep is what a person must do for a plan that waits on one, as the
-// command to type: the approve that opens the gate it waits at, the resume
+// command to type: the approve that opens the gate it waits at (or passes
+// the inconclusive analysis check it waits on, naming it and why), the resume
 // of a paused plan, the unfreeze of the freeze that holds it (read through
 // freezes; without them, the flags to give it); for a plan outside its
 // deployment windows, that no command lifts them. "" when the plan waits on
@@ -46,6 +47,14 @@ func (a *app) nextStep(ctx context.Context, st meshapi.PlanState, freezes freeze
 	}
 	switch st.State {
 	case meshapi.PlanGated:
+		if checks := st.AnalysisGate(); len(checks) > 0 {
+			why := make([]string, 0, len(checks))
+			for _, c := range checks {
+				why = append(why, oneLine(c.Inconclusive()))
+			}
+			return fmt.Sprintf("%s; once you have checked why, pass it with: %s plan approve %s, or end the plan with: %s plan abort %s",
+				strings.Join(why, "; "), starter, st.Plan, starter, st.Plan)
+		}
 		for _, t := range st.Tiers {
 			if t.State == meshapi.TierGated {
 				return fmt.Sprintf("approve with: %s plan approve %s --tier %d", starter, st.Plan, t.Tier)

@@ -105,7 +105,7 @@ func TestShowSaysHowToApprove(t *testing.T) {
 	var b bytes.Buffer
 	a := &app{stdout: &b}
 	st := gatedAt2()
-	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil)))
+	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil), measurementLimit{n: DefaultMeasurements}))
 	lines := strings.Split(b.String(), "\n")
 	require.GreaterOrEqual(t, len(lines), 3)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state gated  gates 2  reason -", lines[0])
@@ -119,7 +119,7 @@ func TestSkippedTierMachinesShowSkipped(t *testing.T) {
 	st := gatedAt2()
 	st.State, st.Reason, st.Tiers[1].State = meshapi.PlanAborted, "aborted by alice", meshapi.TierSkipped
 	var b bytes.Buffer
-	require.NoError(t, (&app{stdout: &b}).printState(st, ""))
+	require.NoError(t, (&app{stdout: &b}).printState(st, "", measurementLimit{n: DefaultMeasurements}))
 	assert.Regexp(t, `(?m)^2 \(skipped\)\s+control-node\s+skipped\s+-\s+-$`, b.String())
 	assert.NotContains(t, b.String(), "waiting")
 	assert.Equal(t, "tier 2: skipped  control-node=skipped", tierLine(st.Tiers[1]))

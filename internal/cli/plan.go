@@ -30,11 +30,20 @@ plan/<module>/<commit> (what "starter merge" and "starter plan list" print).`,
 }
 
 func (a *app) showCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "show ID",
-		Short:   "Show a plan's state, tier by tier and machine by machine",
-		Example: `  starter plan show plan/host/0123456789abcdef0123456789abcdef01234567 --output json`,
-		Args:    planIDArg,
+	limit := measurementLimit{n: DefaultMeasurements}
+	cmd := &cobra.Command{
+		Use:   "show ID [--measurements N|all]",
+		Short: "Show a plan's state, tier by tier and machine by machine, with its analysis checks",
+		Long: `show prints the plan's state, its machines tier by tier, and under each tier
+with analysis checks each check's line (its verdict, good measurements of the
+count it needs, failures of those allowed, the last value and why) and its
+latest --measurements measurements (time UTC, value, verdict, error), with a
+line counting the earlier ones. --output json prints the whole state, every
+measurement included, whatever --measurements says.`,
+		Example: `  starter plan show plan/host/0123456789abcdef0123456789abcdef01234567
+  starter plan show plan/host/$SHA --measurements all
+  starter plan show plan/host/$SHA --output json`,
+		Args: planIDArg,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd.Context(), func(ctx context.Context, c client.Client) error {
 				st, err := plans.State(ctx, c, args[0])
@@ -44,15 +53,19 @@ func (a *app) showCommand() *cobra.Command {
 				if a.json() {
 					return a.printJSON(st)
 				}
-				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)))
+				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)), limit)
 			})
 		}),
 	}
+	cmd.Flags().Var(&limit, "measurements", "how many of each analysis check's latest measurements to list: a number (0 for none) or all")
+	return cmd
 }
 
 // printState is plan show's table, under its header and the step the plan
-// waits on a person for (next, when not "").
-func (a *app) printState(st meshapi.PlanState, next string) error {
+// waits on a person for (next, when not ""), with each tier's analysis
+// checks under its machines and as many of their measurements as limit
+// lets through.
+func (a *app) printState(st meshapi.PlanState, next string, limit measurementLimit) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)
 	if st.Paused && st.State != meshapi.PlanPaused {
@@ -71,7 +84,8 @@ func (a *app) printState(st meshapi.PlanState, next string) error {
 	}
 	b.WriteString("\n")
 
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tMACHINE\tSTATE\tSEQ\tREASON")
 	for _, t := range st.Tiers {
 		for _, m := range t.Machines {
@@ -92,6 +106,23 @@ func (a *app) printState(st meshapi.PlanState, next string) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
+	// Each tier's checks go under its machines' rows, outside the
+	// tabwriter, so that every tier's rows keep one set of columns.
+	rows := strings.SplitAfter(table.String(), "\n")
+	b.WriteString(rows[0])
+	rows = rows[1:]
+	for _, t := range st.Tiers {
+		n := min(len(t.Machines), len(rows))
+		b.WriteString(strings.Join(rows[:n], ""))
+		rows = rows[n:]
+		if len(t.Analysis) == 0 {
+			continue
+		}
+		if err := writeAnalysis(&b, t, limit); err != nil {
+			return err
+		}
+	}
+	b.WriteString(strings.Join(rows, ""))
 	return a.printf("%s", b.String())
 }
 
@@ -108,10 +139,13 @@ func (a *app) approveCommand() *cobra.Command {
 	var by string
 	cmd := &cobra.Command{
 		Use:   "approve ID [--tier N] [--by NAME]",
-		Short: "Open a plan's gate so the gated tier is pushed",
+		Short: "Open a plan's gate so the gated tier is pushed, or pass an inconclusive analysis check",
 		Long: `approve opens the gate the plan is waiting at now, or, with --tier, the gate
-before that tier ahead of time. The plan refuses when it is not waiting at a
-gate (and no --tier is given), has no gate before --tier, or has ended.`,
+before that tier ahead of time. A plan waiting on an inconclusive analysis
+check (its provider unreachable, no data) is at a gate too: approve without
+--tier passes the check, and the plan records who did (--by). The plan
+refuses when it is not waiting at a gate (and no --tier is given), has no
+gate before --tier, or has ended.`,
 		Args: planIDArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
@@ -179,8 +213,9 @@ func (a *app) control(ctx context.Context, id, update string, arg any, tier *int
 		// approve without --tier opens whichever gate the plan waits at;
 		// read which, only to say so.
 		shown := tier
+		var checks []meshapi.TierCheck
 		if update == meshapi.UpdateApprove && tier == nil {
-			shown = gatedTier(ctx, c, id)
+			shown, checks = waitingAt(ctx, c, id)
 		}
 		res, err := plans.Control(ctx, c, id, update, arg)
 		if err != nil {
@@ -191,10 +226,7 @@ func (a *app) control(ctx context.Context, id, update string, arg any, tier *int
 		}
 		switch update {
 		case meshapi.UpdateApprove:
-			if shown == nil {
-				return a.printf("approved the gate plan %s was waiting at\n", id)
-			}
-			return a.printf("approved tier %d of plan %s\n", *shown, id)
+			return a.printf("%s\n", approvedWords(id, shown, checks))
 		case meshapi.UpdatePause:
 			return a.printf("paused plan %s; it holds before its next tier\n", id)
 		case meshapi.UpdateResume:
@@ -205,22 +237,43 @@ func (a *app) control(ctx context.Context, id, update string, arg any, tier *int
 	})
 }
 
-// gatedTier returns the tier the plan is waiting to have approved, or nil
-// when that cannot be told quickly.
-func gatedTier(ctx context.Context, c client.Client, id string) *int {
+// waitingAt returns the tier whose gate the plan is waiting to have
+// approved, or the inconclusive analysis checks it waits on; neither when
+// that cannot be told quickly.
+func waitingAt(ctx context.Context, c client.Client, id string) (*int, []meshapi.TierCheck) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	st, err := plans.State(ctx, c, id)
 	if err != nil {
-		return nil
+		return nil, nil
+	}
+	if checks := st.AnalysisGate(); len(checks) > 0 {
+		return nil, checks
 	}
 	for _, t := range st.Tiers {
 		if t.State == meshapi.TierGated {
 			n := t.Tier
-			return &n
+			return &n, nil
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// approvedWords is what approve says it did: opened a tier's gate, passed
+// the inconclusive checks the plan waited on, or, when which could not be
+// read, opened whatever it waited at.
+func approvedWords(id string, tier *int, checks []meshapi.TierCheck) string {
+	switch {
+	case tier != nil:
+		return fmt.Sprintf("approved tier %d of plan %s", *tier, id)
+	case len(checks) > 0:
+		names := make([]string, 0, len(checks))
+		for _, c := range checks {
+			names = append(names, fmt.Sprintf("check %s of tier %d", c.Check.Check, c.Tier))
+		}
+		return fmt.Sprintf("passed the inconclusive %s of plan %s", strings.Join(names, " and "), id)
+	}
+	return fmt.Sprintf("approved the gate plan %s was waiting at", id)
 }
 
 // controlError words a failed update: the plan's own refusal as it gave it,

@@ -19,9 +19,13 @@ func (a *app) watchCommand() *cobra.Command {
 		Use:   "watch ID",
 		Short: "Follow a plan to its end, printing its progress tier by tier",
 		Long: `watch follows a plan until it ends, printing a line each time the plan, a
-tier or a machine moves, prefixed with the time since the plan started:
+tier or a machine moves, each time an analysis check takes a measurement and
+each time a check's verdict changes, prefixed with the time since the plan
+started:
 
   [12.3s] tier 1: pushing  edge-1=converged edge-2=pushing
+  [2m41.0s] tier 1 error-rate: 0.012 passed (3 of 10)
+  [6m11.0s] tier 1 check error-rate passed: 10 of 10 good, 0 failed of 1 allowed, last 0.011
 
 A plan that has already ended prints its final state at once. Like
 "starter merge --wait", watch exits 0 when the plan converged or was
@@ -133,10 +137,15 @@ type progressPrinter struct {
 	next     func(meshapi.PlanState) string
 	lastPlan string
 	lastTier map[int]string
+	// lastMeasured and lastVerdict are, by analysisKey, how many of a
+	// check's measurements were printed and the verdict last printed.
+	lastMeasured map[string]int
+	lastVerdict  map[string]meshapi.Verdict
 }
 
 func newProgressPrinter(w io.Writer, elapsed func() time.Duration) *progressPrinter {
-	return &progressPrinter{w: w, elapsed: elapsed, lastTier: map[int]string{}}
+	return &progressPrinter{w: w, elapsed: elapsed, lastTier: map[int]string{},
+		lastMeasured: map[string]int{}, lastVerdict: map[string]meshapi.Verdict{}}
 }
 
 func (p *progressPrinter) show(st meshapi.PlanState) {
@@ -156,6 +165,9 @@ func (p *progressPrinter) show(st meshapi.PlanState) {
 		line := tierLine(t)
 		if p.lastTier[t.Tier] != line {
 			p.lastTier[t.Tier] = line
+			_ = p.println(line)
+		}
+		for _, line := range p.analysisLines(t) {
 			_ = p.println(line)
 		}
 	}

@@ -40,10 +40,14 @@ type planView struct {
 	Tiers  []planTier
 }
 
-// gateView is a gate and the command that opens it.
+// gateView is a gate and the command that opens it: a tier's gate, or,
+// when Checks is set, the inconclusive analysis checks the plan waits on
+// (their words, "check error-rate of tier 1 is inconclusive: ..."), which
+// approve without --tier passes.
 type gateView struct {
 	Tier    int
 	Command string
+	Checks  []string
 }
 
 // planTier is one tier of a plan.
@@ -59,6 +63,18 @@ type planTier struct {
 	// Machines are the tier's machines with their progress.
 	Machines []planMachine
 	Open     bool
+	// Checks are the tier's analysis checks, one short line each.
+	Checks []checkView
+}
+
+// checkView is one analysis check of a tier, as small as the tier's line:
+// its verdict and "3/10, 1 failed, last 0.012"; Title is its whole line
+// (meshapi.AnalysisCheck.Summary) for the pointer.
+type checkView struct {
+	Name    string
+	Verdict string
+	Words   string
+	Title   string
 }
 
 // planMachine is one machine's progress in a plan.
@@ -119,6 +135,12 @@ func planOf(p Plan, uiBase, namespace string) planView {
 	}
 	if st.State == meshapi.PlanHeld {
 		v.Held = st.Reason
+	}
+	if checks := st.AnalysisGate(); len(checks) > 0 {
+		v.Gate = &gateView{Command: "starter plan approve " + sum.Plan}
+		for _, c := range checks {
+			v.Gate.Checks = append(v.Gate.Checks, c.Inconclusive())
+		}
 	}
 	for _, t := range st.Tiers {
 		if t.State == meshapi.TierGated {
@@ -194,7 +216,31 @@ func tierOf(t meshapi.TierState) planTier {
 		}
 	}
 	v.Open = len(t.Machines) <= openPlanTierMax
+	for _, c := range t.Analysis {
+		v.Checks = append(v.Checks, checkOf(c))
+	}
 	return v
+}
+
+// checkOf words a check for its tier's line: "running 3/10, last 0.012",
+// with its failures when there are any and "dry run" when it only
+// reports.
+func checkOf(c meshapi.AnalysisCheck) checkView {
+	passed, failed, errored := c.Tally()
+	words := []string{fmt.Sprintf("%s %d/%d", c.Verdict, passed, c.Count)}
+	if failed > 0 {
+		words = append(words, fmt.Sprintf("%d failed", failed))
+	}
+	if errored > 0 {
+		words = append(words, fmt.Sprintf("%d unmeasured", errored))
+	}
+	if n := len(c.Measurements); n > 0 {
+		words = append(words, "last "+c.Measurements[n-1].ValueWords())
+	}
+	if c.DryRun {
+		words = append(words, "dry run")
+	}
+	return checkView{Name: c.Check, Verdict: string(c.Verdict), Words: strings.Join(words, ", "), Title: c.Summary()}
 }
 
 // recentView is a plan of the recent list.

@@ -112,3 +112,80 @@ func TestMatrixShowsWhatMoves(t *testing.T) {
 	assert.Regexp(t, `<a href="/machines/control-node">control-node</a></th>\s*<td class="cell s-rolling"`, body)
 	require.Contains(t, body, "being pushed by plan/host/"+commit)
 }
+
+// analysing is gated() with tier 1's checks: error-rate inconclusive after
+// some measurements, the plan waiting on it, and a dry-run latency check
+// that passed.
+func analysing() Plan {
+	p := gated()
+	p.State.Tiers[1].State = meshapi.TierWaiting
+	at := t0.Add(10 * time.Minute)
+	p.State.Tiers[0].State = meshapi.TierBaking
+	p.State.Tiers[0].Analysis = []meshapi.AnalysisCheck{
+		{Check: "error-rate", Provider: "prom", Count: 10, FailureLimit: 1, Verdict: meshapi.AnalysisInconclusive,
+			Reason: "prom unreachable for 3 measurements in a row",
+			Measurements: []meshapi.Measurement{
+				{At: at, Value: 0.011, Passed: true}, {At: at.Add(30 * time.Second), Value: 0.9},
+				{At: at.Add(time.Minute), Value: 0.012, Passed: true}, {At: at.Add(90 * time.Second), Error: "connection refused"}}},
+		{Check: "latency", Provider: "prom", Count: 3, Verdict: meshapi.AnalysisPassed, DryRun: true,
+			Measurements: []meshapi.Measurement{{At: at, Value: 0.2, Passed: true}, {At: at, Value: 0.2, Passed: true}, {At: at, Value: 0.25, Passed: true}}},
+	}
+	return p
+}
+
+func TestPlanShowsItsChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		plan   Plan
+		want   []string
+		absent []string
+	}{
+		{
+			name: "an inconclusive check holds the plan",
+			plan: analysing(),
+			want: []string{
+				`<li class="check v-inconclusive" title="error-rate inconclusive: 2 of 10 good, 1 failed of 1 allowed, 1 could not be measured, last -; prom unreachable for 3 measurements in a row"><b>error-rate</b> inconclusive 2/10, 1 failed, 1 unmeasured, last -</li>`,
+				`<li class="check v-passed" title="latency passed (dry run): 3 of 3 good, 0 failed of 0 allowed, last 0.25"><b>latency</b> passed 3/3, last 0.25, dry run</li>`,
+				`<b>Waiting on an inconclusive analysis:</b> check error-rate of tier 1 is inconclusive: prom unreachable for 3 measurements in a row. Once you have checked why, to pass it:`,
+				`<pre class="cmd"><code>starter plan approve plan/host/` + commit + `</code></pre>`,
+			},
+			absent: []string{"Waiting at its gate", "--tier 2</code></pre>"},
+		},
+		{
+			name: "approved, it goes on",
+			plan: func() Plan {
+				p := analysing()
+				p.State.State, p.Summary.State = meshapi.PlanPushing, "pushing"
+				p.State.Tiers[0].Analysis[0].Verdict, p.State.Tiers[0].Analysis[0].Reason = meshapi.AnalysisApproved, "approved by alice"
+				return p
+			}(),
+			want:   []string{`<b>error-rate</b> approved 2/10, 1 failed, 1 unmeasured, last -</li>`},
+			absent: []string{"inconclusive analysis", "starter plan approve plan/host/" + commit + "</code></pre>"},
+		},
+		{
+			name:   "a tier without checks has no list",
+			plan:   gated(),
+			want:   []string{"Waiting at its gate before tier 2."},
+			absent: []string{`class="checks"`},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := edges()
+			src.plans = []Plan{tc.plan}
+			srv, _ := server(t, src, cfg("edge-1:1:host", "edge-2:1:host", "control-node:2:host", "db-1:3:host"))
+			_, body, _ := get(t, srv, "/plans")
+			for _, w := range tc.want {
+				assert.Contains(t, body, w)
+			}
+			for _, a := range tc.absent {
+				assert.NotContains(t, body, a)
+			}
+		})
+	}
+	// The matrix's list of what moves says what the plan waits on.
+	src := edges()
+	src.plans = []Plan{analysing()}
+	srv, _ := server(t, src, twoMachines)
+	_, body, _ := get(t, srv, "/")
+	assert.Contains(t, body, "<b>waiting on an inconclusive analysis</b>: <code>starter plan approve plan/host/"+commit+"</code>")
+}
