@@ -109,7 +109,7 @@ func analysisKey(tier int, check string) string { return strconv.Itoa(tier) + "/
 // analysisLines are the progress lines of a tier's checks since the
 // printer last saw them: one per new measurement ("tier 1 error-rate:
 // 0.012 passed (3 of 10)"), then the check's line when its verdict moved
-// ("tier 1 check error-rate passed: 10 of 10 good, ..."). A check first
+// ("tier 1 check error-rate passed: 10 of 10 measured, ..."). A check first
 // seen with more than DefaultMeasurements prints the latest of them after
 // a line counting the earlier.
 func (p *progressPrinter) analysisLines(t meshapi.TierState) []string {
@@ -139,7 +139,7 @@ func (p *progressPrinter) analysisLines(t meshapi.TierState) []string {
 
 // measurementLine is the i-th measurement of c as plan watch prints it:
 // its value and verdict, and where the check stands after it: "(3 of 10)"
-// good of the count it needs, a failure against the failures allowed, or
+// measured of the count it needs, a failure against the failures allowed, or
 // why nothing could be judged.
 func measurementLine(tier int, c meshapi.AnalysisCheck, i int) string {
 	m := c.Measurements[i]
@@ -148,7 +148,7 @@ func measurementLine(tier int, c meshapi.AnalysisCheck, i int) string {
 	line := fmt.Sprintf("tier %d %s: %s %s", tier, c.Check, oneLine(m.ValueWords()), m.Verdict())
 	switch m.Verdict() {
 	case "passed":
-		return line + fmt.Sprintf(" (%d of %d)", passed, c.Count)
+		return line + fmt.Sprintf(" (%d of %d)", passed+failed, c.Count)
 	case "failed":
 		return line + fmt.Sprintf(" (%d failed of %d allowed)", failed, c.FailureLimit)
 	}

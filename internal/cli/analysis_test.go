@@ -68,26 +68,26 @@ func TestShowAnalysis(t *testing.T) {
 		block []any
 	}{
 		{"no measurement yet", nil, measurementLimit{n: DefaultMeasurements}, []any{
-			summary + "0 of 10 good, 0 failed of 1 allowed", query}},
+			summary + "0 of 10 measured, 0 failed of 1 allowed", query}},
 		{"fewer than the limit", measurements(2), measurementLimit{n: DefaultMeasurements}, []any{
-			summary + "2 of 10 good, 0 failed of 1 allowed, last 0.011", query, header,
+			summary + "2 of 10 measured, 0 failed of 1 allowed, last 0.011", query, header,
 			row("14:02:00", "0.01", "passed", "-"), row("14:02:30", "0.011", "passed", "-")}},
 		{"a failure and an error", failed, measurementLimit{n: DefaultMeasurements}, []any{
-			summary + "1 of 10 good, 1 failed of 1 allowed, 1 could not be measured, last -", query, header,
+			summary + "2 of 10 measured, 1 failed of 1 allowed, 1 could not be measured, last -", query, header,
 			row("14:02:00", "0.01", "passed", "-"), row("14:02:30", "0.9", "failed", "-"),
 			row("14:03:00", "-", "error", `query prom: Get "http://127.0.0.1:9090/api/v1/query": connection refused`)}},
 		{"more than the limit: the latest, and how many earlier", measurements(12), measurementLimit{n: DefaultMeasurements}, []any{
-			summary + "12 of 10 good, 0 failed of 1 allowed, last 0.021", query, header, "    … 2 earlier",
+			summary + "12 of 10 measured, 0 failed of 1 allowed, last 0.021", query, header, "    … 2 earlier",
 			row("14:03:00", "0.012", "passed", "-"), row("14:03:30", "0.013", "passed", "-"), row("14:04:00", "0.014", "passed", "-"),
 			row("14:04:30", "0.015", "passed", "-"), row("14:05:00", "0.016", "passed", "-"), row("14:05:30", "0.017", "passed", "-"),
 			row("14:06:00", "0.018", "passed", "-"), row("14:06:30", "0.019", "passed", "-"), row("14:07:00", "0.02", "passed", "-"),
 			row("14:07:30", "0.021", "passed", "-")}},
 		{"all", measurements(12), measurementLimit{all: true}, append([]any{
-			summary + "12 of 10 good, 0 failed of 1 allowed, last 0.021", query, header,
+			summary + "12 of 10 measured, 0 failed of 1 allowed, last 0.021", query, header,
 			row("14:02:00", "0.01", "passed", "-"), row("14:02:30", "0.011", "passed", "-")},
 			anyRows(10)...)},
 		{"none", measurements(12), measurementLimit{n: 0}, []any{
-			summary + "12 of 10 good, 0 failed of 1 allowed, last 0.021", query, "    12 measurements (--measurements to list them)"}},
+			summary + "12 of 10 measured, 0 failed of 1 allowed, last 0.021", query, "    12 measurements (--measurements to list them)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
@@ -188,7 +188,7 @@ func TestWatchAnalysis(t *testing.T) {
 	}
 	st := analysing(nil)
 	st.Tiers[0].Analysis[0].Verdict = meshapi.AnalysisWaiting
-	assert.Equal(t, []string{"tier 1 check error-rate waiting: 0 of 10 good, 0 failed of 1 allowed"}, step(st))
+	assert.Equal(t, []string{"tier 1 check error-rate waiting: 0 of 10 measured, 0 failed of 1 allowed"}, step(st))
 	assert.Empty(t, step(st), "nothing moved")
 
 	ms := measurements(3)
@@ -197,7 +197,7 @@ func TestWatchAnalysis(t *testing.T) {
 	st = analysing(ms[:1])
 	assert.Equal(t, []string{
 		"tier 1 error-rate: 0.01 passed (1 of 10)",
-		"tier 1 check error-rate running: 1 of 10 good, 0 failed of 1 allowed, last 0.01",
+		"tier 1 check error-rate running: 1 of 10 measured, 0 failed of 1 allowed, last 0.01",
 	}, step(st))
 	st = analysing(ms)
 	assert.Equal(t, []string{
@@ -207,7 +207,7 @@ func TestWatchAnalysis(t *testing.T) {
 	assert.Empty(t, step(st))
 
 	st.Tiers[0].Analysis[0].Verdict, st.Tiers[0].Analysis[0].Reason = meshapi.AnalysisInconclusive, "prom unreachable for 3 measurements in a row"
-	assert.Equal(t, []string{"tier 1 check error-rate inconclusive: 1 of 10 good, 1 failed of 1 allowed, 1 could not be measured, last -; prom unreachable for 3 measurements in a row"}, step(st))
+	assert.Equal(t, []string{"tier 1 check error-rate inconclusive: 2 of 10 measured, 1 failed of 1 allowed, 1 could not be measured, last -; prom unreachable for 3 measurements in a row"}, step(st))
 
 	// Following a plan that has measured for a while: the latest, after
 	// a line counting the earlier.
@@ -218,7 +218,7 @@ func TestWatchAnalysis(t *testing.T) {
 	assert.Equal(t, "tier 1 error-rate: … 5 earlier measurements", got[0])
 	assert.Equal(t, "tier 1 error-rate: 0.015 passed (6 of 10)", got[1])
 	assert.Equal(t, "tier 1 error-rate: 0.024 passed (15 of 10)", got[10])
-	assert.Equal(t, "tier 1 check error-rate running: 15 of 10 good, 0 failed of 1 allowed, last 0.024", got[11])
+	assert.Equal(t, "tier 1 check error-rate running: 15 of 10 measured, 0 failed of 1 allowed, last 0.024", got[11])
 }
 
 // inconclusive is a plan gated on tier 1's error-rate check, which could

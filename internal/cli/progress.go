@@ -25,7 +25,7 @@ started:
 
   [12.3s] tier 1: pushing  edge-1=converged edge-2=pushing
   [2m41.0s] tier 1 error-rate: 0.012 passed (3 of 10)
-  [6m11.0s] tier 1 check error-rate passed: 10 of 10 good, 0 failed of 1 allowed, last 0.011
+  [6m11.0s] tier 1 check error-rate passed: 10 of 10 measured, 0 failed of 1 allowed, last 0.011
 
 A plan that has already ended prints its final state at once. Like
 "starter merge --wait", watch exits 0 when the plan converged or was

@@ -227,7 +227,7 @@ func tierOf(t meshapi.TierState) planTier {
 // reports.
 func checkOf(c meshapi.AnalysisCheck) checkView {
 	passed, failed, errored := c.Tally()
-	words := []string{fmt.Sprintf("%s %d/%d", c.Verdict, passed, c.Count)}
+	words := []string{fmt.Sprintf("%s %d/%d", c.Verdict, passed+failed, c.Count)}
 	if failed > 0 {
 		words = append(words, fmt.Sprintf("%d failed", failed))
 	}

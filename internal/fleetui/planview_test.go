@@ -144,8 +144,8 @@ func TestPlanShowsItsChecks(t *testing.T) {
 			name: "an inconclusive check holds the plan",
 			plan: analysing(),
 			want: []string{
-				`<li class="check v-inconclusive" title="error-rate inconclusive: 2 of 10 good, 1 failed of 1 allowed, 1 could not be measured, last -; prom unreachable for 3 measurements in a row"><b>error-rate</b> inconclusive 2/10, 1 failed, 1 unmeasured, last -</li>`,
-				`<li class="check v-passed" title="latency passed (dry run): 3 of 3 good, 0 failed of 0 allowed, last 0.25"><b>latency</b> passed 3/3, last 0.25, dry run</li>`,
+				`<li class="check v-inconclusive" title="error-rate inconclusive: 3 of 10 measured, 1 failed of 1 allowed, 1 could not be measured, last -; prom unreachable for 3 measurements in a row"><b>error-rate</b> inconclusive 3/10, 1 failed, 1 unmeasured, last -</li>`,
+				`<li class="check v-passed" title="latency passed (dry run): 3 of 3 measured, 0 failed of 0 allowed, last 0.25"><b>latency</b> passed 3/3, last 0.25, dry run</li>`,
 				`<b>Waiting on an inconclusive analysis:</b> check error-rate of tier 1 is inconclusive: prom unreachable for 3 measurements in a row. Once you have checked why, to pass it:`,
 				`<pre class="cmd"><code>starter plan approve plan/host/` + commit + `</code></pre>`,
 			},
@@ -159,7 +159,7 @@ func TestPlanShowsItsChecks(t *testing.T) {
 				p.State.Tiers[0].Analysis[0].Verdict, p.State.Tiers[0].Analysis[0].Reason = meshapi.AnalysisApproved, "approved by alice"
 				return p
 			}(),
-			want:   []string{`<b>error-rate</b> approved 2/10, 1 failed, 1 unmeasured, last -</li>`},
+			want:   []string{`<b>error-rate</b> approved 3/10, 1 failed, 1 unmeasured, last -</li>`},
 			absent: []string{"inconclusive analysis", "starter plan approve plan/host/" + commit + "</code></pre>"},
 		},
 		{

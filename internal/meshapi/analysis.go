@@ -135,7 +135,10 @@ func (c AnalysisCheck) Tally() (passed, failed, errored int) {
 }
 
 // Summary is the check in one line, for plan show, plan watch and the Web
-// UI: "error-rate passed: 10 of 10 good, 0 failed of 1 allowed, last 0.02".
+// UI: "error-rate passed: 10 of 10 measured, 1 failed of 1 allowed, last
+// 0.02". Measured counts the judged measurements (good and failed), which
+// is what reaching Count takes; those that could not be measured are
+// counted apart.
 func (c AnalysisCheck) Summary() string {
 	passed, failed, errored := c.Tally()
 	var b strings.Builder
@@ -143,7 +146,7 @@ func (c AnalysisCheck) Summary() string {
 	if c.DryRun {
 		b.WriteString(" (dry run)")
 	}
-	fmt.Fprintf(&b, ": %d of %d good, %d failed of %d allowed", passed, c.Count, failed, c.FailureLimit)
+	fmt.Fprintf(&b, ": %d of %d measured, %d failed of %d allowed", passed+failed, c.Count, failed, c.FailureLimit)
 	if errored > 0 {
 		fmt.Fprintf(&b, ", %d could not be measured", errored)
 	}
