@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -133,35 +135,51 @@ const trafficRate = 20
 // (the stack's own host agents: run it after newStack), feeding prom.
 func (s *stack) startTraffic(prom *promServer, module string) *fleetTraffic {
 	s.t.Helper()
+	hosts := map[string]*host.HTTPClient{}
+	for machine, h := range s.hosts {
+		c, err := host.NewHTTPClient(h.URL(), h.token, nil)
+		require.NoError(s.t, err)
+		hosts[machine] = c
+	}
+	return startTraffic(s.t, prom, module, hosts)
+}
+
+// startTraffic starts a fleetTraffic for module on the machines whose host
+// agents hosts reach (by machine), feeding prom; it stops when t ends. On
+// a faultStack, give it clients of the machines' proxies
+// (fs.proxies[m].URL()): they stay where they are while a host process is
+// killed and started again (healthFault's), and discovery follows.
+func startTraffic(t *testing.T, prom *promServer, module string, hosts map[string]*host.HTTPClient) *fleetTraffic {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ft := &fleetTraffic{
-		t: s.t, prom: prom, module: module, cancel: cancel,
+		t: t, prom: prom, module: module, cancel: cancel,
 		hc:      &http.Client{Timeout: time.Second},
 		targets: map[string]trafficTarget{}, answers: map[int64]map[int]int{}, errs: map[string]string{},
 	}
-	if err := prom.SetTargets(nil); err != nil {
-		s.t.Fatal(err)
-	}
-	for machine, h := range s.hosts {
-		c, err := host.NewHTTPClient(h.URL(), h.token, nil)
-		if err != nil {
-			s.t.Fatal(err)
-		}
+	require.NoError(t, prom.SetTargets(nil))
+	for machine, c := range hosts {
 		ft.wg.Add(1)
 		go func() { defer ft.wg.Done(); ft.discover(ctx, machine, c) }()
 	}
 	ft.wg.Add(1)
 	go func() { defer ft.wg.Done(); ft.send(ctx) }()
-	s.t.Cleanup(func() {
-		cancel()
-		ft.wg.Wait()
-		if s.t.Failed() {
+	t.Cleanup(func() {
+		ft.Stop()
+		if t.Failed() {
 			ft.mu.Lock()
 			defer ft.mu.Unlock()
-			s.t.Logf("traffic to %s: targets %v, answers by generation and code %v, last discovery errors %v", module, ft.targets, ft.answers, ft.errs)
+			t.Logf("traffic to %s: targets %v, answers by generation and code %v, last discovery errors %v", module, ft.targets, ft.answers, ft.errs)
 		}
 	})
 	return ft
+}
+
+// Stop stops the callers and the discovery and returns once they have
+// stopped; the targets file keeps what it last listed.
+func (ft *fleetTraffic) Stop() {
+	ft.cancel()
+	ft.wg.Wait()
 }
 
 // discover follows machine's report (long-polling it) and keeps its
