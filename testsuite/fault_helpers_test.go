@@ -388,6 +388,9 @@ func newFaultStack(t *testing.T, o faultStackOptions) *faultStack {
 	if o.tiers != "" {
 		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
 	}
+	if o.analysis != "" {
+		fmt.Fprintf(&y, "analysis:\n%s", sectionYAML(o.analysis))
+	}
 	cfg, err := config.Parse("fault mesh.yaml", []byte(y.String()))
 	require.NoError(t, err, "fault mesh config:\n%s", y.String())
 	s.cfg = cfg

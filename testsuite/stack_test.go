@@ -60,8 +60,18 @@ type stackOptions struct {
 	// healthYAML's).
 	health   string
 	machines []machineSpec
-	// tiers is the tiers: section in YAML flow style, if any.
+	// tiers is the tiers: section in YAML flow style, if any, such as
+	// {1: {max_parallel: 1, bake: 5s, analysis: [error-rate]}}.
 	tiers string
+	// analysis is the analysis: section's value, if any: YAML in flow
+	// style or block style (a Go raw string indented with tabs will do;
+	// see sectionYAML), with providers and checks as in the issue:
+	//
+	//	providers:
+	//	  prom: {prometheus: {address: http://127.0.0.1:9090}}
+	//	checks:
+	//	  error-rate: {provider: prom, query: '...', success: 'result < 0.05', interval: 1s, count: 3}
+	analysis string
 	// controlPlane names modules marked control_plane.
 	controlPlane []string
 	// modules lists every module (each gets examples/<name> in the repo).
@@ -166,6 +176,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.tiers != "" {
 		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
 	}
+	if o.analysis != "" {
+		fmt.Fprintf(&y, "analysis:\n%s", sectionYAML(o.analysis))
+	}
 	if o.windows != nil {
 		fmt.Fprintf(&y, "windows: %s\n", o.windows())
 	}
@@ -204,6 +217,37 @@ func (s *stack) startWorker() worker.Worker {
 	s.t.Cleanup(w.Stop)
 	s.worker = w
 	return w
+}
+
+// sectionYAML is a section's value as written under its key: val's lines
+// with their common leading whitespace removed, any tab left at the start
+// of a line (YAML indents with spaces only) as two spaces, and all of it
+// indented two spaces. Blank lines are dropped.
+func sectionYAML(val string) string {
+	var lines []string
+	for _, l := range strings.Split(val, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, strings.TrimRight(l, " \t\r"))
+		}
+	}
+	common := ""
+	for i, l := range lines {
+		lead := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+		if i == 0 {
+			common = lead
+			continue
+		}
+		for !strings.HasPrefix(lead, common) {
+			common = common[:len(common)-1]
+		}
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		l = strings.TrimPrefix(l, common)
+		rest := strings.TrimLeft(l, "\t")
+		fmt.Fprintf(&b, "  %s%s\n", strings.Repeat("  ", len(l)-len(rest)), rest)
+	}
+	return b.String()
 }
 
 func sanitize(name string) string {
