@@ -11,6 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/meshroll/meshroll/internal/analysis"
@@ -78,7 +80,6 @@ func newAnalysisFixture(t *testing.T, ch config.Check, answers ...string) *analy
 	}}
 	var s testsuite.WorkflowTestSuite
 	f.env = s.NewTestActivityEnvironment()
-	f.env.SetTestTimeout(time.Minute)
 	f.acts = &Activities{Mesh: cfg, Plans: f.plans, Log: zerolog.Nop()}
 	f.env.RegisterActivity(f.acts)
 	f.in = meshapi.AnalyseInput{Plan: "plan/shop/abc", Build: mesh.Build{Module: "shop", Commit: "abc", Generation: 7},
@@ -119,6 +120,8 @@ func TestAnalyse(t *testing.T) {
 			meshapi.AnalysisFailed, "passed failed passed failed", "2 of 4 measurements failed, more than the 1 allowed: result < 0.5 was false on 0.7"},
 		{"a failed dry run is failed: the plan decides", config.Check{Count: 3, DryRun: true}, []string{"0.9"},
 			meshapi.AnalysisFailed, "failed", "1 of 1 measurement failed, more than the 0 allowed: result < 0.5 was false on 0.9"},
+		{"errors are not counted as judged", config.Check{Count: 3}, []string{"down", "0.9"},
+			meshapi.AnalysisFailed, "error failed", "1 of 1 measurement failed, more than the 0 allowed: result < 0.5 was false on 0.9"},
 		{"inconclusive past ErrorLimit errors in a row", config.Check{Count: 3}, []string{"0.1", "down"},
 			meshapi.AnalysisInconclusive, "passed" + strings.Repeat(" error", analysis.ErrorLimit+1),
 			"could not be measured 5 times in a row: prometheus: HTTP 503: overloaded"},
@@ -191,6 +194,34 @@ func TestAnalyseResumesFromHeartbeat(t *testing.T) {
 	assert.Len(t, f.plans.signals(), 2, "the earlier ones were signalled by the attempt that took them")
 }
 
+// The heartbeat carries the measurements as a retry reads them: a retry
+// given what the first attempt heartbeated reaches its verdict without
+// measuring again.
+func TestAnalyseHeartbeatsMeasurements(t *testing.T) {
+	f := newAnalysisFixture(t, config.Check{Count: 1}, "0.9")
+	var mu sync.Mutex
+	var beats []converter.EncodedValues
+	f.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {
+		mu.Lock()
+		defer mu.Unlock()
+		beats = append(beats, d)
+	})
+	first := f.run(t)
+	require.Equal(t, meshapi.AnalysisFailed, first.Verdict)
+	mu.Lock()
+	require.NotEmpty(t, beats, "the measurement was heartbeated")
+	var beat []meshapi.Measurement
+	require.NoError(t, beats[0].Get(&beat))
+	mu.Unlock()
+	assert.Equal(t, first.Measurements, beat)
+
+	retry := newAnalysisFixture(t, config.Check{Count: 1}, "0.1")
+	retry.env.SetHeartbeatDetails(beat)
+	again := retry.run(t)
+	assert.Equal(t, first, again, "the same verdict, reason and measurements")
+	assert.Empty(t, retry.prom.asked())
+}
+
 // A retry whose heartbeat already decides the check takes nothing more.
 func TestAnalyseResumesDecided(t *testing.T) {
 	f := newAnalysisFixture(t, config.Check{Count: 5}, "0.1")
@@ -205,10 +236,17 @@ func TestAnalyseResumesDecided(t *testing.T) {
 // once, one just now waits the delay.
 func TestAnalyseInitialDelayFromSince(t *testing.T) {
 	t.Run("since long past", func(t *testing.T) {
-		f := newAnalysisFixture(t, config.Check{Count: 1, InitialDelay: time.Hour}, "0.1")
-		f.in.Since = time.Now().Add(-2 * time.Hour)
-		got := f.run(t) // within the test's minute, not an hour
+		// A delay counted from now instead would end the activity 30s
+		// after it started (the test environment gives an activity ten
+		// minutes, so an hour could not be told from a hang).
+		const delay = 30 * time.Second
+		f := newAnalysisFixture(t, config.Check{Count: 1, InitialDelay: delay}, "0.1")
+		f.in.Since = time.Now().Add(-time.Hour)
+		start := time.Now()
+		got := f.run(t)
 		assert.Equal(t, meshapi.AnalysisPassed, got.Verdict)
+		require.Len(t, got.Measurements, 1)
+		assert.True(t, got.Measurements[0].At.Before(start.Add(delay)), "measured at %s, the delay counted from the start %s", got.Measurements[0].At, start)
 	})
 	t.Run("since now", func(t *testing.T) {
 		f := newAnalysisFixture(t, config.Check{Count: 1, InitialDelay: 50 * time.Millisecond}, "0.1")
