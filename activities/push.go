@@ -362,8 +362,9 @@ func mustAskPlan(r meshapi.PushRequest, attempt int32, now time.Time) bool {
 	return attempt > 1 || r.HandedAt.IsZero() || age < 0 || age > PlanFresh
 }
 
-// Plans is the push's view of the plan workflows: whether the plan that
-// asked still runs, and the route by which it hears how the push ended.
+// Plans is the activities' view of the plan workflows: whether the plan
+// that asked for a push still runs, and the routes by which a plan hears
+// how a push ended and what an analysis measured.
 type Plans interface {
 	// Running says whether plan's workflow still runs, with its status.
 	Running(ctx context.Context, plan string) (status string, running bool, err error)
@@ -371,6 +372,10 @@ type Plans interface {
 	// A plan that has ended is not an error: the machine workflow keeps
 	// the answer for anyone who asks.
 	Answer(ctx context.Context, r meshapi.PushResult) error
+	// Measured gives a running analysis's measurement to plan (the
+	// measured signal), so that the plan shows it before the check ends.
+	// A plan that has ended is not an error: nobody is left to show it to.
+	Measured(ctx context.Context, plan string, m meshapi.Measured) error
 }
 
 // TemporalPlans asks and signals the Temporal service.
@@ -394,6 +399,17 @@ func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		p.Log.Warn().Str("plan", r.Plan).Str("machine", r.Machine).Msg("plan did not take its answer: it has ended")
+		return nil
+	}
+	return err
+}
+
+// Measured implements Plans.
+func (p TemporalPlans) Measured(ctx context.Context, plan string, m meshapi.Measured) error {
+	err := p.Client.SignalWorkflow(ctx, plan, "", meshapi.SignalMeasured, m)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		p.Log.Warn().Str("plan", plan).Str("check", m.Check.Check).Msg("plan did not take the measurement: it has ended")
 		return nil
 	}
 	return err

@@ -320,9 +320,16 @@ func TestPushWaitsUntilRunning(t *testing.T) {
 type fakePlans struct {
 	ended map[string]string
 
-	mu      sync.Mutex
-	answers []meshapi.PushResult
-	asked   int // Running calls
+	mu       sync.Mutex
+	answers  []meshapi.PushResult
+	asked    int // Running calls
+	measured []planMeasured
+}
+
+// planMeasured is one measured signal as the fake took it.
+type planMeasured struct {
+	plan string
+	m    meshapi.Measured
 }
 
 func (p *fakePlans) Running(_ context.Context, plan string) (string, bool, error) {
@@ -340,6 +347,19 @@ func (p *fakePlans) Answer(_ context.Context, r meshapi.PushResult) error {
 	defer p.mu.Unlock()
 	p.answers = append(p.answers, r)
 	return nil
+}
+
+func (p *fakePlans) Measured(_ context.Context, plan string, m meshapi.Measured) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.measured = append(p.measured, planMeasured{plan, m})
+	return nil
+}
+
+func (p *fakePlans) signals() []planMeasured {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]planMeasured(nil), p.measured...)
 }
 
 func (p *fakePlans) answered() []meshapi.PushResult {

@@ -1,69 +1,54 @@
 // Package analysis takes one measurement of an analysis check (issue 18)
 // and judges a series of them. It is the part of an analysis gate that
-// talks to the outside world and decides, kept apart from the workflow that
-// will schedule it: a heartbeating activity can call Measure once per
-// interval, keep the measurements in its heartbeat (so a worker killed
-// mid-bake resumes without losing them) and ask Judge after each one.
+// talks to the outside world and decides, kept apart from the Temporal
+// code that schedules it: the Analyse activity (package activities) calls
+// Measure once per interval, keeps the measurements in its heartbeat (so a
+// worker killed mid-bake resumes without losing them) and asks Judge after
+// each one. Measurements and verdicts are meshapi's, the shapes a plan's
+// state keeps.
 //
 // Nothing here returns a Go error for a bad measurement. A provider that
 // is down, answers 500, answers something that is not JSON, or a success
-// expression that fails at run time all come back as a Measurement with
-// Error set: the caller counts those against its retry budget and, past
-// it, holds the plan as inconclusive, which is a different outcome from a
+// expression that fails at run time all come back as a measurement with
+// Error set: the caller counts those in a row and, past ErrorLimit, holds
+// the plan as inconclusive, which is a different outcome from a
 // failed check and must not be confused with one.
 package analysis
 
 import (
-	"time"
-
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// Measurement is one look at a check, as a plan's state will keep it and
-// plan show will print it: when, what was read, and whether it was good.
-type Measurement struct {
-	// At is the time the measurement is for (Prometheus evaluates the
-	// query at it).
-	At time.Time `json:"at"`
-	// Value is what was read: a float64 (a Prometheus scalar or a vector
-	// of one sample), a []float64 (a vector of several), or a decoded JSON
-	// value (a web provider). Nil when nothing was read.
-	Value any `json:"value,omitempty"`
-	// Passed is the success expression's verdict; false when Error is
-	// set.
-	Passed bool `json:"passed"`
-	// Error says why nothing could be judged (the provider unreachable,
-	// no data, an expression that failed on this value). Such a
-	// measurement is neither a pass nor a failure.
-	Error string `json:"error,omitempty"`
+// ErrorLimit is how many error measurements in a row (nothing could be
+// judged: the provider unreachable, no data) a check tolerates: one more
+// makes it inconclusive, and the plan waits at a gate for a person. It is
+// Argo Rollouts' consecutiveErrorLimit default, which operators coming from
+// it expect: at a minute's interval, five minutes of a provider down is an
+// outage to look at, not a blip to wait out. Errors between good or failed
+// measurements do not add up: only a run of them does, since a provider
+// that answers now and then is still measuring the build.
+const ErrorLimit = 4
+
+// ErrorsInARow counts the error measurements at the end of ms: the run
+// that ErrorLimit bounds.
+func ErrorsInARow(ms []meshapi.Measurement) int {
+	n := 0
+	for i := len(ms) - 1; i >= 0 && ms[i].Error != ""; i-- {
+		n++
+	}
+	return n
 }
 
-// Verdict is where a check stands after its measurements so far.
-type Verdict string
-
-// The verdicts. Judge returns Running, Passed or Failed; Inconclusive is
-// the caller's, when error measurements exhaust its retry budget, since
-// how many errors to tolerate is a matter of time and patience, not of the
-// check's counts.
-const (
-	// Running: more measurements are needed.
-	Running Verdict = "running"
-	// Passed: Count good measurements without exceeding FailureLimit; the
-	// tier may go on.
-	Passed Verdict = "passed"
-	// Failed: more than FailureLimit measurements failed; the plan halts
-	// (unless the check is a dry run).
-	Failed Verdict = "failed"
-	// Inconclusive: the check could not be measured; a person decides.
-	Inconclusive Verdict = "inconclusive"
-)
-
-// Judge says where check c stands after measurements ms: Failed as soon as
-// the failed ones (judged, and not passed) exceed FailureLimit, Passed once
-// Count judged measurements are in without that, Running before. A
-// measurement with Error set is skipped: it says nothing about the build,
-// so it neither brings the check closer to passing nor to failing.
-func Judge(c config.Check, ms []Measurement) Verdict {
+// Judge says where check c stands after measurements ms: AnalysisFailed as
+// soon as the failed ones (judged, and not passed) exceed FailureLimit,
+// AnalysisPassed once Count judged measurements are in without that,
+// AnalysisRunning before. A measurement with Error set is skipped: it says
+// nothing about the build, so it neither brings the check closer to
+// passing nor to failing. Inconclusive is the caller's verdict, when more
+// than ErrorLimit errors come in a row: how many to tolerate is a matter
+// of time and patience, not of the check's counts.
+func Judge(c config.Check, ms []meshapi.Measurement) meshapi.Verdict {
 	judged, failed := 0, 0
 	for _, m := range ms {
 		if m.Error != "" {
@@ -76,9 +61,9 @@ func Judge(c config.Check, ms []Measurement) Verdict {
 	}
 	switch {
 	case failed > c.FailureLimit:
-		return Failed
+		return meshapi.AnalysisFailed
 	case judged >= c.Count:
-		return Passed
+		return meshapi.AnalysisPassed
 	}
-	return Running
+	return meshapi.AnalysisRunning
 }

@@ -16,34 +16,58 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/secret"
 )
 
 func TestJudge(t *testing.T) {
-	good := Measurement{Passed: true}
-	bad := Measurement{}
-	broken := Measurement{Error: "prometheus: connection refused"}
+	good := meshapi.Measurement{Passed: true}
+	bad := meshapi.Measurement{}
+	broken := meshapi.Measurement{Error: "prometheus: connection refused"}
 	check := func(count, limit int) config.Check { return config.Check{Count: count, FailureLimit: limit} }
 	for _, tc := range []struct {
 		name  string
 		check config.Check
-		ms    []Measurement
-		want  Verdict
+		ms    []meshapi.Measurement
+		want  meshapi.Verdict
 	}{
-		{"nothing yet", check(3, 0), nil, Running},
-		{"one good of three", check(3, 0), []Measurement{good}, Running},
-		{"three good", check(3, 0), []Measurement{good, good, good}, Passed},
-		{"one bad, no tolerance", check(3, 0), []Measurement{good, bad}, Failed},
-		{"one bad within the limit", check(3, 1), []Measurement{good, bad}, Running},
-		{"bad within the limit, count reached", check(3, 1), []Measurement{good, bad, good}, Passed},
-		{"bad beyond the limit", check(5, 1), []Measurement{bad, good, bad}, Failed},
-		{"errors are not passes", check(2, 0), []Measurement{good, broken, broken}, Running},
-		{"errors are not failures", check(2, 0), []Measurement{broken, good, broken, good}, Passed},
-		{"only errors", check(1, 0), []Measurement{broken, broken, broken}, Running},
-		{"failure before count decides at once", check(10, 0), []Measurement{bad}, Failed},
+		{"nothing yet", check(3, 0), nil, meshapi.AnalysisRunning},
+		{"one good of three", check(3, 0), []meshapi.Measurement{good}, meshapi.AnalysisRunning},
+		{"three good", check(3, 0), []meshapi.Measurement{good, good, good}, meshapi.AnalysisPassed},
+		{"one bad, no tolerance", check(3, 0), []meshapi.Measurement{good, bad}, meshapi.AnalysisFailed},
+		{"one bad within the limit", check(3, 1), []meshapi.Measurement{good, bad}, meshapi.AnalysisRunning},
+		{"bad within the limit, count reached", check(3, 1), []meshapi.Measurement{good, bad, good}, meshapi.AnalysisPassed},
+		{"bad beyond the limit", check(5, 1), []meshapi.Measurement{bad, good, bad}, meshapi.AnalysisFailed},
+		{"errors are not passes", check(2, 0), []meshapi.Measurement{good, broken, broken}, meshapi.AnalysisRunning},
+		{"errors are not failures", check(2, 0), []meshapi.Measurement{broken, good, broken, good}, meshapi.AnalysisPassed},
+		{"only errors", check(1, 0), []meshapi.Measurement{broken, broken, broken}, meshapi.AnalysisRunning},
+		{"failure before count decides at once", check(10, 0), []meshapi.Measurement{bad}, meshapi.AnalysisFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, Judge(tc.check, tc.ms))
+		})
+	}
+}
+
+// TestErrorsInARow: only the run of errors at the end counts against
+// ErrorLimit; errors between judged measurements are forgiven.
+func TestErrorsInARow(t *testing.T) {
+	good := meshapi.Measurement{Passed: true}
+	bad := meshapi.Measurement{}
+	broken := meshapi.Measurement{Error: "prometheus: connection refused"}
+	for _, tc := range []struct {
+		name string
+		ms   []meshapi.Measurement
+		want int
+	}{
+		{"none", nil, 0},
+		{"ends judged", []meshapi.Measurement{broken, broken, good}, 0},
+		{"a failed measurement ends a run too", []meshapi.Measurement{broken, bad}, 0},
+		{"only errors", []meshapi.Measurement{broken, broken, broken}, 3},
+		{"interleaved", []meshapi.Measurement{broken, good, broken, bad, broken, broken}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, ErrorsInARow(tc.ms))
 		})
 	}
 }
@@ -215,7 +239,7 @@ func TestWeb(t *testing.T) {
 // must come back the same shape, numbers included.
 func TestMeasurementJSON(t *testing.T) {
 	at := time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC)
-	b, err := json.Marshal(Measurement{At: at, Value: []float64{0.5, 1}, Passed: true})
+	b, err := json.Marshal(meshapi.Measurement{At: at, Value: []float64{0.5, 1}, Passed: true})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"at":"2026-12-03T15:00:00Z","value":[0.5,1],"passed":true}`, string(b))
 	assert.False(t, strings.Contains(string(b), "error"))

@@ -20,6 +20,7 @@ import (
 	"github.com/expr-lang/expr"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
 // maxBody bounds what is read of an answer: a query that returns a whole
@@ -49,8 +50,8 @@ const maxBody = 8 << 20
 // Only the simple form is supported: $ followed by .name and [index]
 // steps, such as $.checks[0].ok; wildcards, filters, recursive descent and
 // quoted names are refused with an error measurement.
-func Measure(ctx context.Context, p config.Provider, c config.Check, vars config.AnalysisVars, now time.Time) Measurement {
-	m := Measurement{At: now}
+func Measure(ctx context.Context, p config.Provider, c config.Check, vars config.AnalysisVars, now time.Time) meshapi.Measurement {
+	m := meshapi.Measurement{At: now}
 	var (
 		v   any
 		err error
