@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ func (a *Activities) Analyse(ctx context.Context, in meshapi.AnalyseInput) (mesh
 			log.Info().Int("measurements", len(ms)).Msg("analysis resumed")
 		}
 	}
+	ms = a.withTaken(ctx, log, in, ms)
 	for {
 		// Judged first, so that a retry of an attempt that died after its
 		// last measurement ends at once with the same verdict.
@@ -97,6 +99,31 @@ func (a *Activities) Analyse(ctx context.Context, in meshapi.AnalyseInput) (mesh
 			log.Warn().Err(err).Msg("plan did not take the measurement")
 		}
 	}
+}
+
+// withTaken adds to ms, the measurements a retry's heartbeat kept (none on
+// a first attempt), those
+// the plan took by signal after the last heartbeat that reached the server,
+// in time order: a measurement already taken is not taken again. A plan
+// that cannot be asked leaves ms as it is (the heartbeat's).
+func (a *Activities) withTaken(ctx context.Context, log zerolog.Logger, in meshapi.AnalyseInput, ms []meshapi.Measurement) []meshapi.Measurement {
+	taken, err := a.Plans.Taken(ctx, in.Plan, in.Tier, in.Check)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the plan's measurements; going on from the heartbeat's")
+		return ms
+	}
+	c := meshapi.AnalysisCheck{Measurements: slices.Clone(ms)}
+	added := 0
+	for _, m := range taken {
+		if c.Add(m) {
+			added++
+		}
+	}
+	if added > 0 {
+		slices.SortFunc(c.Measurements, func(x, y meshapi.Measurement) int { return x.At.Compare(y.At) })
+		log.Info().Int("measurements", len(c.Measurements)).Int("from_plan", added).Msg("analysis resumed with the plan's measurements")
+	}
+	return c.Measurements
 }
 
 // analysisCheck resolves in's check and its provider in the worker's

@@ -194,6 +194,24 @@ func TestAnalyseResumesFromHeartbeat(t *testing.T) {
 	assert.Len(t, f.plans.signals(), 2, "the earlier ones were signalled by the attempt that took them")
 }
 
+// A retry whose last heartbeat did not reach the server (heartbeats are
+// throttled) goes on from the measurements the plan took by signal too:
+// none is taken again, and their times are kept.
+func TestAnalyseResumesWithThePlansMeasurements(t *testing.T) {
+	f := newAnalysisFixture(t, config.Check{Count: 3}, "0.1")
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	earlier := []meshapi.Measurement{{At: at.Add(-2 * time.Second), Value: 0.2, Passed: true}, {At: at.Add(-time.Second), Value: 0.3, Passed: true}}
+	f.env.SetHeartbeatDetails(earlier[:1])
+	for _, m := range earlier {
+		f.plans.measured = append(f.plans.measured, planMeasured{plan: f.in.Plan, m: meshapi.Measured{Tier: 1, Check: meshapi.AnalysisCheck{Check: "error-rate"}, Measurement: m}})
+	}
+	got := f.run(t)
+	assert.Equal(t, meshapi.AnalysisPassed, got.Verdict)
+	require.Len(t, f.prom.asked(), 1, "only the third measurement is taken")
+	require.Len(t, got.Measurements, 3)
+	assert.Equal(t, earlier, got.Measurements[:2], "the plan's second measurement is kept as it was")
+}
+
 // The heartbeat carries the measurements as a retry reads them: a retry
 // given what the first attempt heartbeated reaches its verdict without
 // measuring again.

@@ -376,6 +376,11 @@ type Plans interface {
 	// measured signal), so that the plan shows it before the check ends.
 	// A plan that has ended is not an error: nobody is left to show it to.
 	Measured(ctx context.Context, plan string, m meshapi.Measured) error
+	// Taken is the measurements plan holds of tier's check, from the
+	// measured signals it took: what a retried analysis goes on from when
+	// its last heartbeat did not reach the server (heartbeats are
+	// throttled; signals are not).
+	Taken(ctx context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error)
 }
 
 // TemporalPlans asks and signals the Temporal service.
@@ -402,6 +407,27 @@ func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
 		return nil
 	}
 	return err
+}
+
+// Measured implements Plans.
+// Taken implements Plans, through the plan's state query.
+func (p TemporalPlans) Taken(ctx context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error) {
+	v, err := p.Client.QueryWorkflow(ctx, plan, "", meshapi.QueryState)
+	if err != nil {
+		return nil, fmt.Errorf("query plan %s: %w", plan, err)
+	}
+	var st meshapi.PlanState
+	if err := v.Get(&st); err != nil {
+		return nil, fmt.Errorf("read plan %s's state: %w", plan, err)
+	}
+	for _, t := range st.Tiers {
+		for _, c := range t.Analysis {
+			if t.Tier == tier && c.Check == check {
+				return c.Measurements, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // Measured implements Plans.

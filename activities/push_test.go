@@ -342,6 +342,18 @@ func (p *fakePlans) Running(_ context.Context, plan string) (string, bool, error
 	return "Running", true, nil
 }
 
+func (p *fakePlans) Taken(_ context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ms []meshapi.Measurement
+	for _, m := range p.measured {
+		if m.plan == plan && m.m.Tier == tier && m.m.Check.Check == check {
+			ms = append(ms, m.m.Measurement)
+		}
+	}
+	return ms, nil
+}
+
 func (p *fakePlans) Answer(_ context.Context, r meshapi.PushResult) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -121,12 +120,10 @@ func (p *plan) analyse(ctx workflow.Context, ti int, machines []string, bake tim
 				case err != nil:
 					c.Verdict, c.Reason = meshapi.AnalysisInconclusive, errorReason(err)
 				default:
-					measurements := c.Measurements
+					// The result is the check's record: it went on from
+					// every measurement the plan had taken when it was
+					// retried, so it replaces what the signals built.
 					*c = res.Check
-					for _, m := range measurements { // any signal that came after the result
-						c.Add(m)
-					}
-					slices.SortFunc(c.Measurements, func(a, b meshapi.Measurement) int { return a.At.Compare(b.At) })
 				}
 				analysisEnded(ctx, p.in.Module, tier.Tier, c.Check, c.Verdict)
 				if c.Verdict == meshapi.AnalysisFailed && !c.DryRun {
