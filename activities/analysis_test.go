@@ -287,6 +287,7 @@ func TestAnalyseUnreachable(t *testing.T) {
 	assert.Equal(t, meshapi.AnalysisInconclusive, got.Verdict)
 	assert.Contains(t, got.Reason, "prom ("+addr+") could not be measured 5 times in a row: prometheus: ")
 	assert.Contains(t, got.Reason, "connection refused")
+	assert.NotContains(t, got.Reason, "api/v1/query", "not the whole encoded request: a person reads this")
 	assert.Len(t, got.Measurements, analysis.ErrorLimit+1)
 }
 

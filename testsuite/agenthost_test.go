@@ -142,7 +142,7 @@ func (h *agentHost) declarations(outcomes ...string) []mesh.Declaration {
 	for _, e := range h.journal() {
 		if slices.Contains(outcomes, e.Outcome) {
 			ds = append(ds, mesh.Declaration{Machine: e.Machine, Seq: e.Seq, Plan: e.Plan, Request: e.Request, Force: e.Force,
-				Revert: e.Revert, Reason: e.Reason, Containers: e.Containers})
+				Revert: e.Revert, Rollback: e.Rollback, Reason: e.Reason, Containers: e.Containers})
 		}
 	}
 	return ds

@@ -300,7 +300,7 @@ func TestPrometheusSeesABadBuildItsProbeDoesNot(t *testing.T) {
 	require.Equal(t, prom.Address(), provider.Prometheus.Address)
 	traffic := s.startTraffic(prom, "host")
 
-	measure := func(st meshapi.PlanState, b mesh.Build) analysis.Measurement {
+	measure := func(st meshapi.PlanState, b mesh.Build) meshapi.Measurement {
 		t.Helper()
 		traffic.waitTargets(b.Generation, "edge-1", "edge-2")
 		// Scraped: both machines' series of the build have a rate of

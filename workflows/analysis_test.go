@@ -97,7 +97,7 @@ func TestPlanAnalysis(t *testing.T) {
 			name:     "a failed check halts the plan and puts the tier back",
 			checks:   map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisFailed, false, 0.01, 0.7)},
 			state:    meshapi.PlanHalted,
-			reason:   []string{"tier 1 failed its analysis error-rate failed", "e1, e2 put back on generation 6", "generation 7 rejected", "later tiers untouched"},
+			reason:   []string{"tier 1 failed its analysis: error-rate", "e1, e2 put back on generation 6", "generation 7 rejected", "later tiers untouched"},
 			verdicts: map[string]meshapi.Verdict{"error-rate": meshapi.AnalysisFailed},
 			putBack:  true,
 		},
@@ -115,7 +115,7 @@ func TestPlanAnalysis(t *testing.T) {
 			},
 			delay:    map[string]time.Duration{"latency": time.Hour},
 			state:    meshapi.PlanHalted,
-			reason:   []string{"error-rate failed"},
+			reason:   []string{"analysis: error-rate"},
 			verdicts: map[string]meshapi.Verdict{"error-rate": meshapi.AnalysisFailed, "latency": meshapi.AnalysisCancelled},
 			putBack:  true,
 		},
@@ -184,7 +184,7 @@ func TestPlanPutBackRequests(t *testing.T) {
 		require.Equal(t, int64(7), r.From.Generation)
 		require.NotNil(t, r.Rollback)
 		require.Equal(t, analyseBy, r.Rollback.By)
-		require.Contains(t, r.Rollback.Reason, "error-rate failed")
+		require.Contains(t, r.Rollback.Reason, "analysis: error-rate")
 		c, _ := r.Declaration.Container("host")
 		require.Equal(t, prevBuild.Digest, c.Digest)
 	}

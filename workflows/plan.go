@@ -72,6 +72,9 @@ type plan struct {
 	// their policy (versionTierPolicies): in batches, with a failure
 	// budget, a control-plane machine alone.
 	tierPolicies bool
+	// targetList is the plan's targets as composed, for a put-back to
+	// compose its machines again.
+	targetList []meshapi.Target
 	// alone names the machines pushed in a batch of their own.
 	alone map[string]bool
 
@@ -170,6 +173,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 	p.st.Build = &b
 
 	p.st.State = meshapi.PlanComposing
+	p.targetList = targets
 	p.details(ctx, "composing")
 	decls, err := p.compose(ctx, targets, b)
 	if err != nil {

@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,7 +146,7 @@ func (p *plan) analyse(ctx workflow.Context, ti int, machines []string, bake tim
 	for _, c := range tier.Analysis {
 		if c.Verdict == meshapi.AnalysisFailed && !c.DryRun {
 			tier.State = meshapi.TierHalted
-			return p.putBack(ctx, ti, fmt.Sprintf("tier %d failed its analysis %s", tier.Tier, c.Summary()))
+			return p.putBack(ctx, ti, fmt.Sprintf("tier %d failed its analysis: %s: %s", tier.Tier, c.Check, cmp.Or(c.Reason, c.Summary())))
 		}
 	}
 	if bakeErr != nil {
@@ -221,8 +223,10 @@ func (p *plan) putBack(ctx workflow.Context, ti int, why string) error {
 		return endAs(meshapi.PlanHalted, fmt.Sprintf("%s; could not put its machines back, they run the build: %s; later tiers untouched", why, errorReason(err)))
 	}
 	var targets []meshapi.Target
-	for _, m := range res.Machines {
-		targets = append(targets, meshapi.Target{Machine: m, Tier: tier.Tier})
+	for _, t := range p.targetList {
+		if slices.Contains(res.Machines, t.Machine) {
+			targets = append(targets, t)
+		}
 	}
 	decls, err := p.compose(ctx, targets, res.Build)
 	if err != nil {
@@ -245,10 +249,11 @@ func (p *plan) putBack(ctx workflow.Context, ti int, why string) error {
 		return err
 	}
 	var back, not []string
-	for _, m := range tier.Machines {
-		switch m.State {
+	for mi := range tier.Machines {
+		switch m := &tier.Machines[mi]; m.State {
 		case meshapi.MachineReverted:
 			back = append(back, m.Machine)
+			m.Reason = cmp.Or(m.Reason, fmt.Sprintf("put back on generation %d (%s)", res.Build.Generation, mesh.ShortCommit(res.Build.Commit)))
 		case meshapi.MachineFailed:
 			not = append(not, m.Machine+": "+m.Reason)
 		}

@@ -271,6 +271,12 @@ func get(client *http.Client, req *http.Request, what string) (int, []byte, erro
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
+		// The URL error names the whole request, a long encoded query a
+		// person on call cannot read; the caller names the provider.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return 0, nil, fmt.Errorf("%s: %w", what, ue.Err)
+		}
 		return 0, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
