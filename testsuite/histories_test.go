@@ -97,6 +97,9 @@ func TestReplayHistories(t *testing.T) {
 //   - "failed-endings": a plan that ends halted, refused or aborted fails
 //     its workflow with its state as the failure's details (version
 //     "failed-endings" of Plan), so the Web UI shows it failed.
+//   - "analysis" (analysisCaptureTag, TestCaptureAnalysisHistories): a
+//     tier's analysis checks (version "analysis" of Plan): passed, failed
+//     and put back, inconclusive and approved.
 const captureTag = "failed-endings"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
