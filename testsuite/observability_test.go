@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -233,4 +234,27 @@ func promtoolCheck(t *testing.T, what, url string) {
 	out, err := cmd.CombinedOutput()
 	assert.NoError(t, err, "promtool check metrics on the %s's %s:\n%s", what, url, out)
 	assert.Empty(t, strings.TrimSpace(string(out)), "promtool check metrics on the %s's %s", what, url)
+}
+
+// An analysis check's verdict is a metric of the worker, by module, tier,
+// check and verdict: what an alert on failed or inconclusive checks reads.
+func TestAnalysisMetrics(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"error_rate": 0.01}`)
+	}))
+	defer srv.Close()
+	s := newStack(t, stackOptions{
+		modules:  []string{"svc"},
+		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"svc"}}},
+		tiers:    "{1: {analysis: [error-rate]}}",
+		analysis: fmt.Sprintf(`{providers: {status: {web: {url: "%s", json_path: "$.error_rate"}}},
+  checks: {error-rate: {provider: status, success: "result < 0.5", interval: 100ms, count: 2}}}`, srv.URL),
+	})
+	base, _ := observedWorker(t, s, tracetest.NewInMemoryExporter())
+	metrics := base + "/metrics"
+	st := s.converge("svc", s.git("rev-parse", "HEAD"))
+	require.Equal(t, meshapi.AnalysisPassed, st.Tiers[0].Analysis[0].Verdict)
+	metricUntil(t, metrics, workflows.MetricAnalyses+"_total",
+		map[string]string{"module": "svc", "tier": "1", "check": "error-rate", "verdict": string(meshapi.AnalysisPassed)}, "1", func(v float64) bool { return v == 1 })
+	promtoolCheck(t, "worker", metrics)
 }
