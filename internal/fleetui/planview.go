@@ -173,8 +173,8 @@ func planWhat(id, module, commit string) string {
 // machineOrder ranks a machine's states in a plan for the tier's counts:
 // where it is going, then how it ended.
 var machineOrder = []meshapi.MachineStatus{
-	meshapi.MachineFailed, meshapi.MachineRefused, meshapi.MachinePushing, meshapi.MachineWaiting,
-	meshapi.MachineConverged, meshapi.MachineSuperseded, meshapi.MachineCancelled,
+	meshapi.MachineFailed, meshapi.MachineRefused, meshapi.MachineReverting, meshapi.MachinePushing, meshapi.MachineWaiting,
+	meshapi.MachineReverted, meshapi.MachineConverged, meshapi.MachineSuperseded, meshapi.MachineCancelled, meshapi.MachineSkipped,
 }
 
 func tierOf(t meshapi.TierState) planTier {
@@ -195,7 +195,7 @@ func tierOf(t meshapi.TierState) planTier {
 	counts := map[meshapi.MachineStatus]int{}
 	for _, m := range t.Machines {
 		counts[m.State]++
-		if m.State != meshapi.MachineWaiting && m.State != meshapi.MachinePushing {
+		if m.State != meshapi.MachineWaiting && m.State != meshapi.MachinePushing && m.State != meshapi.MachineReverting {
 			v.Done++
 		}
 		title := []string{string(m.State)}

@@ -189,3 +189,16 @@ func TestPlanShowsItsChecks(t *testing.T) {
 	_, body, _ := get(t, srv, "/")
 	assert.Contains(t, body, "<b>waiting on an inconclusive analysis</b>: <code>starter plan approve plan/host/"+commit+"</code>")
 }
+
+// A tier put back after its analysis failed counts its machines as they
+// are: reverting ones still moving (not done), reverted ones and those a
+// halted plan skipped each under their own state, none dropped.
+func TestTierCountsPutBackMachines(t *testing.T) {
+	tier := meshapi.TierState{Tier: 1, State: meshapi.TierHalted, Machines: []meshapi.MachineProgress{
+		{Machine: "e1", State: meshapi.MachineReverted}, {Machine: "e2", State: meshapi.MachineReverting},
+		{Machine: "e3", State: meshapi.MachineSkipped},
+	}}
+	v := tierOf(tier)
+	assert.Equal(t, []stateCount{{State: "reverting", N: 1}, {State: "reverted", N: 1}, {State: "skipped", N: 1}}, v.Counts)
+	assert.Equal(t, 2, v.Done, "a machine being put back is not done")
+}
