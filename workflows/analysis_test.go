@@ -108,6 +108,12 @@ func TestPlanAnalysis(t *testing.T) {
 			verdicts: map[string]meshapi.Verdict{"error-rate": meshapi.AnalysisFailed},
 		},
 		{
+			name:     "an inconclusive dry run is reported and the plan goes on",
+			checks:   map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisInconclusive, true)},
+			state:    meshapi.PlanConverged,
+			verdicts: map[string]meshapi.Verdict{"error-rate": meshapi.AnalysisInconclusive},
+		},
+		{
 			name: "a failed check stops the others",
 			checks: map[string]meshapi.AnalysisCheck{
 				"error-rate": check("error-rate", meshapi.AnalysisFailed, false, 0.9),

@@ -168,7 +168,7 @@ func (p *plan) holdInconclusive(ctx workflow.Context, ti int) error {
 	tier := &p.st.Tiers[ti]
 	var open []string
 	for _, c := range tier.Analysis {
-		if c.Verdict == meshapi.AnalysisInconclusive {
+		if c.Verdict == meshapi.AnalysisInconclusive && !c.DryRun { // a dry run only reports
 			open = append(open, c.Check, c.Reason)
 		}
 	}
@@ -188,7 +188,7 @@ func (p *plan) holdInconclusive(ctx workflow.Context, ti int) error {
 		return p.endAborted(ctx)
 	}
 	for i := range tier.Analysis {
-		if c := &tier.Analysis[i]; c.Verdict == meshapi.AnalysisInconclusive {
+		if c := &tier.Analysis[i]; c.Verdict == meshapi.AnalysisInconclusive && !c.DryRun {
 			c.Verdict, c.Reason = meshapi.AnalysisApproved, c.Reason+"; passed by "+p.analysisPassedBy
 		}
 	}
