@@ -15,10 +15,6 @@ import (
 // resends nothing it heartbeated, but a lost signal's retry may).
 const SignalMeasured = "measured"
 
-// ErrAnalysisFailed is the stable type of the plan's halt reason when an
-// analysis check failed: the metric label and what tests match.
-const ErrAnalysisFailed = "AnalysisFailed"
-
 // Measurement is one look at an analysis check, as a plan's state keeps it
 // and plan show prints it: when, what was read, and whether it was good.
 type Measurement struct {
