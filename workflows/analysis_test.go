@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -256,13 +257,24 @@ func TestPlanAnalysisAlongsideTheBake(t *testing.T) {
 		map[string]time.Duration{"error-rate": 2 * time.Minute})
 	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 	var during meshapi.PlanState
-	h.env.RegisterDelayedCallback(func() { during = h.query() }, 5*time.Minute)
+	var details string
+	h.env.RegisterDelayedCallback(func() {
+		during = h.query()
+		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		details = md.GetCurrentDetails()
+	}, 5*time.Minute)
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	require.Equal(t, meshapi.TierAnalysing, during.Tiers[0].State, "the check passed; the bake still runs")
 	require.NotNil(t, during.Tiers[0].BakeUntil)
 	require.Equal(t, meshapi.AnalysisPassed, during.Tiers[0].Analysis[0].Verdict)
 	require.Len(t, h.enqueued, 2)
+	require.Contains(t, details, "- tier 1: analysing (until ", "the Web UI's current details")
+	require.Contains(t, details, "  - analysis error-rate passed: 1 of 1 measured")
+	require.Contains(t, details, "    - 12:00:00 0.1 passed", "and each measurement")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -128,6 +128,7 @@ func (p *plan) analyse(ctx workflow.Context, ti int, machines []string, bake tim
 					*c = res.Check
 				}
 				analysisEnded(ctx, p.in.Module, tier.Tier, c.Check, c.Verdict)
+				p.showDetails(ctx)
 				if c.Verdict == meshapi.AnalysisFailed && !c.DryRun {
 					stop()
 				}

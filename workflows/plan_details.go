@@ -62,6 +62,10 @@ func (p *plan) publish() {
 	p.published = p.st.State
 }
 
+// detailMeasurements is how many of a check's latest measurements the
+// current details list, keeping them a screen long.
+const detailMeasurements = 10
+
 // details is what the Web UI shows as the plan's current details; the state
 // search attribute follows it.
 func (p *plan) details(ctx workflow.Context, now string) {
@@ -85,6 +89,18 @@ func (p *plan) showDetails(ctx workflow.Context) {
 		fmt.Fprintf(&b, "- tier %d: %s%s\n", t.Tier, t.State, t.Notes())
 		for _, c := range t.Analysis {
 			fmt.Fprintf(&b, "  - analysis %s\n", c.Summary())
+			ms := c.Measurements
+			if n := len(ms) - detailMeasurements; n > 0 {
+				fmt.Fprintf(&b, "    - … %d earlier\n", n)
+				ms = ms[n:]
+			}
+			for _, m := range ms {
+				fmt.Fprintf(&b, "    - %s %s %s", m.At.UTC().Format("15:04:05"), m.ValueWords(), m.Verdict())
+				if m.Error != "" {
+					fmt.Fprintf(&b, ": %s", m.Error)
+				}
+				b.WriteString("\n")
+			}
 		}
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
