@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -144,7 +143,7 @@ func (a *Activities) analysisCheck(in meshapi.AnalyseInput) (config.Check, confi
 		return ch, prov, head, fmt.Sprintf("check %s names provider %s, which is not under analysis.providers in the worker's config; "+
 			"fix the worker's config, or approve to go on without the check", in.Check, ch.Provider)
 	}
-	q, err := renderQuery(prov, ch, analysisVars(in))
+	q, err := analysis.Query(prov, ch, analysisVars(in))
 	if err != nil {
 		return ch, prov, head, fmt.Sprintf("check %s: %v; fix the worker's config, or approve to go on without the check", in.Check, err)
 	}
@@ -156,24 +155,6 @@ func (a *Activities) analysisCheck(in meshapi.AnalyseInput) (config.Check, confi
 func analysisVars(in meshapi.AnalyseInput) config.AnalysisVars {
 	return config.AnalysisVars{Plan: in.Plan, Module: in.Build.Module, Commit: in.Build.Commit,
 		Generation: in.Build.Generation, Tier: in.Tier, Machines: in.Machines}
-}
-
-// renderQuery is what the check asks, as sent: a prometheus check's query,
-// or a web provider's URL (its query), executed on vars.
-func renderQuery(p config.Provider, ch config.Check, vars config.AnalysisVars) (string, error) {
-	name, text := "query", ch.Query
-	if p.Web != nil {
-		name, text = "url", p.Web.URL
-	}
-	t, err := config.AnalysisTemplate(name, text)
-	if err != nil {
-		return "", fmt.Errorf("%s template: %w", name, err)
-	}
-	var b strings.Builder
-	if err := t.Execute(&b, vars); err != nil {
-		return "", fmt.Errorf("%s template: %w", name, err)
-	}
-	return b.String(), nil
 }
 
 // providerWords names a provider for a person: its name and where it is

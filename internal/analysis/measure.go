@@ -95,6 +95,16 @@ func judgeValue(c config.Check, v any) (bool, error) {
 	return b, nil
 }
 
+// Query is what check c asks of provider p for vars, as sent: a
+// Prometheus check's query, or a web provider's URL (its query), its
+// template executed; for a person who wants to run it themselves.
+func Query(p config.Provider, c config.Check, vars config.AnalysisVars) (string, error) {
+	if p.Web != nil {
+		return render("url", p.Web.URL, vars)
+	}
+	return render("query", c.Query, vars)
+}
+
 // render executes a query or URL template on vars.
 func render(name, text string, vars config.AnalysisVars) (string, error) {
 	t, err := config.AnalysisTemplate(name, text)
