@@ -179,7 +179,7 @@ func (p *plan) holdInconclusive(ctx workflow.Context, ti int) error {
 	p.st.State, p.analysisGate = meshapi.PlanGated, tier.Tier
 	p.details(ctx, fmt.Sprintf("tier %d's analysis is inconclusive, the plan waits for a person; "+
 		"approve it with `starter plan approve %s` or abort with `starter plan abort %s`:\n\n%s",
-		tier.Tier, p.st.Plan, p.st.Plan, meshapi.DetailList(open...)))
+		tier.Tier, p.st.Plan, p.st.Plan, strings.TrimSuffix(meshapi.DetailList(open...), "\n")))
 	err := workflow.Await(ctx, func() bool { return p.aborted || p.analysisPassedBy != "" })
 	p.analysisGate = -1
 	if err != nil {
