@@ -288,10 +288,12 @@ func (c *Config) analysisProblems(ps *problemList) {
 		}
 	}
 	checksUnread := ps.skip != nil && (ps.skip.tree["analysis"] || ps.skip.tree["analysis.checks"])
+	used := map[string]bool{}
 	for _, t := range sortedKeys(c.Tiers) {
 		key := "tiers." + strconv.Itoa(t) + ".analysis"
 		seen := map[string]bool{}
 		for _, name := range c.Tiers[t].Analysis {
+			used[name] = true
 			if seen[name] {
 				ps.add(key, "lists %q twice", name)
 				continue
@@ -299,6 +301,17 @@ func (c *Config) analysisProblems(ps *problemList) {
 			seen[name] = true
 			if _, ok := a.Checks[name]; !ok && !checksUnread {
 				ps.add(key, "unknown check %q; checks are %s (under analysis.checks)", name, orNone(sortedKeys(a.Checks)))
+			}
+		}
+	}
+	// A check no tier lists never runs: most often a tier's list has a
+	// typo or lost the check in an edit, and the person who wrote the
+	// check believes it guards the fleet.
+	if tiersUnread := ps.skip != nil && ps.skip.tree["tiers"]; !tiersUnread {
+		for _, name := range sortedKeys(a.Checks) {
+			if !used[name] {
+				ps.add("analysis.checks."+name, "no tier lists it under tiers.<n>.analysis, so it never runs; "+
+					"attach it to a tier (with dry_run: true to only watch), or remove it")
 			}
 		}
 	}
@@ -391,18 +404,9 @@ func checkHTTPURL(s string) string {
 // beyond loopback, and a certificate not checked.
 func (c *Config) analysisWarnings() []string {
 	var out []string
-	used := map[string]bool{}
-	for _, t := range sortedKeys(c.Tiers) {
-		for _, name := range c.Tiers[t].Analysis {
-			used[name] = true
-		}
-	}
 	provUsed := map[string]bool{}
 	for _, name := range sortedKeys(c.Analysis.Checks) {
 		provUsed[c.Analysis.Checks[name].Provider] = true
-		if !used[name] {
-			out = append(out, fmt.Sprintf("analysis check %s: no tier lists it under tiers.<n>.analysis, so it never runs; attach it to a tier or remove it", name))
-		}
 	}
 	for _, name := range sortedKeys(c.Analysis.Providers) {
 		p := c.Analysis.Providers[name]
