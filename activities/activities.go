@@ -155,6 +155,11 @@ func (a *Activities) report(ctx context.Context, machine string) (host.Client, m
 	}
 	rep, err := hc.Report(ctx)
 	if err != nil {
+		if msg, ok := a.Mesh.Machines[machine].TokenProblem(machine, err); ok {
+			// Retried like any host away (a fixed token is picked up when
+			// the worker restarts), in words that say which setting to fix.
+			return nil, mesh.Report{}, fmt.Errorf("read report of %s: %s: %w", machine, msg, err)
+		}
 		return nil, mesh.Report{}, fmt.Errorf("read report of %s: %w", machine, err)
 	}
 	return hc, rep, nil

@@ -33,6 +33,25 @@ func TokenSettings(machine string) (key, env string) {
 	return "machines." + machine + ".token", envName("machines", machine, "token")
 }
 
+// TokenProblem words a host that turned machine name's token away (a 401
+// or 403 in err's chain), naming the setting that gives the machine its
+// token and what it must match, for the starter's answers and the worker's
+// pushes alike; ok is false for any other error.
+func (m Machine) TokenProblem(name string, err error) (msg string, ok bool) {
+	status, ok := host.Unauthorized(err)
+	if !ok {
+		return "", false
+	}
+	key, env := TokenSettings(name)
+	const match = "the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)"
+	if m.Token == "" {
+		return fmt.Sprintf("host %s answered %d %s: machine %s has no token; set %s (or %s in the mesh config) to %s",
+			m.Host, status, http.StatusText(status), name, env, key, match), true
+	}
+	return fmt.Sprintf("host %s answered %d %s: it refuses machine %s's token; set %s (or %s in the mesh config) to %s",
+		m.Host, status, http.StatusText(status), name, env, key, match), true
+}
+
 // Hosts hands out the host API clients of a mesh config's machines, each
 // made on first use and kept, since the worker pushes to the same hosts for
 // as long as it runs and a kept client reuses its connections. It is safe

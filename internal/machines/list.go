@@ -134,7 +134,7 @@ func (r reading) row() Row {
 	case host.IsUnreachable(err) || errors.Is(err, context.DeadlineExceeded):
 		row.HostStatus, row.HostError = HostUnreachable, err.Error()
 	default:
-		if msg, ok := tokenProblem(r.name, r.m, err); ok {
+		if msg, ok := r.m.TokenProblem(r.name, err); ok {
 			row.HostStatus, row.HostError = HostUnauthorized, msg
 			break
 		}

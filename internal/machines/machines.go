@@ -11,7 +11,6 @@ package machines
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -41,24 +40,6 @@ func hostClient(m config.Machine) (*host.HTTPClient, error) {
 		return nil, fmt.Errorf("host %s: %w", m.Host, err)
 	}
 	return c, nil
-}
-
-// tokenProblem words a host that turned machine name's token away (a 401
-// or 403), naming the setting that gives the machine its token and what it
-// must match; ok is false for any other error.
-func tokenProblem(name string, m config.Machine, err error) (msg string, ok bool) {
-	status, ok := host.Unauthorized(err)
-	if !ok {
-		return "", false
-	}
-	key, env := config.TokenSettings(name)
-	const match = "the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)"
-	if m.Token == "" {
-		return fmt.Sprintf("host %s answered %d %s: machine %s has no token; set %s (or %s in the mesh config) to %s",
-			m.Host, status, http.StatusText(status), name, env, key, match), true
-	}
-	return fmt.Sprintf("host %s answered %d %s: it refuses machine %s's token; set %s (or %s in the mesh config) to %s",
-		m.Host, status, http.StatusText(status), name, env, key, match), true
 }
 
 // machineState is plans.MachineState bounded by QueryTimeout.

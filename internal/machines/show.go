@@ -251,7 +251,7 @@ func hostProblem(name string, m config.Machine, err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("host %s unreachable: %v", m.Host, err)
 	}
-	if msg, ok := tokenProblem(name, m, err); ok {
+	if msg, ok := m.TokenProblem(name, err); ok {
 		return msg
 	}
 	return err.Error()
