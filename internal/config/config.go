@@ -305,11 +305,13 @@ type Push struct {
 	// signal. What it gives up: a push is no pending activity in the Web
 	// UI (only a marker once it ends); a worker that dies mid-push is
 	// found when the workflow task times out, not by a missed activity
-	// heartbeat; a long push (a min_healthy to wait out) holds one
-	// workflow task open, which the SDK heartbeats past its timeout, and
-	// queries of the machine workflow wait on that task. It is set in a
-	// machine workflow when the workflow starts and kept across
-	// continue-as-new: machine workflows already running keep their mode.
+	// heartbeat; a long push (a min_healthy to wait out), and the pushes
+	// queued behind it, hold one workflow task open, which the SDK
+	// heartbeats past its timeout, and the machine workflow's queries,
+	// new requests and withdrawals wait for that task's end or next
+	// heartbeat. It is set in a machine workflow when the workflow starts
+	// and kept across continue-as-new: machine workflows already running
+	// keep their mode.
 	LocalActivity bool `mapstructure:"local_activity"`
 }
 
