@@ -41,7 +41,9 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 
 // handPush gives r to its machine workflow by signal-with-start on queue,
 // starting the workflow if it is not running. Signalled again, a request is
-// dropped by the machine workflow as a duplicate.
+// dropped by the machine workflow as a duplicate. A workflow it starts
+// pushes as the worker's push.local_activity says; one already running
+// keeps the mode it was started with.
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
 	r.HandedAt = time.Now().UTC() // this runs in the plan's workflow task: the plan runs now
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
@@ -54,7 +56,7 @@ func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushR
 			StaticSummary:         a.machineSummary(r.Machine),
 			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
 		},
-		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine, LocalPush: a.Mesh.Push.LocalActivity})
 	if err != nil {
 		return fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
 	}

@@ -39,6 +39,14 @@ const DefaultPollInterval = 250 * time.Millisecond
 // it the machine's only writer. A retry after a lost answer finds its own
 // request as the host's last and goes straight to waiting, so nothing is
 // applied twice; it answers again, which the plan ignores.
+//
+// A machine workflow started with LocalPush runs it as a local activity,
+// the same code: its heartbeat then does nothing (the SDK keeps the
+// workflow task alive instead), and a push run again because the worker
+// running it died comes as attempt 1, not 2, but finds its hand-over older
+// than PlanFresh (a workflow task's timeout has passed since), so it still
+// asks whether the plan runs. It does not write to its input, which the
+// workflow hands a local activity without encoding it.
 func (a *Activities) PushAndAnswer(ctx context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
 	out, err := a.push(ctx, in)
 	if err != nil {

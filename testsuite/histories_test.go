@@ -100,6 +100,9 @@ func TestReplayHistories(t *testing.T) {
 //   - "analysis" (analysisCaptureTag, TestCaptureAnalysisHistories): a
 //     tier's analysis checks (version "analysis" of Plan): passed, failed
 //     and put back, inconclusive and approved.
+//   - "local-push" (localPushCaptureTag, TestCaptureLocalPushHistory): a
+//     machine workflow started with LocalPush, pushing by local
+//     activities (no version gate: the run's input chooses).
 const captureTag = "failed-endings"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
@@ -239,6 +242,38 @@ func TestCaptureWindowHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistory(idx, "plan-held-window", id, "")
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
+// localPushCaptureTag names the history of a machine workflow started with
+// LocalPush (push.local_activity), whose pushes are local activities: the
+// same workflow code down the other branch of pushNext, chosen by the
+// run's input rather than a GetVersion gate.
+const localPushCaptureTag = "local-push"
+
+// TestCaptureLocalPushHistory records it: three plans through a mesh with
+// push.local_activity, so that control-node's machine workflow pushes
+// three times (host, the controller, a newer host), the first one as it
+// starts. Like the others it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureLocalPushHistory(t *testing.T) {
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+	o := exampleMesh()
+	o.identity = "meshroll-capture"
+	o.push = "{local_activity: true}"
+	s := newStack(t, o)
+	s.converge("host", s.commit("host"))
+	s.converge("mesh-controller", s.commit("mesh-controller"))
+	s.converge("host", s.commit("host"))
+	scheduled, markers := s.pushEvents(meshapi.MachineID("control-node"))
+	require.Zero(t, scheduled, "the captured machine workflow pushed by local activities only")
+	require.GreaterOrEqual(t, markers, 3)
+
+	idx := readIndex(t)
+	s.writeHistoryAs(idx, "machine-local-push."+localPushCaptureTag, meshapi.MachineID("control-node"), "")
 	data, err := json.MarshalIndent(idx, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))

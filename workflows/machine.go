@@ -119,14 +119,26 @@ func (m *machine) run(ctx workflow.Context) error {
 	}
 }
 
-// pushNext starts the push of the queue's head with the next sequence.
+// pushNext starts the push of the queue's head with the next sequence: a
+// regular activity, or, in a workflow started with LocalPush, a local
+// activity run in this workflow task. The choice follows the run's input
+// alone, never the worker's config, so a history replays to the commands
+// it recorded; histories from before LocalPush existed have it false and
+// take the regular path they always took, which is why no GetVersion
+// guards it.
 func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	req := m.queue[0]
 	m.queue = m.queue[1:]
 	m.current = &req
-	actx := pushOptions(ctx, req.Policy.WithDefaults(),
-		fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan))
-	return workflow.ExecuteActivity(actx, acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: m.lastSeq + 1, Floor: m.floor})
+	// The floor is the push's own copy: a local activity is handed its
+	// input as it is, not encoded, and one that outlives its timeout may
+	// still read it while finish raises the workflow's floor.
+	in := meshapi.PushInput{Request: req, Seq: m.lastSeq + 1, Floor: maps.Clone(m.floor)}
+	summary := fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan)
+	if m.in.LocalPush {
+		return workflow.ExecuteLocalActivity(localPushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
+	}
+	return workflow.ExecuteActivity(pushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
 }
 
 // finish turns the push activity's outcome into the plan's answer. A push

@@ -50,6 +50,7 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 		ContinueAfter: m.in.ContinueAfter,
 		Floor:         m.floor,
 		Running:       m.running,
+		LocalPush:     m.in.LocalPush,
 	}
 	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
 }

@@ -63,7 +63,7 @@ func handOptions(ctx workflow.Context) workflow.Context {
 }
 
 func pushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) workflow.Context {
-	attempt := p.RunningTimeout + time.Minute
+	attempt := pushAttempt(p)
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    attempt,
 		HeartbeatTimeout:       20 * time.Second,
@@ -72,6 +72,25 @@ func pushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) wor
 		Summary:                summary,
 	})
 }
+
+// localPushOptions are pushOptions for a push run as a local activity
+// (MachineInput.LocalPush): the same attempt and budget, retried the same
+// way. It has no heartbeat timeout (a local activity's heartbeat does
+// nothing): a worker that dies mid-push is found by the workflow task's
+// timeout, and the push is run again by the worker that takes the task.
+func localPushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) workflow.Context {
+	attempt := pushAttempt(p)
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    attempt,
+		ScheduleToCloseTimeout: p.RetryBudget + attempt,
+		RetryPolicy:            retryForever,
+		Summary:                summary,
+	})
+}
+
+// pushAttempt is how long one attempt of a push may take: the wait for the
+// host to report the declaration running, and a minute for the rest.
+func pushAttempt(p meshapi.PushPolicy) time.Duration { return p.RunningTimeout + time.Minute }
 
 // bakeOptions lets a bake run its length and then some; a worker that dies
 // mid-bake is outlasted, and the retry goes on with the time left (the

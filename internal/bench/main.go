@@ -5,6 +5,7 @@
 //	go run ./internal/bench -size smoke           # about a minute or two
 //	go run ./internal/bench -size full -runs 3    # the published table
 //	go run ./internal/bench -pprof /tmp/prof      # CPU and heap profiles
+//	go run ./internal/bench -only fan-out -local-push  # pushes as local activities (push.local_activity)
 //
 // Scenarios: overhead (one machine, plan against a direct Go loop), fan-out
 // (3, 10, 100 and 1,000 machines in three tiers), batched (one tier of 100
@@ -46,6 +47,7 @@ func main() {
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
 	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
 	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")
+	flag.BoolVar(&o.Server.LocalPush, "local-push", false, "set push.local_activity in the meshes: machine workflows push by local activities")
 	flag.Parse()
 	o.Server.NoEagerActivities = *noEager
 	switch o.Server.Compression {

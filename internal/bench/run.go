@@ -182,7 +182,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		"machine: " + report.Machine(),
 		"date: " + report.Date(started),
 		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
-			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + ")",
+			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + ")",
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),
 	}

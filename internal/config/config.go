@@ -297,6 +297,22 @@ type Push struct {
 	// RetryBudget is how long an unreachable host is retried before the
 	// push fails (default 2m).
 	RetryBudget time.Duration `mapstructure:"retry_budget"`
+	// LocalActivity runs each push as a local activity inside the machine
+	// workflow's task that took the request (default false: a regular
+	// activity). It saves the server round trips of scheduling an
+	// activity task and of the workflow task on its completion: a push
+	// costs the request's signal, one workflow task and the answer's
+	// signal. What it gives up: a push is no pending activity in the Web
+	// UI (only a marker once it ends); a worker that dies mid-push is
+	// found when the workflow task times out, not by a missed activity
+	// heartbeat; a long push (a min_healthy to wait out), and the pushes
+	// queued behind it, hold one workflow task open, which the SDK
+	// heartbeats past its timeout, and the machine workflow's queries,
+	// new requests and withdrawals wait for that task's end or next
+	// heartbeat. It is set in a machine workflow when the workflow starts
+	// and kept across continue-as-new: machine workflows already running
+	// keep their mode.
+	LocalActivity bool `mapstructure:"local_activity"`
 }
 
 // Catalogue is where the worker records builds. Several workers share one

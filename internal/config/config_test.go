@@ -190,6 +190,7 @@ state_dir: /var/lib/meshroll
 push:
   running_timeout: 90s
   retry_budget: 1m30s
+  local_activity: true
 modules:
   mesh-controller:
     repo: git@example.com:meshroll/meshroll.git
@@ -217,7 +218,7 @@ tiers:
 	require.NoError(t, err)
 	assert.Equal(t, Temporal{Address: "temporal.internal:7233", Namespace: "mesh", TaskQueue: "mesh-q"}, c.Temporal)
 	assert.Equal(t, "/var/lib/meshroll", c.StateDir)
-	assert.Equal(t, Push{RunningTimeout: 90 * time.Second, RetryBudget: 90 * time.Second}, c.Push)
+	assert.Equal(t, Push{RunningTimeout: 90 * time.Second, RetryBudget: 90 * time.Second, LocalActivity: true}, c.Push)
 	assert.Equal(t, map[string]Module{"mesh-controller": {
 		Repo:         "git@example.com:meshroll/meshroll.git",
 		Path:         "examples/controller",
@@ -292,6 +293,14 @@ machines:
 			check: func(t *testing.T, c *Config) {
 				assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 30 * time.Second}, c.Push)
 				assert.Equal(t, 30*time.Second, c.PushPolicy().RetryBudget)
+			},
+		},
+		{
+			name: "boolean of a section absent from the file",
+			env:  map[string]string{"MESHROLL_PUSH_LOCAL_ACTIVITY": "true"},
+			check: func(t *testing.T, c *Config) {
+				assert.True(t, c.Push.LocalActivity)
+				assert.Equal(t, 5*time.Minute, c.Push.RunningTimeout)
 			},
 		},
 		{
@@ -372,6 +381,11 @@ func TestEnvOverrideProblems(t *testing.T) {
 				{"push.retry_budget", "must be a positive duration such as 90s or 5m, got -5s (from MESHROLL_PUSH_RETRY_BUDGET)"},
 				{"push.running_timeout", `must be a duration such as 90s or 5m, got "soon" (from MESHROLL_PUSH_RUNNING_TIMEOUT)`},
 			},
+		},
+		{
+			name: "boolean",
+			env:  map[string]string{"MESHROLL_PUSH_LOCAL_ACTIVITY": "local"},
+			want: []Problem{{"push.local_activity", `must be true or false, got "local" (from MESHROLL_PUSH_LOCAL_ACTIVITY)`}},
 		},
 		{
 			name: "host",
@@ -651,7 +665,7 @@ machines:
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, health (line 5)"},
-				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget (line 3)"},
+				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},
 			},
 		},

@@ -393,6 +393,7 @@ func (l *loader) decode(root *yaml.Node) *Config {
 	l.section(val("push"), "push", []string{"push"}, strings.Join(pushKeys, ", "), pushKeys)
 	c.Push.RunningTimeout = l.duration("push", "running_timeout")
 	c.Push.RetryBudget = l.duration("push", "retry_budget")
+	c.Push.LocalActivity = l.boolean("push", "local_activity")
 	l.section(val("catalogue"), "catalogue", []string{"catalogue"}, strings.Join(catKeys, ", "), catKeys)
 	c.Catalogue.DSN = l.str("catalogue", "dsn")
 	l.section(val("registry"), "registry", []string{"registry"}, strings.Join(regKeys, ", "), regKeys)

@@ -575,6 +575,13 @@ type MachineInput struct {
 	// Running carries the last declaration the workflow found running
 	// healthy across continue-as-new.
 	Running *mesh.Declaration `json:"running,omitempty"`
+	// LocalPush runs this workflow's pushes as local activities, in the
+	// workflow task that took the request, sparing the server an activity
+	// task and a workflow task per push (the worker's push.local_activity).
+	// It is set when the workflow starts and carried across
+	// continue-as-new; a history without it (false) pushes by regular
+	// activities, as every machine workflow did before it existed.
+	LocalPush bool `json:"local_push,omitempty"`
 }
 
 // MachineState answers the machine workflow's query.

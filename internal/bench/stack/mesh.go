@@ -143,6 +143,9 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	var y strings.Builder
 	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q, grpc_compression: %q}\n", srv.HostPort(), o.TaskQueue, srv.Compression)
 	fmt.Fprintf(&y, "state_dir: %q\n", filepath.Join(dir, "state"))
+	if srv.LocalPush {
+		y.WriteString("push: {local_activity: true}\n")
+	}
 	y.WriteString("modules:\n")
 	for _, mod := range o.Modules {
 		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, health: {min_healthy: %s}}\n", mod, m.Repo, mod, o.MinHealthy)

@@ -37,6 +37,8 @@ type Server struct {
 	// Compression is the temporal.grpc_compression the bench's workers
 	// are configured with.
 	Compression string
+	// LocalPush is the push.local_activity of the bench's meshes.
+	LocalPush bool
 	// CLI is the temporal binary that runs it; CLIVersion its version line.
 	CLI        string
 	CLIVersion string
@@ -50,6 +52,10 @@ type ServerOptions struct {
 	// NoEagerActivities turns the server's eager activity dispatch off, as
 	// servers up to 1.31 ship it.
 	NoEagerActivities bool
+	// LocalPush sets push.local_activity in every mesh on this server, so
+	// that machine workflows push by local activities (a push's server
+	// tasks: the request's signal, one workflow task, the answer).
+	LocalPush bool
 }
 
 // StartServer starts `temporal server start-dev` in memory on a free
@@ -89,7 +95,7 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}
-	s := &Server{dev: dev, client: dev.Client(), hostPort: hp, CLI: cli, Compression: so.Compression}
+	s := &Server{dev: dev, client: dev.Client(), hostPort: hp, CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush}
 	if v, err := exec.CommandContext(ctx, cli, "--version").Output(); err == nil {
 		s.CLIVersion = strings.TrimSpace(string(v))
 	}

@@ -1,0 +1,68 @@
+package testsuite
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// localActivityMarker is the name the Go SDK gives the marker that records
+// a local activity's result in a history.
+const localActivityMarker = "LocalActivity"
+
+// With push.local_activity, plans converge as they do with regular
+// activities, under the same invariants, and the machine workflows the
+// plans start push by local activities only: no activity task is ever
+// scheduled for a push, and each push leaves its marker in the history.
+func TestLocalPushConverges(t *testing.T) {
+	o := exampleMesh()
+	o.push = "{local_activity: true}"
+	s := newStack(t, o)
+	require.True(t, s.cfg.Push.LocalActivity, "the stack's config asks for local pushes")
+
+	h1, k1 := s.commit("host"), s.commit("mesh-controller")
+	s.converge("host", h1)
+	s.converge("mesh-controller", k1)
+	// The third plan finds both machine workflows running.
+	h2 := s.commit("host")
+	s.converge("host", h2)
+
+	for _, m := range []string{"control-node", "edge-1"} {
+		s.checkJournal(m)
+	}
+	s.runs("control-node", s.build("host", h2), s.build("mesh-controller", k1))
+	s.runs("edge-1", s.build("host", h2))
+
+	for machine, pushes := range map[string]int{"control-node": 3, "edge-1": 2} {
+		scheduled, markers := s.pushEvents(meshapi.MachineID(machine))
+		require.Zero(t, scheduled, "%s: no push ran as a regular activity", machine)
+		require.GreaterOrEqual(t, markers, pushes, "%s: every push left a local activity marker", machine)
+	}
+}
+
+// pushEvents counts, in the history of workflow id's current run, the
+// activity tasks scheduled and the local activity markers recorded.
+func (s *stack) pushEvents(id string) (scheduled, markers int) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(s.t, err)
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			scheduled++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if e.GetMarkerRecordedEventAttributes().GetMarkerName() == localActivityMarker {
+				markers++
+			}
+		}
+	}
+	return scheduled, markers
+}
