@@ -66,6 +66,21 @@ func pickKill(rng *rand.Rand, machines []string, soak bool) killPoint {
 // build of every module.
 func TestFaultWorkerKilled(t *testing.T) {
 	t.Parallel()
+	faultWorkerKilled(t, "")
+}
+
+// The same kills with push.local_activity: a push runs inside the machine
+// workflow's task, so a kill mid-push loses the task, and the worker that
+// takes it over runs every push of it again; the guard must make each of
+// them a no-op or the same push, never a second apply or a downgrade.
+func TestFaultWorkerKilledLocalPush(t *testing.T) {
+	t.Parallel()
+	faultWorkerKilled(t, "{local_activity: true}")
+}
+
+// faultWorkerKilled is TestFaultWorkerKilled with the config's push:
+// section set to push, if any.
+func faultWorkerKilled(t *testing.T, push string) {
 	seed := faultSeedFor(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6b696c6c))
 	rounds := 2
@@ -78,7 +93,7 @@ func TestFaultWorkerKilled(t *testing.T) {
 	// the retry, on another worker, must wait it out again and apply
 	// nothing twice.
 	o.health = "{min_healthy: 1s}"
-	fs := newFaultStack(t, faultStackOptions{stackOptions: o})
+	fs := newFaultStack(t, faultStackOptions{stackOptions: o, push: push})
 	fs.workers.start()
 
 	// Both modules run everywhere they should before the faults start.
