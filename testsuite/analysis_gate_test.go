@@ -33,7 +33,7 @@ func analysisMesh(t *testing.T, interval string, count, failureLimit int) (*stac
 	o.tiers = "{1: {analysis: [error-rate]}}"
 	// The first measurement waits for the new build's series to have a
 	// rate over 10 s (Prometheus scrapes every second).
-	o.analysis = errorRateAnalysis(prom, interval, count, failureLimit, "initial_delay: 5s")
+	o.analysis = errorRateAnalysis(prom, interval, count, failureLimit, "initial_delay: 8s")
 	s := newStack(t, o)
 	return s, prom, s.startTraffic(prom, "host")
 }
@@ -54,9 +54,14 @@ func TestAnalysisStopsABadBuildAfterItsFirstTier(t *testing.T) {
 	checks := st.Tiers[0].Analysis
 	require.Len(t, checks, 1)
 	require.Equal(t, meshapi.AnalysisPassed, checks[0].Verdict, checks[0].Summary())
-	require.Len(t, checks[0].Measurements, 3, "count 3, no failure, no error")
+	// A measurement taken before Prometheus scraped the new build (a slow
+	// box) is "no data": it counts neither way, so it may come first.
+	passed, failed, _ := checks[0].Tally()
+	require.Equal(t, []int{3, 0}, []int{passed, failed}, "count 3 judged, none failed: %s", checks[0].Summary())
 	for _, m := range checks[0].Measurements {
-		require.Equal(t, 0.0, m.Value, "a good build answers no 5xx")
+		if m.Error == "" {
+			require.Equal(t, 0.0, m.Value, "a good build answers no 5xx")
+		}
 	}
 	require.Empty(t, st.Tiers[1].Analysis, "tier 2 names no check")
 	out, err := s.starter("plan", "show", id)
