@@ -23,9 +23,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +34,6 @@ import (
 	"github.com/meshroll/meshroll/internal/temporalcli"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/testsuite"
 )
 
 // CLIEnv names the environment variable that points at the temporal binary.
@@ -87,9 +86,13 @@ type Server struct {
 	log      *logBuffer
 
 	mu     sync.Mutex
-	dev    *testsuite.DevServer // nil while stopped
-	client client.Client        // lives across Restart
+	proc   *process      // nil while stopped
+	client client.Client // lives across Restart
 }
+
+// startAttempts bounds the starts on fresh ports when the one picked was
+// taken before the server bound it (see Start).
+const startAttempts = 4
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -132,7 +135,7 @@ func Start(t testing.TB, opts Options) *Server {
 
 	s := &Server{opts: opts, cliPath: cli, hostPort: opts.HostPort, log: newLogBuffer(4 << 20)}
 	if s.hostPort == "" {
-		if s.hostPort, err = freeHostPort(); err != nil {
+		if s.hostPort, err = pickHostPort(); err != nil {
 			t.Fatalf("devserver: %v", err)
 		}
 	}
@@ -153,15 +156,35 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	})
 
-	dev, err := s.start()
+	proc, c, err := s.startFirst()
 	if err != nil {
 		t.Fatalf("devserver: starting Temporal dev server at %s: %v", s.hostPort, err)
 	}
 	s.mu.Lock()
-	s.dev = dev
-	s.client = dev.Client()
+	s.proc = proc
+	s.client = c
 	s.mu.Unlock()
 	return s
+}
+
+// startFirst starts the server. A free port is found by binding and
+// closing it, so another process (a parallel test's server, whose own
+// internal ports are picked the same way) can take it before the CLI binds
+// it. The CLI then exits at once, "address already in use"; when the port
+// was ours to pick, we pick another and start again.
+func (s *Server) startFirst() (*process, client.Client, error) {
+	for attempt := 1; ; attempt++ {
+		proc, c, err := s.start()
+		if err == nil || s.opts.HostPort != "" || attempt == startAttempts || !errors.Is(err, errAddressInUse) {
+			return proc, c, err
+		}
+		port, perr := pickHostPort()
+		if perr != nil {
+			return nil, nil, perr
+		}
+		s.log.mark(fmt.Sprintf("an address was taken before the server bound it; starting again on %s", port))
+		s.hostPort = port
+	}
 }
 
 func (s *Server) describe() string {
@@ -172,8 +195,30 @@ func (s *Server) describe() string {
 	return fmt.Sprintf("%s, namespace %s, cli %s", d, s.opts.Namespace, s.cliPath)
 }
 
-func (s *Server) start() (*testsuite.DevServer, error) {
-	args := append([]string(nil), FastDynamicConfig...)
+// errAddressInUse marks a start that failed because the server could not
+// bind one of its addresses.
+var errAddressInUse = errors.New("address already in use")
+
+// start runs the CLI and waits until its frontend answers, giving up at
+// once if the process exits first. The client it returns is connected.
+func (s *Server) start() (*process, client.Client, error) {
+	host, port, err := net.SplitHostPort(s.hostPort)
+	if err != nil {
+		return nil, nil, fmt.Errorf("address %q: %w", s.hostPort, err)
+	}
+	args := []string{"server", "start-dev", "--ip", host, "--port", port,
+		"--namespace", s.opts.Namespace,
+		"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+		"--log-level", s.opts.ServerLogLevel}
+	if s.opts.UIPort != "" {
+		args = append(args, "--ui-port", s.opts.UIPort)
+	} else {
+		args = append(args, "--headless")
+	}
+	if s.opts.DBFile != "" {
+		args = append(args, "--db-filename", s.opts.DBFile)
+	}
+	args = append(args, FastDynamicConfig...)
 	for _, name := range s.opts.SearchAttributes {
 		args = append(args, "--search-attribute", name+"=Keyword")
 	}
@@ -182,26 +227,43 @@ func (s *Server) start() (*testsuite.DevServer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StartTimeout)
 	defer cancel()
 	s.log.mark(fmt.Sprintf("starting %s server start-dev on %s (%s)", filepath.Base(s.cliPath), s.hostPort, s.describe()))
-	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath: s.cliPath,
-		ClientOptions: &client.Options{
-			HostPort:  s.hostPort,
-			Namespace: s.opts.Namespace,
-			Logger:    s.opts.Logger,
-		},
-		DBFilename: s.opts.DBFile,
-		EnableUI:   s.opts.UIPort != "",
-		UIPort:     s.opts.UIPort,
-		LogLevel:   s.opts.ServerLogLevel,
-		ExtraArgs:  args,
-		Stdout:     s.log,
-		Stderr:     s.log,
-	})
+	logFrom := s.log.written()
+	proc, err := startProcess(s.cliPath, args, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("%w\n--- server log ---\n%s", err, s.log.String())
+		return nil, nil, err
+	}
+	c, err := s.waitReady(ctx, proc)
+	if err != nil {
+		_ = proc.stop()
+		if strings.Contains(s.log.since(logFrom), "address already in use") {
+			err = fmt.Errorf("%w: %w", errAddressInUse, err)
+		}
+		return nil, nil, fmt.Errorf("%w\n--- server log ---\n%s", err, s.log.String())
 	}
 	s.log.mark("server ready")
-	return dev, nil
+	return proc, c, nil
+}
+
+// waitReady dials the frontend until it answers, the process exits, or ctx
+// ends.
+func (s *Server) waitReady(ctx context.Context, proc *process) (client.Client, error) {
+	var last error
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := client.DialContext(dctx, s.ClientOptions())
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		select {
+		case <-proc.done:
+			return nil, fmt.Errorf("the server exited before answering (%v); last dial: %w", proc.err, last)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer within %s: %w", s.opts.StartTimeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Client is a client of the server's namespace. It survives Restart (it
@@ -234,24 +296,16 @@ func (s *Server) Log() string { return s.log.String() }
 // usable for Restart. Stopping a stopped server does nothing.
 func (s *Server) Stop() error {
 	s.mu.Lock()
-	dev := s.dev
-	s.dev = nil
+	proc := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if dev == nil {
+	if proc == nil {
 		return nil
 	}
 	s.log.mark("stopping server")
-	// The SDK's dev server client is ours (s.client) on the first start;
-	// later starts' own clients are closed in Restart.
-	done := make(chan error, 1)
-	go func() { done <- dev.Stop() }()
-	select {
-	case err := <-done:
-		s.log.mark("server stopped")
-		return ignoreInterruptExit(err)
-	case <-time.After(time.Minute):
-		return errors.New("server did not exit within a minute of SIGINT")
-	}
+	err := proc.stop()
+	s.log.mark("server stopped")
+	return err
 }
 
 // Restart stops the server and starts it again on the same DBFile and
@@ -266,13 +320,13 @@ func (s *Server) Restart(t testing.TB) {
 	if err := s.Stop(); err != nil {
 		t.Fatalf("devserver: restart: %v", err)
 	}
-	dev, err := s.start()
+	proc, c, err := s.start()
 	if err != nil {
 		t.Fatalf("devserver: restarting Temporal dev server at %s: %v", s.hostPort, err)
 	}
-	dev.Client().Close() // Client() keeps the first one
+	c.Close() // Client() keeps the first one
 	s.mu.Lock()
-	s.dev = dev
+	s.proc = proc
 	s.mu.Unlock()
 }
 
@@ -287,22 +341,15 @@ func (s *Server) shutdown() error {
 	return s.Stop()
 }
 
-// ignoreInterruptExit treats the exit caused by our own SIGINT as success.
-func ignoreInterruptExit(err error) error {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if !ee.Exited() { // killed by the signal we sent
-			return nil
-		}
-	}
-	return err
-}
-
 // CLIPath finds the temporal CLI: $MESHROLL_TEMPORAL_CLI if set (it must
 // exist), else `temporal` on PATH, else $GOBIN/temporal, else
 // temporal in each GOPATH's bin. The error says how to install it. It is
 // temporalcli.Path, which the worker's --dev mode uses too.
 func CLIPath() (string, error) { return temporalcli.Path() }
+
+// pickHostPort picks the address of a server whose options name none; a
+// variable so that a test can hand out a taken one.
+var pickHostPort = freeHostPort
 
 func freeHostPort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -350,6 +397,21 @@ func indexByteFrom(p []byte, c byte, from int) int {
 
 func (b *logBuffer) mark(msg string) {
 	_, _ = fmt.Fprintf(b, "--- devserver %s: %s\n", time.Now().Format("15:04:05.000"), msg)
+}
+
+// written is how many bytes were ever written, a mark for since.
+func (b *logBuffer) written() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped + len(b.buf)
+}
+
+// since is what was written after the mark written returned (what of it is
+// still kept).
+func (b *logBuffer) since(mark int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf[max(mark-b.dropped, 0):])
 }
 
 func (b *logBuffer) String() string {
