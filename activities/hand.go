@@ -41,11 +41,12 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 
 // handPush gives r to its machine workflow by signal-with-start on queue,
 // starting the workflow if it is not running. Signalled again, a request is
-// dropped by the machine workflow as a duplicate. A workflow it starts
-// pushes as the worker's push.local_activity says; one already running
-// keeps the mode it was started with.
+// dropped by the machine workflow as a duplicate. The request carries the
+// worker's push.local_activity: the machine workflow pushes it as that
+// says, whether it starts now or has run for months.
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
 	r.HandedAt = time.Now().UTC() // this runs in the plan's workflow task: the plan runs now
+	r.Local = a.Mesh.Push.LocalActivity
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
 		client.StartWorkflowOptions{
 			ID:        meshapi.MachineID(r.Machine),

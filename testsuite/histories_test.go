@@ -103,6 +103,11 @@ func TestReplayHistories(t *testing.T) {
 //   - "local-push" (localPushCaptureTag, TestCaptureLocalPushHistory): a
 //     machine workflow started with LocalPush, pushing by local
 //     activities (no version gate: the run's input chooses).
+//   - "request-push-mode" (requestPushModeCaptureTag,
+//     TestCaptureRequestPushModeHistory): each request says how it is
+//     pushed (version "request-push-mode" of Machine); the capture's
+//     machine workflow pushes by a regular activity, then, the setting
+//     turned on, by a local one, in one run.
 const captureTag = "failed-endings"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
@@ -274,6 +279,38 @@ func TestCaptureLocalPushHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistoryAs(idx, "machine-local-push."+localPushCaptureTag, meshapi.MachineID("control-node"), "")
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
+// requestPushModeCaptureTag names the history of a machine workflow whose
+// requests say how each is pushed (version "request-push-mode").
+const requestPushModeCaptureTag = "request-push-mode"
+
+// TestCaptureRequestPushModeHistory records it: control-node's machine
+// workflow pushes two plans by regular activities, then the worker restarts
+// with push.local_activity and the same run pushes the third locally. Like
+// the others it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureRequestPushModeHistory(t *testing.T) {
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+	o := exampleMesh()
+	o.identity = "meshroll-capture"
+	s := newStack(t, o)
+	s.converge("host", s.commit("host"))
+	s.converge("mesh-controller", s.commit("mesh-controller"))
+	s.worker.Stop()
+	s.cfg.Push.LocalActivity = true
+	s.startWorker()
+	s.converge("host", s.commit("host"))
+	scheduled, markers := s.pushEvents(meshapi.MachineID("control-node"))
+	require.Equal(t, 2, scheduled, "two pushes by regular activities")
+	require.Equal(t, 1, markers, "then one by a local activity")
+
+	idx := readIndex(t)
+	s.writeHistoryAs(idx, "machine-push-mode."+requestPushModeCaptureTag, meshapi.MachineID("control-node"), "")
 	data, err := json.MarshalIndent(idx, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))

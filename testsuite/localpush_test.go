@@ -19,6 +19,8 @@ const localActivityMarker = "LocalActivity"
 // activities, under the same invariants, and the machine workflows the
 // plans start push by local activities only: no activity task is ever
 // scheduled for a push, and each push leaves its marker in the history.
+// Then the operator turns the setting off, and back on: the machine
+// workflows already running follow it at their next push.
 func TestLocalPushConverges(t *testing.T) {
 	o := exampleMesh()
 	o.push = "{local_activity: true}"
@@ -43,6 +45,25 @@ func TestLocalPushConverges(t *testing.T) {
 		require.Zero(t, scheduled, "%s: no push ran as a regular activity", machine)
 		require.GreaterOrEqual(t, markers, pushes, "%s: every push left a local activity marker", machine)
 	}
+
+	id := meshapi.MachineID("control-node")
+	run := lastRun(t, s, id)
+	flip := func(local bool) (scheduled, markers int) {
+		s.worker.Stop()
+		s.cfg.Push.LocalActivity = local
+		s.startWorker()
+		s.converge("host", s.commit("host"))
+		require.Equal(t, run, lastRun(t, s, id), "the machine workflow ran on, the same run")
+		return s.pushEvents(id)
+	}
+	before, marked := s.pushEvents(id)
+	scheduled, markers := flip(false)
+	require.Equal(t, before+1, scheduled, "push.local_activity off: the running machine workflow's next push is a regular activity")
+	require.Equal(t, marked, markers)
+	scheduled, markers = flip(true)
+	require.Equal(t, before+1, scheduled, "push.local_activity on again: no activity task")
+	require.Equal(t, marked+1, markers, "push.local_activity on again: a local activity")
+	s.checkJournal("control-node")
 }
 
 // pushEvents counts, in the history of workflow id's current run, the

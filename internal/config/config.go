@@ -309,9 +309,9 @@ type Push struct {
 	// queued behind it, hold one workflow task open, which the SDK
 	// heartbeats past its timeout, and the machine workflow's queries,
 	// new requests and withdrawals wait for that task's end or next
-	// heartbeat. It is set in a machine workflow when the workflow starts
-	// and kept across continue-as-new: machine workflows already running
-	// keep their mode.
+	// heartbeat. Each push request carries the setting of the worker that
+	// handed it over, so a change reaches machine workflows already
+	// running at their next push.
 	LocalActivity bool `mapstructure:"local_activity"`
 }
 

@@ -471,6 +471,12 @@ type PushRequest struct {
 	// then). A push that starts soon after needs no word from the server
 	// that its plan still runs; see activities.PlanFresh.
 	HandedAt time.Time `json:"handed_at,omitzero"`
+	// Local asks the machine workflow to run this push as a local
+	// activity, in the workflow task that takes it: the handing worker's
+	// push.local_activity, read when the plan hands the request over, so a
+	// change of the setting reaches running machine workflows at their next
+	// push.
+	Local bool `json:"local,omitempty"`
 }
 
 // FromDigest is the digest of From, "" when the request is not a put-back.
@@ -577,10 +583,11 @@ type MachineInput struct {
 	Running *mesh.Declaration `json:"running,omitempty"`
 	// LocalPush runs this workflow's pushes as local activities, in the
 	// workflow task that took the request, sparing the server an activity
-	// task and a workflow task per push (the worker's push.local_activity).
-	// It is set when the workflow starts and carried across
-	// continue-as-new; a history without it (false) pushes by regular
-	// activities, as every machine workflow did before it existed.
+	// task and a workflow task per push (the worker's push.local_activity
+	// when the workflow started). It is carried across continue-as-new.
+	// Runs since the machine workflow's "request-push-mode" change follow
+	// each request's Local instead; it is still set, so that a worker of the
+	// code before that change, during an upgrade, pushes as configured.
 	LocalPush bool `json:"local_push,omitempty"`
 }
 
