@@ -103,12 +103,15 @@ func TestReplayHistories(t *testing.T) {
 //   - "local-push" (localPushCaptureTag, TestCaptureLocalPushHistory): a
 //     machine workflow started with LocalPush, pushing by local
 //     activities (no version gate: the run's input chooses).
+//   - "build-compose": a plan of at most one compose batch builds and
+//     composes in one activity (version "build-compose" of Plan); the
+//     capture's machine workflows carry "request-push-mode" too.
 //   - "request-push-mode" (requestPushModeCaptureTag,
 //     TestCaptureRequestPushModeHistory): each request says how it is
 //     pushed (version "request-push-mode" of Machine); the capture's
 //     machine workflow pushes by a regular activity, then, the setting
 //     turned on, by a local one, in one run.
-const captureTag = "failed-endings"
+const captureTag = "build-compose"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -141,4 +142,68 @@ func TestKeywordListSize(t *testing.T) {
 			t.Errorf("keywordListSize(%q) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
+}
+
+// A plan of at most one compose batch builds and composes in one activity
+// (versionBuildCompose); a larger one builds, then composes in batches.
+// Either way every machine is composed once and pushed once.
+func TestPlanBuildsAndComposesInOneActivityUpToABatch(t *testing.T) {
+	for _, tc := range []struct {
+		machines  int
+		composing int   // BuildAndCompose calls
+		batches   []int // every compose, sorted, the one with the build included
+	}{
+		{1, 1, []int{1}},
+		{composeBatch, 1, []int{composeBatch}},
+		{composeBatch + 1, 0, []int{1, composeBatch}},
+	} {
+		t.Run(fmt.Sprintf("%d machines", tc.machines), func(t *testing.T) {
+			machines := manyMachines(tc.machines)
+			h := newPlanHarness(t, tier(1, machines...)...)
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+			require.Equal(t, tc.composing, h.buildsComposing, "builds that composed too")
+			got := slices.Clone(h.composeBatches)
+			slices.Sort(got)
+			require.Equal(t, tc.batches, got)
+			require.Len(t, h.enqueued, 1)
+			require.ElementsMatch(t, machines, h.enqueued[0], "every machine pushed once")
+			require.NotNil(t, st.Build)
+		})
+	}
+}
+
+// A composition that fails transiently with the build is not the plan's
+// end: the build is done, and the plan composes again by ComposeTargets,
+// under its retries, and converges on the same build.
+func TestPlanComposesAgainWhenComposingWithTheBuildFailed(t *testing.T) {
+	h := newPlanHarness(t, tier(1, "edge-1", "edge-2")...)
+	base := h.composeFn
+	var calls atomic.Int32
+	h.composeFn = func(in composeCall) (meshapi.ComposeResult, error) {
+		if calls.Add(1) == 1 {
+			return meshapi.ComposeResult{}, fmt.Errorf("host %s: connection refused", in.Target.Machine)
+		}
+		return base(in)
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Equal(t, 1, h.buildsComposing)
+	require.Equal(t, []int{2, 2}, h.composeBatches, "composed with the build (failed), then by ComposeTargets")
+	require.ElementsMatch(t, []string{"edge-1", "edge-2"}, h.enqueued[0])
+}
+
+// A build that fails while composing too halts the plan as a failed build
+// does, naming the build, and composes nothing.
+func TestPlanBuildFailureWhileComposingHalts(t *testing.T) {
+	h := newPlanHarness(t, tier(1, "edge-1")...)
+	h.buildFn = func() (mesh.Build, error) {
+		return mesh.Build{}, temporal.NewNonRetryableApplicationError("compile error", meshapi.ErrBuildFailed, nil)
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanHalted, st.State)
+	require.Contains(t, st.Reason, "build failed: compile error")
+	require.Equal(t, 1, h.buildsComposing)
+	require.Empty(t, h.composeBatches)
+	require.Empty(t, h.enqueued)
 }

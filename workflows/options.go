@@ -31,7 +31,13 @@ func targetsOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
-func buildOptions(ctx workflow.Context, module, commit string) workflow.Context {
+// buildOptions are the build's; composing, with a build that composes too
+// (BuildAndCompose), names how many machines in its summary.
+func buildOptions(ctx workflow.Context, module, commit string, composing int) workflow.Context {
+	summary := fmt.Sprintf("build %s at %s", module, mesh.ShortCommit(commit))
+	if composing > 0 {
+		summary += fmt.Sprintf(" and compose %d machines", composing)
+	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    30 * time.Minute,
 		HeartbeatTimeout:       time.Minute,
@@ -40,7 +46,7 @@ func buildOptions(ctx workflow.Context, module, commit string) workflow.Context 
 		// registry) halts the plan after about a quarter of a minute of
 		// retries, naming what it tried; a compile error halts at once.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 4},
-		Summary:     fmt.Sprintf("build %s at %s", module, mesh.ShortCommit(commit)),
+		Summary:     summary,
 	})
 }
 

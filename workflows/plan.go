@@ -152,6 +152,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 		return err
 	}
 	var b mesh.Build
+	var composed *meshapi.ComposeTargetsResult
 	switch {
 	case p.in.Rollback != nil:
 		p.details(ctx, "finding what to roll back to")
@@ -165,7 +166,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 		b, targets, err = p.syncTarget(ctx, targets)
 	default:
 		p.details(ctx, "building")
-		b, err = p.build(ctx)
+		b, composed, err = p.build(ctx, targets)
 	}
 	if err != nil {
 		return err
@@ -175,7 +176,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 	p.st.State = meshapi.PlanComposing
 	p.targetList = targets
 	p.details(ctx, "composing")
-	decls, err := p.compose(ctx, targets, b)
+	decls, err := p.compose(ctx, targets, b, composed)
 	if err != nil {
 		return err
 	}
@@ -235,15 +236,39 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	return tr.Targets, nil
 }
 
+// versionBuildCompose gates building and composing a plan of at most one
+// compose batch in one activity (BuildAndCompose), which spares it a
+// workflow task and an activity task: plans started before build, then
+// compose, by two.
+const versionBuildCompose = "build-compose"
+
 // build builds the module at the merge's commit and records it in the
-// catalogue (the Build activity does both).
-func (p *plan) build(ctx workflow.Context) (mesh.Build, error) {
-	var b mesh.Build
+// catalogue (the Build activity does both). A plan of at most one compose
+// batch composes its targets in the same activity: their composition is
+// returned too, nil when it is left to compose (a larger plan, a plan
+// started before versionBuildCompose, or a composition that failed
+// transiently).
+func (p *plan) build(ctx workflow.Context, targets []meshapi.Target) (mesh.Build, *meshapi.ComposeTargetsResult, error) {
+	in := meshapi.BuildInput{Plan: p.st.Plan, Module: p.in.Module, Commit: p.in.Commit}
+	if len(targets) > composeBatch || workflow.GetVersion(ctx, versionBuildCompose, workflow.DefaultVersion, 1) < 1 {
+		var b mesh.Build
+		err := p.step(ctx, func(sctx workflow.Context) error {
+			return workflow.ExecuteActivity(buildOptions(sctx, p.in.Module, p.in.Commit, 0), acts.Build, in).Get(sctx, &b)
+		})
+		return b, nil, p.interrupted(ctx, err, "build failed: ")
+	}
+	var r meshapi.BuildComposeResult
 	err := p.step(ctx, func(sctx workflow.Context) error {
-		return workflow.ExecuteActivity(buildOptions(sctx, p.in.Module, p.in.Commit), acts.Build,
-			meshapi.BuildInput{Plan: p.st.Plan, Module: p.in.Module, Commit: p.in.Commit}).Get(sctx, &b)
+		return workflow.ExecuteActivity(buildOptions(sctx, p.in.Module, p.in.Commit, len(targets)), acts.BuildAndCompose,
+			meshapi.BuildComposeInput{Build: in, Targets: targets}).Get(sctx, &r)
 	})
-	return b, p.interrupted(ctx, err, "build failed: ")
+	if err != nil {
+		return mesh.Build{}, nil, p.interrupted(ctx, err, "build failed: ")
+	}
+	if r.Composed == nil {
+		workflow.GetLogger(ctx).Warn("Composing with the build failed; composing again", "error", r.ComposeError)
+	}
+	return r.Build, r.Composed, nil
 }
 
 // outcome is how a plan that pushed every tier ends: superseded when a

@@ -229,7 +229,7 @@ func (p *plan) putBack(ctx workflow.Context, ti int, why string) error {
 			targets = append(targets, t)
 		}
 	}
-	decls, err := p.compose(ctx, targets, res.Build)
+	decls, err := p.compose(ctx, targets, res.Build, nil)
 	if err != nil {
 		return err
 	}

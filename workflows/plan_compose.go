@@ -21,8 +21,10 @@ const composeBatch = 100
 // batch an activity, not a local one, so that its input and result, what
 // the plan intends, stay readable in the plan's history), all batches at
 // once. The plan records these declarations: that is what it intends. Every
-// machine that could not be composed is named in the plan's end.
-func (p *plan) compose(ctx workflow.Context, targets []meshapi.Target, b mesh.Build) (map[string]mesh.Declaration, error) {
+// machine that could not be composed is named in the plan's end. done, when
+// not nil, is the composition of all targets (one batch) the build already
+// made (BuildAndCompose): it is taken as that batch's result.
+func (p *plan) compose(ctx workflow.Context, targets []meshapi.Target, b mesh.Build, done *meshapi.ComposeTargetsResult) (map[string]mesh.Declaration, error) {
 	decls := map[string]mesh.Declaration{}
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		type batch struct {
@@ -32,6 +34,12 @@ func (p *plan) compose(ctx workflow.Context, targets []meshapi.Target, b mesh.Bu
 		var batches []batch
 		for from := 0; from < len(targets); from += composeBatch {
 			bt := targets[from:min(from+composeBatch, len(targets))]
+			if done != nil {
+				f, settable := workflow.NewFuture(sctx)
+				settable.SetValue(*done)
+				batches = append(batches, batch{bt, f})
+				continue
+			}
 			f := workflow.ExecuteActivity(composeOptions(sctx, p.policy, len(bt)), acts.ComposeTargets,
 				meshapi.ComposeTargetsInput{Plan: p.st.Plan, Targets: bt, Build: b})
 			batches = append(batches, batch{bt, f})

@@ -42,7 +42,9 @@ type planHarness struct {
 
 	targetsFn func() (meshapi.TargetsResult, error)
 	buildFn   func() (mesh.Build, error)
-	composeFn func(composeCall) (meshapi.ComposeResult, error)
+	// buildsComposing counts the builds that composed too (BuildAndCompose).
+	buildsComposing int
+	composeFn       func(composeCall) (meshapi.ComposeResult, error)
 	// holdsFn answers the hold check before each batch; default: no hold.
 	holdsFn func(meshapi.HoldsInput) (meshapi.HoldsResult, error)
 	holds   []meshapi.HoldsInput
@@ -76,25 +78,44 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 		func(context.Context, meshapi.BuildInput) (mesh.Build, error) { return h.buildFn() })
 	// ComposeTargets composes as the real one does: composeFn per target, a
 	// permanent failure named in its result.
+	composeTargets := func(in meshapi.ComposeTargetsInput) (meshapi.ComposeTargetsResult, error) {
+		h.mu.Lock()
+		h.composeBatches = append(h.composeBatches, len(in.Targets))
+		h.mu.Unlock()
+		var out meshapi.ComposeTargetsResult
+		for _, t := range in.Targets {
+			res, err := h.composeFn(composeCall{Plan: in.Plan, Target: t, Build: in.Build})
+			var appErr *temporal.ApplicationError
+			switch {
+			case err == nil:
+				out.Results = append(out.Results, meshapi.ComposedTarget{ComposeResult: res})
+			case errors.As(err, &appErr) && appErr.NonRetryable():
+				out.Results = append(out.Results, meshapi.ComposedTarget{Error: appErr.Message()})
+			default:
+				return meshapi.ComposeTargetsResult{}, err
+			}
+		}
+		return out, nil
+	}
 	h.env.OnActivity(acts.ComposeTargets, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in meshapi.ComposeTargetsInput) (meshapi.ComposeTargetsResult, error) {
+			return composeTargets(in)
+		})
+	// BuildAndCompose is Build, then ComposeTargets, as the real one.
+	h.env.OnActivity(acts.BuildAndCompose, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in meshapi.BuildComposeInput) (meshapi.BuildComposeResult, error) {
 			h.mu.Lock()
-			h.composeBatches = append(h.composeBatches, len(in.Targets))
+			h.buildsComposing++
 			h.mu.Unlock()
-			var out meshapi.ComposeTargetsResult
-			for _, t := range in.Targets {
-				res, err := h.composeFn(composeCall{Plan: in.Plan, Target: t, Build: in.Build})
-				var appErr *temporal.ApplicationError
-				switch {
-				case err == nil:
-					out.Results = append(out.Results, meshapi.ComposedTarget{ComposeResult: res})
-				case errors.As(err, &appErr) && appErr.NonRetryable():
-					out.Results = append(out.Results, meshapi.ComposedTarget{Error: appErr.Message()})
-				default:
-					return meshapi.ComposeTargetsResult{}, err
-				}
+			b, err := h.buildFn()
+			if err != nil {
+				return meshapi.BuildComposeResult{}, err
 			}
-			return out, nil
+			res, err := composeTargets(meshapi.ComposeTargetsInput{Plan: in.Build.Plan, Targets: in.Targets, Build: b})
+			if err != nil {
+				return meshapi.BuildComposeResult{Build: b, ComposeError: err.Error()}, nil
+			}
+			return meshapi.BuildComposeResult{Build: b, Composed: &res}, nil
 		})
 	h.holdsFn = func(meshapi.HoldsInput) (meshapi.HoldsResult, error) { return meshapi.HoldsResult{}, nil }
 	h.env.OnActivity(acts.Holds, mock.Anything, mock.Anything).Return(
