@@ -63,6 +63,9 @@ func (a *Activities) Analyse(ctx context.Context, in meshapi.AnalyseInput) (mesh
 		}
 	}
 	ms = a.withTaken(ctx, log, in, ms)
+	if len(ms) == 0 {
+		a.announce(ctx, log, in, head, in.Since.Add(ch.InitialDelay))
+	}
 	for {
 		// Judged first, so that a retry of an attempt that died after its
 		// last measurement ends at once with the same verdict.
@@ -97,6 +100,17 @@ func (a *Activities) Analyse(ctx context.Context, in meshapi.AnalyseInput) (mesh
 			// this one sees it then.
 			log.Warn().Err(err).Msg("plan did not take the measurement")
 		}
+	}
+}
+
+// announce tells the plan what the check asks before its first
+// measurement, due at due: waiting until then when that is still to come.
+func (a *Activities) announce(ctx context.Context, log zerolog.Logger, in meshapi.AnalyseInput, head meshapi.AnalysisCheck, due time.Time) {
+	if due.After(time.Now()) {
+		head.Verdict, head.FirstDue = meshapi.AnalysisWaiting, &due
+	}
+	if err := a.Plans.Started(ctx, in.Plan, meshapi.AnalysisStarted{Tier: in.Tier, Check: head}); err != nil {
+		log.Warn().Err(err).Msg("plan did not take what the check asks; it shows it with the first measurement")
 	}
 }
 

@@ -192,6 +192,7 @@ func TestAnalyseResumesFromHeartbeat(t *testing.T) {
 	require.Len(t, got.Measurements, 5)
 	assert.Equal(t, earlier, got.Measurements[:3], "the earlier measurements are kept as they were")
 	assert.Len(t, f.plans.signals(), 2, "the earlier ones were signalled by the attempt that took them")
+	assert.Empty(t, f.plans.started, "the plan was told what the check asks by the attempt that began")
 }
 
 // A retry whose last heartbeat did not reach the server (heartbeats are
@@ -265,13 +266,28 @@ func TestAnalyseInitialDelayFromSince(t *testing.T) {
 		assert.Equal(t, meshapi.AnalysisPassed, got.Verdict)
 		require.Len(t, got.Measurements, 1)
 		assert.True(t, got.Measurements[0].At.Before(start.Add(delay)), "measured at %s, the delay counted from the start %s", got.Measurements[0].At, start)
+		require.Len(t, f.plans.started, 1, "the plan is told what the check asks before it measures")
+		assert.Equal(t, meshapi.AnalysisRunning, f.plans.started[0].Check.Verdict, "no delay left to wait out")
+		assert.Nil(t, f.plans.started[0].Check.FirstDue)
 	})
 	t.Run("since now", func(t *testing.T) {
-		f := newAnalysisFixture(t, config.Check{Count: 1, InitialDelay: 50 * time.Millisecond}, "0.1")
+		// A second: the plan is told "waiting" only while the delay is
+		// still to come when the activity starts, which a loaded CI box
+		// may take a while to do.
+		f := newAnalysisFixture(t, config.Check{Count: 1, InitialDelay: time.Second}, "0.1")
 		f.in.Since = time.Now().UTC().Truncate(time.Millisecond)
 		got := f.run(t)
 		require.Len(t, got.Measurements, 1)
-		assert.False(t, got.Measurements[0].At.Before(f.in.Since.Add(50*time.Millisecond)), "measured at %s, before the delay ended", got.Measurements[0].At)
+		assert.False(t, got.Measurements[0].At.Before(f.in.Since.Add(time.Second)), "measured at %s, before the delay ended", got.Measurements[0].At)
+		require.Len(t, f.plans.started, 1)
+		s := f.plans.started[0]
+		assert.Equal(t, 1, s.Tier)
+		assert.Equal(t, meshapi.AnalysisWaiting, s.Check.Verdict)
+		require.NotNil(t, s.Check.FirstDue)
+		assert.True(t, s.Check.FirstDue.Equal(f.in.Since.Add(time.Second)), "first due %s", s.Check.FirstDue)
+		assert.Equal(t, 1, s.Check.Count, "what the check asks")
+		assert.NotEmpty(t, s.Check.Query)
+		assert.Empty(t, s.Check.Measurements)
 	})
 }
 

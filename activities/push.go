@@ -384,6 +384,10 @@ type Plans interface {
 	// measured signal), so that the plan shows it before the check ends.
 	// A plan that has ended is not an error: nobody is left to show it to.
 	Measured(ctx context.Context, plan string, m meshapi.Measured) error
+	// Started tells plan what a check asks before its first measurement
+	// (the analysis-started signal). A plan that has ended is not an
+	// error.
+	Started(ctx context.Context, plan string, s meshapi.AnalysisStarted) error
 	// Taken is the measurements plan holds of tier's check, from the
 	// measured signals it took: what a retried analysis goes on from when
 	// its last heartbeat did not reach the server (heartbeats are
@@ -417,7 +421,6 @@ func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
 	return err
 }
 
-// Measured implements Plans.
 // Taken implements Plans, through the plan's state query.
 func (p TemporalPlans) Taken(ctx context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error) {
 	v, err := p.Client.QueryWorkflow(ctx, plan, "", meshapi.QueryState)
@@ -440,10 +443,21 @@ func (p TemporalPlans) Taken(ctx context.Context, plan string, tier int, check s
 
 // Measured implements Plans.
 func (p TemporalPlans) Measured(ctx context.Context, plan string, m meshapi.Measured) error {
-	err := p.Client.SignalWorkflow(ctx, plan, "", meshapi.SignalMeasured, m)
+	return p.signalCheck(ctx, plan, m.Check.Check, meshapi.SignalMeasured, m)
+}
+
+// Started implements Plans.
+func (p TemporalPlans) Started(ctx context.Context, plan string, s meshapi.AnalysisStarted) error {
+	return p.signalCheck(ctx, plan, s.Check.Check, meshapi.SignalAnalysisStarted, s)
+}
+
+// signalCheck signals plan about check; a plan that has ended took
+// nothing, which is no error: nobody is left to show it to.
+func (p TemporalPlans) signalCheck(ctx context.Context, plan, check, signal string, arg any) error {
+	err := p.Client.SignalWorkflow(ctx, plan, "", signal, arg)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		p.Log.Warn().Str("plan", plan).Str("check", m.Check.Check).Msg("plan did not take the measurement: it has ended")
+		p.Log.Warn().Str("plan", plan).Str("check", check).Str("signal", signal).Msg("plan did not take the signal: it has ended")
 		return nil
 	}
 	return err

@@ -324,6 +324,7 @@ type fakePlans struct {
 	answers  []meshapi.PushResult
 	asked    int // Running calls
 	measured []planMeasured
+	started  []meshapi.AnalysisStarted
 }
 
 // planMeasured is one measured signal as the fake took it.
@@ -365,6 +366,13 @@ func (p *fakePlans) Measured(_ context.Context, plan string, m meshapi.Measured)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.measured = append(p.measured, planMeasured{plan, m})
+	return nil
+}
+
+func (p *fakePlans) Started(_ context.Context, plan string, s meshapi.AnalysisStarted) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = append(p.started, s)
 	return nil
 }
 

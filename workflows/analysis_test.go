@@ -277,4 +277,55 @@ func TestPlanAnalysisAlongsideTheBake(t *testing.T) {
 	require.Contains(t, details, "    - 12:00:00 0.1 passed", "and each measurement")
 }
 
+// A check waiting out its initial delay says so, with what it will ask and
+// when it starts measuring, in the plan's state and the Web UI's details;
+// before its announcement it is waiting too, never "running 0 of 0".
+func TestPlanAnalysisWaitsOutItsInitialDelay(t *testing.T) {
+	c := check("error-rate", meshapi.AnalysisPassed, false)
+	c.Count, c.FailureLimit = 10, 1
+	h := newAnalysisHarness(t, []string{"error-rate"}, 0, map[string]meshapi.AnalysisCheck{"error-rate": c},
+		map[string]time.Duration{"error-rate": 10 * time.Minute})
+	due := time.Date(2026, 12, 3, 12, 5, 0, 0, time.UTC)
+	waiting := c
+	waiting.Verdict, waiting.FirstDue = meshapi.AnalysisWaiting, &due
+	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
+	// The Analyse activity announces the check as it starts (the fake's
+	// own signals come with its result, at ten minutes).
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(meshapi.SignalAnalysisStarted, meshapi.AnalysisStarted{Tier: 1, Check: waiting})
+	}, time.Minute)
+	var during meshapi.PlanState
+	var details string
+	h.env.RegisterDelayedCallback(func() {
+		during = h.query()
+		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		details = md.GetCurrentDetails()
+	}, 5*time.Minute)
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	got := during.Tiers[0].Analysis[0]
+	require.Equal(t, meshapi.AnalysisWaiting, got.Verdict)
+	require.Equal(t, 10, got.Count, "what the check asks, before any measurement")
+	require.Equal(t, "error-rate waiting until 12:05:00 UTC: 0 of 10 measured, 0 failed of 1 allowed", got.Summary())
+	require.Contains(t, details, "analysis error-rate waiting until 12:05:00 UTC: 0 of 10 measured")
+	require.Equal(t, meshapi.AnalysisPassed, st.Tiers[0].Analysis[0].Verdict)
+	require.Nil(t, st.Tiers[0].Analysis[0].FirstDue, "the result replaces the announcement")
+}
+
+// Before its activity says anything, a check is waiting, not running.
+func TestPlanAnalysisWaitingBeforeItsActivitySpeaks(t *testing.T) {
+	h := newAnalysisHarness(t, []string{"error-rate"}, 0,
+		map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisPassed, false)},
+		map[string]time.Duration{"error-rate": 10 * time.Minute})
+	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
+	var during meshapi.PlanState
+	h.env.RegisterDelayedCallback(func() { during = h.query() }, 5*time.Minute)
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Equal(t, meshapi.AnalysisWaiting, during.Tiers[0].Analysis[0].Verdict)
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -24,8 +24,25 @@ const versionAnalysis = "analysis"
 const analyseBy = "meshroll analysis"
 
 // takeMeasurements records each measurement a running Analyse activity
-// signals, so that the plan's state shows it at once.
+// signals, so that the plan's state shows it at once, and what a check
+// asks, announced before its first measurement (waiting out its initial
+// delay).
 func (p *plan) takeMeasurements(ctx workflow.Context) {
+	started := workflow.GetSignalChannel(ctx, meshapi.SignalAnalysisStarted)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var s meshapi.AnalysisStarted
+			if !started.Receive(gctx, &s) {
+				return
+			}
+			if c := p.check(s.Tier, s.Check.Check); c != nil && len(c.Measurements) == 0 &&
+				(c.Verdict == meshapi.AnalysisWaiting || c.Verdict == meshapi.AnalysisRunning) {
+				*c = s.Check
+				c.Measurements = nil
+				p.showDetails(p.ctx)
+			}
+		}
+	})
 	ch := workflow.GetSignalChannel(ctx, meshapi.SignalMeasured)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
@@ -35,9 +52,8 @@ func (p *plan) takeMeasurements(ctx workflow.Context) {
 			}
 			if c := p.check(m.Tier, m.Check.Check); c != nil && !c.Verdict.Decided() && c.Verdict != meshapi.AnalysisFailed {
 				if len(c.Measurements) == 0 {
-					measurements := c.Measurements
 					*c = m.Check
-					c.Measurements, c.Verdict = measurements, meshapi.AnalysisRunning
+					c.Measurements, c.Verdict = nil, meshapi.AnalysisRunning
 				}
 				if c.Add(m.Measurement) {
 					p.showDetails(p.ctx)
@@ -76,7 +92,7 @@ func (p *plan) analyse(ctx workflow.Context, ti int, machines []string, bake tim
 	since := workflow.Now(ctx)
 	tier.Analysis = make([]meshapi.AnalysisCheck, len(checks))
 	for i, name := range checks {
-		tier.Analysis[i] = meshapi.AnalysisCheck{Check: name, Verdict: meshapi.AnalysisRunning}
+		tier.Analysis[i] = meshapi.AnalysisCheck{Check: name, Verdict: meshapi.AnalysisWaiting}
 	}
 	tier.State = meshapi.TierAnalysing
 	words := fmt.Sprintf("tier %d analysing (%s)", tier.Tier, strings.Join(checks, ", "))

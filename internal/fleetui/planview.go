@@ -223,8 +223,8 @@ func tierOf(t meshapi.TierState) planTier {
 }
 
 // checkOf words a check for its tier's line: "running 3/10, last 0.012",
-// with its failures when there are any and "dry run" when it only
-// reports.
+// with its failures when there are any, when a waiting check first
+// measures, and "dry run" when it only reports.
 func checkOf(c meshapi.AnalysisCheck) checkView {
 	passed, failed, errored := c.Tally()
 	words := []string{fmt.Sprintf("%s %d/%d", c.Verdict, passed+failed, c.Count)}
@@ -233,6 +233,9 @@ func checkOf(c meshapi.AnalysisCheck) checkView {
 	}
 	if errored > 0 {
 		words = append(words, fmt.Sprintf("%d unmeasured", errored))
+	}
+	if c.Verdict == meshapi.AnalysisWaiting && c.FirstDue != nil {
+		words = append(words, "first at "+c.FirstDue.UTC().Format("15:04:05 MST"))
 	}
 	if n := len(c.Measurements); n > 0 {
 		words = append(words, "last "+c.Measurements[n-1].ValueWords())

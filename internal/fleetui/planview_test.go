@@ -163,6 +163,16 @@ func TestPlanShowsItsChecks(t *testing.T) {
 			absent: []string{"inconclusive analysis", "starter plan approve plan/host/" + commit + "</code></pre>"},
 		},
 		{
+			name: "a check waiting out its initial delay says when it first measures",
+			plan: func() Plan {
+				p := analysing()
+				due := t0.Add(12 * time.Minute)
+				p.State.Tiers[0].Analysis[1] = meshapi.AnalysisCheck{Check: "latency", Provider: "prom", Count: 3, Verdict: meshapi.AnalysisWaiting, FirstDue: &due}
+				return p
+			}(),
+			want: []string{`<b>latency</b> waiting 0/3, first at ` + t0.Add(12*time.Minute).UTC().Format("15:04:05 MST") + `</li>`},
+		},
+		{
 			name:   "a tier without checks has no list",
 			plan:   gated(),
 			want:   []string{"Waiting at its gate before tier 2."},

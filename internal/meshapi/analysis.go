@@ -15,6 +15,13 @@ import (
 // resends nothing it heartbeated, but a lost signal's retry may).
 const SignalMeasured = "measured"
 
+// SignalAnalysisStarted carries an AnalysisStarted from an Analyse activity
+// to its plan before its first measurement, so that a check waiting out a
+// long initial delay shows what it will ask and when it starts measuring,
+// not "0 of 0". It is a signal of its own, not a measured signal without a
+// measurement: a plan of the code before it ignores it.
+const SignalAnalysisStarted = "analysis-started"
+
 // Measurement is one look at an analysis check, as a plan's state keeps it
 // and plan show prints it: when, what was read, and whether it was good.
 type Measurement struct {
@@ -113,6 +120,9 @@ type AnalysisCheck struct {
 	// it.
 	Reason       string        `json:"reason,omitempty"`
 	Measurements []Measurement `json:"measurements,omitempty"`
+	// FirstDue, while the check waits out its initial delay, is when it
+	// takes its first measurement.
+	FirstDue *time.Time `json:"first_due,omitempty"`
 }
 
 // Tally counts the check's measurements by how they were judged.
@@ -139,6 +149,9 @@ func (c AnalysisCheck) Summary() string {
 	passed, failed, errored := c.Tally()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", c.Check, c.Verdict)
+	if c.Verdict == AnalysisWaiting && c.FirstDue != nil {
+		b.WriteString(" until " + c.FirstDue.UTC().Format("15:04:05 MST"))
+	}
 	if c.DryRun {
 		b.WriteString(" (dry run)")
 	}
@@ -198,4 +211,13 @@ type Measured struct {
 	Tier        int           `json:"tier"`
 	Check       AnalysisCheck `json:"check"`
 	Measurement Measurement   `json:"measurement"`
+}
+
+// AnalysisStarted tells a plan what one of its checks asks (Check, without
+// measurements) before the check's first measurement
+// (SignalAnalysisStarted): verdict waiting and FirstDue while its initial
+// delay runs, else running.
+type AnalysisStarted struct {
+	Tier  int           `json:"tier"`
+	Check AnalysisCheck `json:"check"`
 }
