@@ -18,18 +18,15 @@
 package devserver
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/devlaunch"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 	"go.temporal.io/sdk/client"
@@ -86,13 +83,9 @@ type Server struct {
 	log      *logBuffer
 
 	mu     sync.Mutex
-	proc   *process      // nil while stopped
-	client client.Client // lives across Restart
+	proc   *devlaunch.Process // nil while stopped
+	client client.Client      // lives across Restart
 }
-
-// startAttempts bounds the starts on fresh ports when the one picked was
-// taken before the server bound it (see Start).
-const startAttempts = 4
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -134,11 +127,6 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 
 	s := &Server{opts: opts, cliPath: cli, hostPort: opts.HostPort, log: newLogBuffer(4 << 20)}
-	if s.hostPort == "" {
-		if s.hostPort, err = pickHostPort(); err != nil {
-			t.Fatalf("devserver: %v", err)
-		}
-	}
 	if s.opts.Logger == nil {
 		zl, err := logging.New(s.log, "info", logging.FormatConsole)
 		if err != nil {
@@ -156,35 +144,16 @@ func Start(t testing.TB, opts Options) *Server {
 		}
 	})
 
-	proc, c, err := s.startFirst()
+	proc, c, err := s.start()
 	if err != nil {
-		t.Fatalf("devserver: starting Temporal dev server at %s: %v", s.hostPort, err)
+		t.Fatalf("devserver: starting Temporal dev server (%s): %v", s.describe(), err)
 	}
 	s.mu.Lock()
 	s.proc = proc
 	s.client = c
+	s.hostPort = proc.HostPort()
 	s.mu.Unlock()
 	return s
-}
-
-// startFirst starts the server. A free port is found by binding and
-// closing it, so another process (a parallel test's server, whose own
-// internal ports are picked the same way) can take it before the CLI binds
-// it. The CLI then exits at once, "address already in use"; when the port
-// was ours to pick, we pick another and start again.
-func (s *Server) startFirst() (*process, client.Client, error) {
-	for attempt := 1; ; attempt++ {
-		proc, c, err := s.start()
-		if err == nil || s.opts.HostPort != "" || attempt == startAttempts || !errors.Is(err, errAddressInUse) {
-			return proc, c, err
-		}
-		port, perr := pickHostPort()
-		if perr != nil {
-			return nil, nil, perr
-		}
-		s.log.mark(fmt.Sprintf("an address was taken before the server bound it; starting again on %s", port))
-		s.hostPort = port
-	}
 }
 
 func (s *Server) describe() string {
@@ -195,19 +164,12 @@ func (s *Server) describe() string {
 	return fmt.Sprintf("%s, namespace %s, cli %s", d, s.opts.Namespace, s.cliPath)
 }
 
-// errAddressInUse marks a start that failed because the server could not
-// bind one of its addresses.
-var errAddressInUse = errors.New("address already in use")
-
-// start runs the CLI and waits until its frontend answers, giving up at
-// once if the process exits first. The client it returns is connected.
-func (s *Server) start() (*process, client.Client, error) {
-	host, port, err := net.SplitHostPort(s.hostPort)
-	if err != nil {
-		return nil, nil, fmt.Errorf("address %q: %w", s.hostPort, err)
-	}
-	args := []string{"server", "start-dev", "--ip", host, "--port", port,
-		"--namespace", s.opts.Namespace,
+// start runs the CLI on s.hostPort, or, before the first start of a server
+// whose options name no address, on one devlaunch picks (another if the
+// one picked was taken before the server bound it), and waits until its
+// frontend answers.
+func (s *Server) start() (*devlaunch.Process, client.Client, error) {
+	args := []string{"--namespace", s.opts.Namespace,
 		"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
 		"--log-level", s.opts.ServerLogLevel}
 	if s.opts.UIPort != "" {
@@ -223,47 +185,14 @@ func (s *Server) start() (*process, client.Client, error) {
 		args = append(args, "--search-attribute", name+"=Keyword")
 	}
 	args = append(args, s.opts.ExtraArgs...)
-
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StartTimeout)
-	defer cancel()
-	s.log.mark(fmt.Sprintf("starting %s server start-dev on %s (%s)", filepath.Base(s.cliPath), s.hostPort, s.describe()))
-	logFrom := s.log.written()
-	proc, err := startProcess(s.cliPath, args, s.log)
+	proc, c, err := devlaunch.Launch(devlaunch.Options{
+		CLI: s.cliPath, HostPort: s.hostPort, Args: args, Out: s.log, Timeout: s.opts.StartTimeout,
+		Client: client.Options{Namespace: s.opts.Namespace, Logger: s.opts.Logger},
+	})
 	if err != nil {
-		return nil, nil, err
-	}
-	c, err := s.waitReady(ctx, proc)
-	if err != nil {
-		_ = proc.stop()
-		if strings.Contains(s.log.since(logFrom), "address already in use") {
-			err = fmt.Errorf("%w: %w", errAddressInUse, err)
-		}
 		return nil, nil, fmt.Errorf("%w\n--- server log ---\n%s", err, s.log.String())
 	}
-	s.log.mark("server ready")
 	return proc, c, nil
-}
-
-// waitReady dials the frontend until it answers, the process exits, or ctx
-// ends.
-func (s *Server) waitReady(ctx context.Context, proc *process) (client.Client, error) {
-	var last error
-	for {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := client.DialContext(dctx, s.ClientOptions())
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		select {
-		case <-proc.done:
-			return nil, fmt.Errorf("the server exited before answering (%v); last dial: %w", proc.err, last)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no answer within %s: %w", s.opts.StartTimeout, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // Client is a client of the server's namespace. It survives Restart (it
@@ -303,7 +232,7 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.log.mark("stopping server")
-	err := proc.stop()
+	err := proc.Stop()
 	s.log.mark("server stopped")
 	return err
 }
@@ -347,19 +276,6 @@ func (s *Server) shutdown() error {
 // temporalcli.Path, which the worker's --dev mode uses too.
 func CLIPath() (string, error) { return temporalcli.Path() }
 
-// pickHostPort picks the address of a server whose options name none; a
-// variable so that a test can hand out a taken one.
-var pickHostPort = freeHostPort
-
-func freeHostPort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
 // logBuffer is a concurrency-safe buffer keeping the last max bytes.
 type logBuffer struct {
 	mu      sync.Mutex
@@ -395,24 +311,7 @@ func indexByteFrom(p []byte, c byte, from int) int {
 	return -1
 }
 
-func (b *logBuffer) mark(msg string) {
-	_, _ = fmt.Fprintf(b, "--- devserver %s: %s\n", time.Now().Format("15:04:05.000"), msg)
-}
-
-// written is how many bytes were ever written, a mark for since.
-func (b *logBuffer) written() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.dropped + len(b.buf)
-}
-
-// since is what was written after the mark written returned (what of it is
-// still kept).
-func (b *logBuffer) since(mark int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf[max(mark-b.dropped, 0):])
-}
+func (b *logBuffer) mark(msg string) { devlaunch.Mark(b, msg) }
 
 func (b *logBuffer) String() string {
 	b.mu.Lock()

@@ -10,20 +10,16 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os/exec"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/devlaunch"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 	"github.com/meshroll/meshroll/internal/temporalx"
@@ -31,7 +27,7 @@ import (
 
 // Server is a Temporal dev server the bench started and stops.
 type Server struct {
-	dev      *testsuite.DevServer
+	dev      *devlaunch.Process
 	client   client.Client
 	hostPort string
 	// Compression is the temporal.grpc_compression the bench's workers
@@ -67,35 +63,25 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if err != nil {
 		return nil, err
 	}
-	hp, err := freeHostPort()
-	if err != nil {
-		return nil, err
-	}
-	args := append(slices.Clone(temporalcli.FastDynamicConfig), temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
+	args := []string{"--namespace", "default", "--headless", "--log-level", "warn",
+		"--dynamic-config-value", "frontend.enableServerVersionCheck=false"}
+	args = append(append(args, temporalcli.FastDynamicConfig...), temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
 	if so.NoEagerActivities {
 		args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=false")
 	}
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	// The client the in-process worker runs on is dialled as the worker
 	// dials (temporalx.Options: compression as temporal.grpc_compression
-	// resolves for a loopback address).
-	co, err := temporalx.Options(config.Temporal{Address: hp, Namespace: "default", GrpcCompression: so.Compression}, log.With().Str("component", "sdk").Logger())
+	// resolves for a loopback address, which every address the server is
+	// started on is).
+	co, err := temporalx.Options(config.Temporal{Address: "127.0.0.1:0", Namespace: "default", GrpcCompression: so.Compression}, log.With().Str("component", "sdk").Logger())
 	if err != nil {
 		return nil, err
 	}
-	dev, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
-		ExistingPath:  cli,
-		ClientOptions: &co,
-		LogLevel:      "warn",
-		ExtraArgs:     args,
-		Stdout:        out,
-		Stderr:        out,
-	})
+	dev, c, err := devlaunch.Launch(devlaunch.Options{CLI: cli, Args: args, Client: co, Out: out})
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}
-	s := &Server{dev: dev, client: dev.Client(), hostPort: hp, CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush}
+	s := &Server{dev: dev, client: c, hostPort: dev.HostPort(), CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush}
 	if v, err := exec.CommandContext(ctx, cli, "--version").Output(); err == nil {
 		s.CLIVersion = strings.TrimSpace(string(v))
 	}
@@ -112,20 +98,7 @@ func (s *Server) HostPort() string { return s.hostPort }
 func (s *Server) Stop() error {
 	s.client.Close()
 	if err := s.dev.Stop(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && !ee.Exited() {
-			return nil // killed by our own interrupt
-		}
 		return fmt.Errorf("stop the Temporal dev server: %w", err)
 	}
 	return nil
-}
-
-func freeHostPort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
