@@ -14,6 +14,7 @@ import (
 )
 
 // buildAttempt is the attempt number of the plan's pending build activity
+// (Build, or BuildAndCompose for a plan of up to 100 machines)
 // and its last failure, if it has one pending.
 func (fs *faultStack) buildAttempt(id string) (int32, string) {
 	fs.t.Helper()
@@ -24,7 +25,7 @@ func (fs *faultStack) buildAttempt(id string) (int32, string) {
 		return 0, ""
 	}
 	for _, a := range d.RawResponse.GetPendingActivities() {
-		if a.ActivityType.GetName() == "Build" {
+		if n := a.ActivityType.GetName(); n == "Build" || n == "BuildAndCompose" {
 			msg := ""
 			if f := a.GetLastFailure(); f != nil {
 				msg = f.GetMessage()

@@ -170,7 +170,8 @@ func TestMetricsDuringAPlan(t *testing.T) {
 	for _, sp := range exp.GetSpans() {
 		names[sp.Name] = true
 	}
-	for _, want := range []string{"RunWorkflow:" + meshapi.PlanWorkflowType, "RunActivity:Build", "RunActivity:PushAndAnswer"} {
+	// (A plan of one machine builds and composes in one activity.)
+	for _, want := range []string{"RunWorkflow:" + meshapi.PlanWorkflowType, "RunActivity:BuildAndCompose", "RunActivity:PushAndAnswer"} {
 		assert.True(t, names[want], "span %s among %d spans: %v", want, len(names), strings.Join(keys(names), ", "))
 	}
 }

@@ -553,33 +553,67 @@ func (r *run) record(st meshapi.PlanState) {
 // that it intends to send.
 func recorded(ctx context.Context, c client.Client, plan, machine, module string) (Version, error) {
 	dc := converter.GetDefaultDataConverter()
-	batches := map[int64]int{} // ComposeTargets scheduled → the machine's index in it
+	// composing activity scheduled → the machine's index in it, and
+	// whether it is BuildAndCompose
+	type slot struct {
+		index int
+		both  bool
+	}
+	batches := map[int64]slot{}
 	it := c.GetWorkflowHistory(ctx, plan, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			return Version{}, fmt.Errorf("history of %s: %w", plan, err)
 		}
-		// A plan composes many machines per ComposeTargets activity.
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "ComposeTargets" {
-			var in meshapi.ComposeTargetsInput
-			if dc.FromPayloads(a.GetInput(), &in) == nil {
-				for i, t := range in.Targets {
-					if t.Machine == machine {
-						batches[ev.GetEventId()] = i
-					}
+		// A plan composes many machines per ComposeTargets activity, or
+		// all of a small plan's in BuildAndCompose (whose result may leave
+		// them to a ComposeTargets after it).
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			var targets []meshapi.Target
+			both := a.GetActivityType().GetName() == "BuildAndCompose"
+			switch {
+			case both:
+				var in meshapi.BuildComposeInput
+				if dc.FromPayloads(a.GetInput(), &in) == nil {
+					targets = in.Targets
+				}
+			case a.GetActivityType().GetName() == "ComposeTargets":
+				var in meshapi.ComposeTargetsInput
+				if dc.FromPayloads(a.GetInput(), &in) == nil {
+					targets = in.Targets
+				}
+			}
+			for i, t := range targets {
+				if t.Machine == machine {
+					batches[ev.GetEventId()] = slot{i, both}
 				}
 			}
 		}
 		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
-			if i, ok := batches[a.GetScheduledEventId()]; ok {
-				var res meshapi.ComposeTargetsResult
-				if err := dc.FromPayloads(a.GetResult(), &res); err != nil || i >= len(res.Results) {
-					return Version{}, fmt.Errorf("decode %s's composition of %s: %v", plan, machine, err)
+			b, ok := batches[a.GetScheduledEventId()]
+			if !ok {
+				continue
+			}
+			var res meshapi.ComposeTargetsResult
+			if b.both {
+				var both meshapi.BuildComposeResult
+				if err := dc.FromPayloads(a.GetResult(), &both); err != nil {
+					return Version{}, fmt.Errorf("decode %s's composition of %s: %w", plan, machine, err)
 				}
-				if ctr, ok := res.Results[i].Declaration.Container(module); ok {
-					return Version{Digest: ctr.Digest, Generation: ctr.Generation}, nil
+				if both.Composed == nil {
+					continue // composed again by a ComposeTargets after it
 				}
+				res = *both.Composed
+			} else if err := dc.FromPayloads(a.GetResult(), &res); err != nil {
+				return Version{}, fmt.Errorf("decode %s's composition of %s: %w", plan, machine, err)
+			}
+			i := b.index
+			if i >= len(res.Results) {
+				return Version{}, fmt.Errorf("%s's composition has no entry for %s", plan, machine)
+			}
+			if ctr, ok := res.Results[i].Declaration.Container(module); ok {
+				return Version{Digest: ctr.Digest, Generation: ctr.Generation}, nil
 			}
 		}
 	}
