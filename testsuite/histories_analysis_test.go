@@ -1,12 +1,10 @@
 package testsuite
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -68,7 +66,5 @@ func TestCaptureAnalysisHistories(t *testing.T) {
 	for name, id := range map[string]string{"plan-analysis-passed": passed, "plan-analysis-failed-put-back": failed, "plan-analysis-inconclusive-approved": approved} {
 		s.writeHistoryAs(idx, name+"."+analysisCaptureTag, id, "")
 	}
-	data, err := json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+	writeIndex(t, idx)
 }

@@ -46,6 +46,14 @@ func readIndex(t *testing.T) map[string]execution {
 	return idx
 }
 
+// writeIndex writes idx back as index.json, after a capture added to it.
+func writeIndex(t *testing.T, idx map[string]execution) {
+	t.Helper()
+	data, err := json.MarshalIndent(idx, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+}
+
 // TestReplayHistories fails when a change to workflow code would break a
 // plan or machine workflow already running: every committed history must
 // replay without a non-determinism error.
@@ -185,9 +193,7 @@ func TestCaptureHistories(t *testing.T) {
 	s.writeHistory(idx, "lever-list-freezes", meshapi.FreezesID, "")
 	s.writeHistory(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
 	s.writeHistory(idx, "machine-running", meshapi.MachineID("edge-1"), "")
-	data, err := json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+	writeIndex(t, idx)
 }
 
 // TestCaptureLeverHistories records the histories of the levers' workflow
@@ -222,9 +228,7 @@ func TestCaptureLeverHistories(t *testing.T) {
 	s.writeHistoryAs(idx, "lever-list-builds", meshapi.BuildsID("host"), "")
 	s.writeHistoryAs(idx, "plan-rollback", meshapi.RollbackID("host"), "")
 	s.writeHistoryAs(idx, "plan-sync", meshapi.SyncID("edge-1", "host"), "")
-	data, err := json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+	writeIndex(t, idx)
 }
 
 // TestCaptureWindowHistory records a plan held outside a deployment window
@@ -250,9 +254,7 @@ func TestCaptureWindowHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistory(idx, "plan-held-window", id, "")
-	data, err := json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+	writeIndex(t, idx)
 }
 
 // localPushCaptureTag names the history of a machine workflow started with
@@ -282,9 +284,7 @@ func TestCaptureLocalPushHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistoryAs(idx, "machine-local-push."+localPushCaptureTag, meshapi.MachineID("control-node"), "")
-	data, err := json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+	writeIndex(t, idx)
 }
 
 // requestPushModeCaptureTag names the history of a machine workflow whose
@@ -314,9 +314,7 @@ func TestCaptureRequestPushModeHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistoryAs(idx, "machine-push-mode."+requestPushModeCaptureTag, meshapi.MachineID("control-node"), "")
-	data, err := json.MarshalIndent(idx, "", "  ")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(historyDir, "index.json"), append(data, '\n'), 0o644))
+	writeIndex(t, idx)
 }
 
 // writeHistory saves a workflow run's history as JSON, the format the

@@ -256,25 +256,16 @@ func TestPlanAnalysisAlongsideTheBake(t *testing.T) {
 		map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisPassed, false, 0.1)},
 		map[string]time.Duration{"error-rate": 2 * time.Minute})
 	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
-	var during meshapi.PlanState
-	var details string
-	h.env.RegisterDelayedCallback(func() {
-		during = h.query()
-		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
-		require.NoError(t, err)
-		var md sdkpb.WorkflowMetadata
-		require.NoError(t, v.Get(&md))
-		details = md.GetCurrentDetails()
-	}, 5*time.Minute)
+	during, details := h.snapshotAt(5 * time.Minute)
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	require.Equal(t, meshapi.TierAnalysing, during.Tiers[0].State, "the check passed; the bake still runs")
 	require.NotNil(t, during.Tiers[0].BakeUntil)
 	require.Equal(t, meshapi.AnalysisPassed, during.Tiers[0].Analysis[0].Verdict)
 	require.Len(t, h.enqueued, 2)
-	require.Contains(t, details, "- tier 1: analysing (until ", "the Web UI's current details")
-	require.Contains(t, details, "  - analysis error-rate passed: 1 of 1 measured")
-	require.Contains(t, details, "    - 12:00:00 0.1 passed", "and each measurement")
+	require.Contains(t, *details, "- tier 1: analysing (until ", "the Web UI's current details")
+	require.Contains(t, *details, "  - analysis error-rate passed: 1 of 1 measured")
+	require.Contains(t, *details, "    - 12:00:00 0.1 passed", "and each measurement")
 }
 
 // A check waiting out its initial delay says so, with what it will ask and
@@ -294,23 +285,14 @@ func TestPlanAnalysisWaitsOutItsInitialDelay(t *testing.T) {
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(meshapi.SignalAnalysisStarted, meshapi.AnalysisStarted{Tier: 1, Check: waiting})
 	}, time.Minute)
-	var during meshapi.PlanState
-	var details string
-	h.env.RegisterDelayedCallback(func() {
-		during = h.query()
-		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
-		require.NoError(t, err)
-		var md sdkpb.WorkflowMetadata
-		require.NoError(t, v.Get(&md))
-		details = md.GetCurrentDetails()
-	}, 5*time.Minute)
+	during, details := h.snapshotAt(5 * time.Minute)
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	got := during.Tiers[0].Analysis[0]
 	require.Equal(t, meshapi.AnalysisWaiting, got.Verdict)
 	require.Equal(t, 10, got.Count, "what the check asks, before any measurement")
 	require.Equal(t, "error-rate waiting until 12:05:00 UTC: 0 of 10 measured, 0 failed of 1 allowed", got.Summary())
-	require.Contains(t, details, "analysis error-rate waiting until 12:05:00 UTC: 0 of 10 measured")
+	require.Contains(t, *details, "analysis error-rate waiting until 12:05:00 UTC: 0 of 10 measured")
 	require.Equal(t, meshapi.AnalysisPassed, st.Tiers[0].Analysis[0].Verdict)
 	require.Nil(t, st.Tiers[0].Analysis[0].FirstDue, "the result replaces the announcement")
 }
@@ -326,6 +308,21 @@ func TestPlanAnalysisWaitingBeforeItsActivitySpeaks(t *testing.T) {
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	require.Equal(t, meshapi.AnalysisWaiting, during.Tiers[0].Analysis[0].Verdict)
+}
+
+// snapshotAt takes the plan's state and the Web UI's current details at d
+// of the environment's clock; they are filled in once the run gets there.
+func (h *analysisHarness) snapshotAt(d time.Duration) (*meshapi.PlanState, *string) {
+	st, details := new(meshapi.PlanState), new(string)
+	h.env.RegisterDelayedCallback(func() {
+		*st = h.query()
+		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(h.t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(h.t, v.Get(&md))
+		*details = md.GetCurrentDetails()
+	}, d)
+	return st, details
 }
 
 func ptr[T any](v T) *T { return &v }
