@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -112,9 +111,9 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 		return mesh.Build{}, err
 	}
 	m := a.Mesh.Modules[in.Module]
-	repo := m.Repo
-	if !filepath.IsAbs(repo) {
-		repo = filepath.Join(a.ConfigDir, repo)
+	repo, local := m.RepoDir(a.ConfigDir)
+	if !local {
+		return mesh.Build{}, temporal.NewNonRetryableApplicationError("modules."+in.Module+".repo: "+m.URLRepoProblem(in.Module), meshapi.ErrBuildFailed, nil)
 	}
 	log := a.Log.With().Str("plan", in.Plan).Str("module", in.Module).Str("commit", in.Commit).Logger()
 	log.Info().Msg("build started")

@@ -81,3 +81,19 @@ func TestBuildAndComposeFailsWithTheBuild(t *testing.T) {
 	require.Equal(t, meshapi.ErrBuildFailed, appErr.Type())
 	require.True(t, appErr.NonRetryable())
 }
+
+// A module whose repo is a URL cannot be built (the worker builds from a
+// clone on its disk): the build fails at once, naming the key and what to
+// set, instead of a git error about a path made of the URL.
+func TestBuildOfAURLRepoSaysWhatToSet(t *testing.T) {
+	f := newPushFixture(t)
+	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"host": {Repo: "https://git.example.com/org/mesh"}}}
+	f.acts.Builder = fixedBuilder{b: bld("host", 7)}
+	_, err := f.env.ExecuteActivity(f.acts.Build, meshapi.BuildInput{Plan: "plan/host/x", Module: "host", Commit: bld("host", 7).Commit})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, meshapi.ErrBuildFailed, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	require.Contains(t, appErr.Message(), `modules.host.repo: "https://git.example.com/org/mesh" is a URL`)
+	require.Contains(t, appErr.Message(), "set repo to the clone's directory")
+}

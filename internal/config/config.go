@@ -408,6 +408,13 @@ func (m Module) RepoDir(configDir string) (dir string, ok bool) {
 	return filepath.Join(configDir, m.Repo), true
 }
 
+// URLRepoProblem says what to do about a module whose repo is a URL: the
+// worker builds from a git clone on its own disk, never from a URL.
+func (m Module) URLRepoProblem(name string) string {
+	return fmt.Sprintf("%q is a URL, and the worker builds module %s from a git clone on its own disk: "+
+		"clone it there and set repo to the clone's directory (source: %q keeps the URL on the images)", m.Repo, name, m.ImageSource())
+}
+
 // ImageSource is the org.opencontainers.image.source the module's images
 // carry: Source, else Repo when it is a URL (without credentials), else
 // none. It depends on the config alone, so every worker builds the same

@@ -18,22 +18,23 @@ const sourcesTimeout = time.Minute
 // starts, as it refuses any other mistake in the file, rather than fail
 // the first merge of the module at its build: a repo that is a directory
 // here must be a git repository, and the module's path a directory in it
-// (in its working tree or on its main line). Each problem names the
-// module's key, where it is in the file and what to do. A repo given as a
-// URL is not looked at. The starter does not check this: it reads the
-// same file in places (a CI job, the compose file's starter) that have no
-// clone.
+// (in its working tree or on its main line), and a repo given as a URL,
+// which the worker cannot build from, is refused. Each problem names the
+// module's key, where it is in the file and what to do. The starter does
+// not check this: it reads the same file in places (a CI job, the compose
+// file's starter) that have no clone.
 func CheckSources(ctx context.Context, cfg *config.Config, configDir string) error {
 	ctx, cancel := context.WithTimeout(ctx, sourcesTimeout)
 	defer cancel()
 	var ps []config.Problem
 	for _, name := range cfg.ModuleNames() {
 		m := cfg.Modules[name]
+		key := "modules." + name
 		dir, local := m.RepoDir(configDir)
 		if !local {
+			ps = append(ps, config.Problem{Key: key + ".repo", Message: m.URLRepoProblem(name)})
 			continue
 		}
-		key := "modules." + name
 		err := build.CheckPath(ctx, dir, m.Branch, m.Path)
 		switch {
 		case err == nil:

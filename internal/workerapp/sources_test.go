@@ -32,7 +32,7 @@ func gitRepo(t *testing.T, dir string, paths ...string) {
 
 // A mistyped module path, or a repo that is not there, is refused when the
 // worker starts: every such module named by its key and line, with what to
-// do; a repo given as a URL is left alone.
+// do, and so is a repo given as a URL, which the worker cannot build from.
 func TestCheckSources(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir()) // as git names it
 	require.NoError(t, err)
@@ -54,17 +54,22 @@ machines:
 	var ve *config.ValidationError
 	require.True(t, errors.As(err, &ve), "%v", err)
 	assert.Equal(t, path, ve.Path)
-	require.Len(t, ve.Problems, 2, "%v", err)
+	require.Len(t, ve.Problems, 3, "%v", err)
 	assert.Equal(t, "modules.ctl.repo", ve.Problems[0].Key)
 	assert.Equal(t, "not a git repository: "+filepath.Join(dir, "../elsewhere")+` does not exist; name the git repository module ctl is built from, relative to the config file's directory ("." for the one beside it) (line 4)`,
 		ve.Problems[0].Message)
 	assert.Equal(t, "modules.metrics.path", ve.Problems[1].Key)
 	assert.Equal(t, `"examples/metrcs" is not a directory in repository `+dir+" (looked in its working tree "+dir+" and its main line main); set it to module metrics's directory, relative to the repository's root (line 3)",
 		ve.Problems[1].Message)
-	assert.Contains(t, err.Error(), "mesh config "+path+": 2 problems:")
+	assert.Equal(t, "modules.remote.repo", ve.Problems[2].Key)
+	assert.Equal(t, `"https://git.example.com/org/mesh" is a URL, and the worker builds module remote from a git clone on its own disk: `+
+		`clone it there and set repo to the clone's directory (source: "https://git.example.com/org/mesh" keeps the URL on the images) (line 5)`,
+		ve.Problems[2].Message)
+	assert.Contains(t, err.Error(), "mesh config "+path+": 3 problems:")
 
 	// Fixed, it passes.
 	delete(cfg.Modules, "ctl")
+	delete(cfg.Modules, "remote")
 	m := cfg.Modules["metrics"]
 	m.Path = "examples/metrics"
 	cfg.Modules["metrics"] = m
