@@ -103,17 +103,24 @@ func (p *plan) setup(ctx workflow.Context) error {
 	}
 	p.takeHoldLifted(ctx)
 	p.takeMeasurements(ctx)
-	results := workflow.GetSignalChannel(ctx, meshapi.SignalPushResult)
+	onSignal(ctx, meshapi.SignalPushResult, p.take)
+	return nil
+}
+
+// onSignal hands take every value of the signal name, in arrival order, in
+// a coroutine of its own: how the plan takes what machines, analyses and
+// levers tell it.
+func onSignal[T any](ctx workflow.Context, name string, take func(T)) {
+	ch := workflow.GetSignalChannel(ctx, name)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var r meshapi.PushResult
-			if !results.Receive(gctx, &r) {
+			var v T
+			if !ch.Receive(gctx, &v) {
 				return
 			}
-			p.take(r)
+			take(v)
 		}
 	})
-	return nil
 }
 
 // run rolls the plan out and turns how it ended into its result, in this

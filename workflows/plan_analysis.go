@@ -28,37 +28,25 @@ const analyseBy = "meshroll analysis"
 // asks, announced before its first measurement (waiting out its initial
 // delay).
 func (p *plan) takeMeasurements(ctx workflow.Context) {
-	started := workflow.GetSignalChannel(ctx, meshapi.SignalAnalysisStarted)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var s meshapi.AnalysisStarted
-			if !started.Receive(gctx, &s) {
-				return
-			}
-			if c := p.check(s.Tier, s.Check.Check); c != nil && len(c.Measurements) == 0 &&
-				(c.Verdict == meshapi.AnalysisWaiting || c.Verdict == meshapi.AnalysisRunning) {
-				*c = s.Check
-				c.Measurements = nil
-				p.showDetails(p.ctx)
-			}
+	onSignal(ctx, meshapi.SignalAnalysisStarted, func(s meshapi.AnalysisStarted) {
+		if c := p.check(s.Tier, s.Check.Check); c != nil && len(c.Measurements) == 0 &&
+			(c.Verdict == meshapi.AnalysisWaiting || c.Verdict == meshapi.AnalysisRunning) {
+			*c = s.Check
+			c.Measurements = nil
+			p.showDetails(p.ctx)
 		}
 	})
-	ch := workflow.GetSignalChannel(ctx, meshapi.SignalMeasured)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var m meshapi.Measured
-			if !ch.Receive(gctx, &m) {
-				return
-			}
-			if c := p.check(m.Tier, m.Check.Check); c != nil && !c.Verdict.Decided() && c.Verdict != meshapi.AnalysisFailed {
-				if len(c.Measurements) == 0 {
-					*c = m.Check
-					c.Measurements, c.Verdict = nil, meshapi.AnalysisRunning
-				}
-				if c.Add(m.Measurement) {
-					p.showDetails(p.ctx)
-				}
-			}
+	onSignal(ctx, meshapi.SignalMeasured, func(m meshapi.Measured) {
+		c := p.check(m.Tier, m.Check.Check)
+		if c == nil || c.Verdict.Decided() || c.Verdict == meshapi.AnalysisFailed {
+			return
+		}
+		if len(c.Measurements) == 0 {
+			*c = m.Check
+			c.Measurements, c.Verdict = nil, meshapi.AnalysisRunning
+		}
+		if c.Add(m.Measurement) {
+			p.showDetails(p.ctx)
 		}
 	})
 }

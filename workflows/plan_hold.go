@@ -18,16 +18,9 @@ const versionHolds = "holds"
 // one arrives; a plan that is not held only counts them. It adds no
 // commands, so every plan drains the channel, whatever its version.
 func (p *plan) takeHoldLifted(ctx workflow.Context) {
-	lifted := workflow.GetSignalChannel(ctx, meshapi.SignalHoldLifted)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var m meshapi.HoldLifted
-			if !lifted.Receive(gctx, &m) {
-				return
-			}
-			p.liftedSignals++
-			workflow.GetLogger(gctx).Info("hold lifted", "by", m.By, "scope", m.Scope)
-		}
+	onSignal(ctx, meshapi.SignalHoldLifted, func(m meshapi.HoldLifted) {
+		p.liftedSignals++
+		workflow.GetLogger(ctx).Info("hold lifted", "by", m.By, "scope", m.Scope)
 	})
 }
 
