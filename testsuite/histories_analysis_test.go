@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync/atomic"
 	"testing"
 
@@ -23,9 +22,7 @@ const analysisCaptureTag = "analysis"
 // test serves (its answer is what the test sets), so that the capture
 // needs no Prometheus. It runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureAnalysisHistories(t *testing.T) {
-	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
-		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
-	}
+	capturing(t)
 	var rate atomic.Value // the error rate the provider answers, as JSON; "down" answers 503
 	rate.Store("0")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

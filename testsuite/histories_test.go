@@ -46,6 +46,15 @@ func readIndex(t *testing.T) map[string]execution {
 	return idx
 }
 
+// capturing skips a capture test unless MESHROLL_WRITE_HISTORIES is set:
+// histories are rewritten only on purpose.
+func capturing(t *testing.T) {
+	t.Helper()
+	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
+		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
+	}
+}
+
 // writeIndex writes idx back as index.json, after a capture added to it.
 func writeIndex(t *testing.T, idx map[string]execution) {
 	t.Helper()
@@ -126,9 +135,7 @@ const captureTag = "build-compose"
 // from the code that made them, and rewritten only on purpose (a new
 // workflow type or a GetVersion gate, with the old files kept).
 func TestCaptureHistories(t *testing.T) {
-	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
-		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
-	}
+	capturing(t)
 	o := exampleMesh()
 	o.machines = append(o.machines, machineSpec{name: "edge-2", tier: 1, modules: []string{"host"}})
 	o.tiers = "{1: {max_parallel: 1, bake: 1s}}"
@@ -203,9 +210,7 @@ func TestCaptureHistories(t *testing.T) {
 // MESHROLL_WRITE_HISTORIES=1, and its files carry no capture tag until a
 // lever's commands change.
 func TestCaptureLeverHistories(t *testing.T) {
-	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
-		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
-	}
+	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
 	s := newStack(t, o)
@@ -236,9 +241,7 @@ func TestCaptureLeverHistories(t *testing.T) {
 // on a timer rather than a signal), under the capture tag. Like the others
 // it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureWindowHistory(t *testing.T) {
-	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
-		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
-	}
+	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
 	o.windows = func() string {
@@ -268,9 +271,7 @@ const localPushCaptureTag = "local-push"
 // three times (host, the controller, a newer host), the first one as it
 // starts. Like the others it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureLocalPushHistory(t *testing.T) {
-	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
-		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
-	}
+	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
 	o.push = "{local_activity: true}"
@@ -296,9 +297,7 @@ const requestPushModeCaptureTag = "request-push-mode"
 // with push.local_activity and the same run pushes the third locally. Like
 // the others it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureRequestPushModeHistory(t *testing.T) {
-	if os.Getenv("MESHROLL_WRITE_HISTORIES") == "" {
-		t.Skip("set MESHROLL_WRITE_HISTORIES=1 to record workflow histories into " + historyDir)
-	}
+	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
 	s := newStack(t, o)
