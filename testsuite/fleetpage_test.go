@@ -153,6 +153,9 @@ func TestFleetPageFollowsAGatedPlan(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, marker+" "+loadID, kept, "the page that shows the approval is the page loaded before it: not reloaded")
 	require.Greater(t, updates(), before, "the new generation came in a live update")
+	header, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("conn").textContent`))
+	require.NoError(t, err)
+	require.Regexp(t, `^live: updated \d\d:\d\d:\d\d UTC \(\d+ updates?\)$`, header, "the header's time is in UTC, as every time the worker writes on the page")
 	dsWaitPlan(t, bins, m, plan, meshapi.PlanConverged)
 	st.interrupt(t)
 }

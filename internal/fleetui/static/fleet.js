@@ -39,16 +39,23 @@
     }
   }
 
+  // utc writes a time as the server writes every time on the page
+  // (15:04:05 UTC), whatever the browser's locale and zone: one clock on
+  // one page.
+  function utc(ms) {
+    return new Date(ms).toISOString().slice(11, 19) + " UTC";
+  }
+
   function say(ok, why) {
     if (!conn) {
       return;
     }
     if (ok) {
-      conn.textContent = "live: updated " + new Date(lastOK).toLocaleTimeString() + " (" + updates + " update" + (updates === 1 ? "" : "s") + ")";
+      conn.textContent = "live: updated " + utc(lastOK) + " (" + updates + " update" + (updates === 1 ? "" : "s") + ")";
       conn.classList.remove("down");
       document.body.classList.remove("disconnected");
     } else {
-      conn.textContent = "not updating since " + new Date(lastOK).toLocaleTimeString() + ": " + why;
+      conn.textContent = "not updating since " + utc(lastOK) + ": " + why;
       conn.classList.add("down");
       document.body.classList.add("disconnected");
     }
