@@ -70,7 +70,7 @@ func (w *healthWatch) step(rep mesh.Report, now time.Time) (done bool, failed st
 		}
 		counted, why, fail := w.judge(c, r, now)
 		if fail {
-			bad = append(bad, fmt.Sprintf("%s (%s) %s", c.Module, c.Digest, why))
+			bad = append(bad, fmt.Sprintf("%s generation %d (%s) %s", c.Module, c.Generation, mesh.ShortDigest(c.Digest), why))
 			continue
 		}
 		if !counted {

@@ -446,7 +446,7 @@ func TestPushWaitsForHealth(t *testing.T) {
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr)
 		require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
-		require.Contains(t, appErr.Error(), "host ("+h1.Digest+") failed its http probe (GET :8080/healthz)")
+		require.Contains(t, appErr.Error(), "host generation 1 ("+mesh.ShortDigest(h1.Digest)+") failed its http probe (GET :8080/healthz)")
 		require.Contains(t, appErr.Error(), "last probe answered 503: warming caches")
 		require.Empty(t, f.plans.answered(), "a failed push is answered by the machine workflow")
 	})
