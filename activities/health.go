@@ -70,7 +70,7 @@ func (w *healthWatch) step(rep mesh.Report, now time.Time) (done bool, failed st
 		}
 		counted, why, fail := w.judge(c, r, now)
 		if fail {
-			bad = append(bad, fmt.Sprintf("%s generation %d (%s) %s", c.Module, c.Generation, mesh.ShortDigest(c.Digest), why))
+			bad = append(bad, buildWords(c)+" "+why)
 			continue
 		}
 		if !counted {
@@ -165,10 +165,16 @@ func (w *healthWatch) stillPending() string {
 	var parts []string
 	for _, c := range w.decl.Containers {
 		if why, ok := w.pending[c.Module]; ok {
-			parts = append(parts, c.Module+" "+why)
+			parts = append(parts, buildWords(c)+" "+why)
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// buildWords names a declared container's build as the put-back names the
+// build it goes back to: "host generation 218 (sha256:972ae466bc94)".
+func buildWords(c mesh.Container) string {
+	return fmt.Sprintf("%s generation %d (%s)", c.Module, c.Generation, mesh.ShortDigest(c.Digest))
 }
 
 // stateWords is a container's state with its runtime's reason, when it

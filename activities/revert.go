@@ -106,7 +106,7 @@ func describe(d mesh.Declaration) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s generation %d (%s)", c.Module, c.Generation, mesh.ShortDigest(c.Digest))
+		s += buildWords(c)
 	}
 	return s
 }

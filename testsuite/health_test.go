@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -80,7 +81,7 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			health: "{min_healthy: 3s, deadline: 1m}",
 			good:   func(v string) string { return fmt.Sprintf(exampleProgram, v) },
 			bad:    func(v string) string { return fmt.Sprintf(exitsAfterTwoSeconds, v) },
-			why:    "host (",
+			why:    "is exited",
 		},
 		{
 			name:   "an http probe that answers 500",
@@ -120,6 +121,9 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			require.Contains(t, st.Reason, "its 1 machine not yet pushed and later tiers untouched")
 			require.Contains(t, st.Reason, tc.why)
 			require.Contains(t, st.Reason, "put back on what it ran")
+			badBuild := s.build("host", bad)
+			require.Contains(t, st.Reason, fmt.Sprintf("host generation %d (%s) ", badBuild.Generation, mesh.ShortDigest(badBuild.Digest)),
+				"the failure names the build as a person reads it")
 			e1, _ := st.Machine("edge-1")
 			require.Equal(t, meshapi.MachineFailed, e1.State)
 			e2, _ := st.Machine("edge-2")
@@ -145,6 +149,18 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			require.NoError(t, err, out)
 			require.Contains(t, out, "halted")
 			require.True(t, strings.Contains(out, "put back on what it ran"), "plan show says why:\n%s", out)
+
+			// status names the failed plan as the one that put edge-1 back,
+			// not as the one that brought what runs.
+			sj, err := s.status("--machine", "edge-1")
+			require.NoError(t, err)
+			row := sj.byKey()["edge-1/host"]
+			require.Equal(t, goodBuild.Generation, *row.Generation)
+			require.Equal(t, id, row.Plan)
+			require.True(t, row.PutBack, "status marks the put-back: %+v", row)
+			out, err = s.starter("status", "--machine", "edge-1")
+			require.NoError(t, err, out)
+			require.Contains(t, out, meshapi.PlanID("host", mesh.ShortCommit(bad))+" (put back)", out)
 		})
 	}
 }

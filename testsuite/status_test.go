@@ -46,6 +46,7 @@ type statusRowJSON struct {
 	Health     string  `json:"health"`
 	Plan       string  `json:"plan"`
 	Seq        *uint64 `json:"seq"`
+	PutBack    bool    `json:"put_back"`
 	Behind     *int64  `json:"behind"`
 	Drift      string  `json:"drift"`
 	HostError  string  `json:"host_error"`

@@ -54,7 +54,9 @@ it and each its host reports running, sorted by tier, machine and module:
                fleet: 0 when it runs that build or a newer one; "-" when
                nothing runs here or the module runs healthy nowhere
   PLAN, SEQ    the declaration that last named it: the plan that put it
-               there, or a later plan of another module that kept it
+               there, or a later plan of another module that kept it; a
+               plan whose build failed here and put the machine back on
+               what it ran is marked "(put back)"
   QUEUE        the machine workflow's requests waiting, "+1" while one is
                being pushed; "-" when no plan has pushed the machine yet
   DRIFT        missing: the config gives the machine the module and its host
@@ -331,9 +333,13 @@ func statusCells(r machines.StatusRow) string {
 	if r.Behind != nil {
 		behind = strconv.FormatInt(*r.Behind, 10)
 	}
+	plan := dash(shortPlan(r.Plan))
+	if r.PutBack {
+		plan += " (put back)"
+	}
 	return strings.Join([]string{
 		strconv.FormatInt(*r.Generation, 10), dash(mesh.ShortCommit(r.Commit)), healthCell(r), behind,
-		dash(shortPlan(r.Plan)), strconv.FormatUint(*r.Seq, 10),
+		plan, strconv.FormatUint(*r.Seq, 10),
 	}, "\t")
 }
 

@@ -132,7 +132,7 @@ func TestWriteStatus(t *testing.T) {
 			{Machine: "edge-1", Tier: 1, Module: "metrics", Generation: &old, State: mesh.StateCrashLooping, Health: mesh.HealthUnhealthy,
 				Restarts: 5, Plan: "by-hand", Seq: &seq, Drift: machines.DriftUnexpected},
 			{Machine: "edge-2", Tier: 1, Module: "host", HostError: "host http://h2: unreachable: connection refused"},
-			{Machine: "control-node", Tier: 2, Module: "host", Generation: &old, Commit: commit, State: mesh.StateRunning, Plan: plan, Seq: &seq, Behind: &one},
+			{Machine: "control-node", Tier: 2, Module: "host", Generation: &old, Commit: commit, State: mesh.StateRunning, Plan: plan, Seq: &seq, Behind: &one, PutBack: true},
 			{Machine: "control-node", Tier: 2, Module: "mesh-controller", Drift: machines.DriftMissing},
 		},
 		Freezes: []mesh.Freeze{{ID: 1, Machine: "control-node", By: "alice", Reason: "disk swap"}},
@@ -151,8 +151,8 @@ func TestWriteStatus(t *testing.T) {
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+27\s+0123456789ab\s+healthy \(1 restart\)\s+0\s+plan/host/0123456789ab\s+9\s+0\s+-\s+-$`, lines[1])
 	assert.Regexp(t, `^edge-1\s+1\s+metrics\s+26\s+-\s+crash-looping \(5 restarts\)\s+-\s+by-hand\s+9\s+0\s+unexpected\s+-$`, lines[2])
 	assert.Regexp(t, `^edge-2\s+1\s+host(\s+\?){8}\s+-$`, lines[3])
-	assert.Regexp(t, `^control-node\s+2\s+host\s+26\s+0123456789ab\s+running\s+1\s+plan/host/0123456789ab\s+9\s+2\+1\s+-\s+frozen$`, lines[4],
-		"a host that does not judge health: its state; a freeze of the machine holds it")
+	assert.Regexp(t, `^control-node\s+2\s+host\s+26\s+0123456789ab\s+running\s+1\s+plan/host/0123456789ab \(put back\)\s+9\s+2\+1\s+-\s+frozen$`, lines[4],
+		"a host that does not judge health: its state; a freeze of the machine holds it; the plan that failed there and put it back, marked")
 	assert.Regexp(t, `^control-node\s+2\s+mesh-controller(\s+-){6}\s+2\+1\s+missing\s+frozen$`, lines[5])
 	assert.Equal(t, "edge-2: host http://h2: unreachable: connection refused", lines[6])
 	assert.Equal(t, "edge-2: workflow machine/edge-2: query timed out", lines[7], "one machine's own failure is its own line")

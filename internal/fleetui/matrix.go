@@ -358,7 +358,11 @@ func makeCell(r machines.StatusRow, rejected map[string]mesh.Rejection, pushedBy
 		if r.Seq != nil {
 			seq = fmt.Sprintf(" (sequence %d)", *r.Seq)
 		}
-		title = append(title, "last declared by "+r.Plan+seq)
+		if r.PutBack {
+			title = append(title, "put back on it by "+r.Plan+seq+" after that plan's build failed here")
+		} else {
+			title = append(title, "last declared by "+r.Plan+seq)
+		}
 	}
 	var states []string
 	add := func(s string) { states = append(states, s) }

@@ -28,6 +28,7 @@ func TestCellStates(t *testing.T) {
 		states   []string
 		frozen   bool
 		note     string
+		title    string // a substring of the cell's title; "" for no check
 	}{
 		{name: "healthy on the newest build", row: row("edge-1", 1, "host", 27), state: stateHealthy, states: []string{stateHealthy}},
 		{name: "healthy, no judge of health", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Health = "" }), state: stateHealthy, states: []string{stateHealthy}},
@@ -46,6 +47,10 @@ func TestCellStates(t *testing.T) {
 		{name: "missing, and healthy nowhere yet", row: machines.StatusRow{Machine: "edge-1", Tier: 1, Module: "host", Drift: machines.DriftMissing, NoneYet: true}, state: stateDrift, states: []string{stateDrift}, note: "none yet"},
 		{name: "unexpected", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Drift = machines.DriftUnexpected }), state: stateDrift, states: []string{stateDrift}, note: "unexpected"},
 		{name: "host did not answer", row: machines.StatusRow{Machine: "edge-1", Tier: 1, Module: "host", HostError: "host http://x unreachable"}, state: stateUnknown, states: []string{stateUnknown}, note: "host?"},
+		{name: "last declared by its plan", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Plan = "plan/host/c" }), state: stateHealthy, states: []string{stateHealthy},
+			title: "last declared by plan/host/c"},
+		{name: "put back after a plan failed", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Plan, r.PutBack = "plan/host/bad", true }), state: stateHealthy, states: []string{stateHealthy},
+			title: "put back on it by plan/host/bad (sequence 3) after that plan's build failed here"},
 		{name: "frozen and healthy", row: row("edge-1", 1, "host", 27, func(r *machines.StatusRow) { r.Frozen = true }), state: stateHealthy, states: []string{stateHealthy, stateFrozen}, frozen: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +70,9 @@ func TestCellStates(t *testing.T) {
 			}
 			if tc.rejected {
 				assert.Contains(t, c.Title, "rejected by alice")
+			}
+			if tc.title != "" {
+				assert.Contains(t, c.Title, tc.title)
 			}
 		})
 	}

@@ -102,6 +102,11 @@ type StatusRow struct {
 	// that kept it as it ran.
 	Plan string  `json:"plan"`
 	Seq  *uint64 `json:"seq"`
+	// PutBack marks a last declaration that put the machine back on this
+	// build after Plan's build failed here: Plan is the plan that failed,
+	// not the one that brought what runs, and a person reading the row must
+	// not take it for either.
+	PutBack bool `json:"put_back,omitempty"`
 	// Behind is how many generations (main-line commits) the container is
 	// below Status.NewestHealthy of its module: 0 when it runs that build
 	// or newer; null when nothing runs here or the module runs healthy
@@ -207,7 +212,8 @@ func (row *StatusRow) fill(r reading, module string, newest map[string]int64) {
 	row.Generation, row.Seq = &gen, &seq
 	row.Commit, row.Digest, row.Plan = c.Commit, c.Digest, c.Plan
 	row.State, row.Health, row.HealthySince, row.Restarts = c.State, c.Health, c.HealthySince, c.Restarts
-	if row.Commit == "" {
+	row.PutBack = c.Introduced != nil && c.Introduced.Revert && c.Introduced.Seq == c.Seq
+	if row.Commit == "" && !row.PutBack {
 		// Only the module's own plan pinned its build; another module's
 		// plan kept whatever ran.
 		if m, commit, ok := meshapi.ParsePlanID(c.Plan); ok && m == module {

@@ -49,6 +49,7 @@ type cell struct {
 	behind  *int64
 	drift   string
 	noneYet bool
+	putBack bool
 }
 
 func num(n int64) *int64 { return &n }
@@ -163,6 +164,30 @@ func TestStatusRows(t *testing.T) {
 			newest: map[string]int64{"host": 4, "mesh-controller": 3},
 		},
 		{
+			name: "put back after a plan failed: the failed plan is marked, and lends no commit",
+			rs: []reading{
+				// edge-1 was put back by hostPlanB's revert (sequence 3), on a
+				// host not told commits; edge-2 was too, and then the
+				// controller's plan kept it as it ran (sequence 4).
+				machine("edge-1", 1, []string{"host"}, func() mesh.RunningContainer {
+					c := healthy("host", 4, hostPlanB, 3)
+					c.Introduced = &mesh.Introduction{Plan: hostPlanB, Seq: 3, Revert: true}
+					return c
+				}()),
+				machine("edge-2", 1, []string{"host"}, func() mesh.RunningContainer {
+					c := healthy("host", 4, ctlPlan, 4)
+					c.Commit = commitA
+					c.Introduced = &mesh.Introduction{Plan: hostPlanB, Seq: 3, Revert: true}
+					return c
+				}()),
+			},
+			want: map[string]cell{
+				"edge-1/host": {gen: num(4), plan: hostPlanB, behind: num(0), putBack: true},
+				"edge-2/host": {gen: num(4), commit: commitA, plan: ctlPlan, behind: num(0)},
+			},
+			newest: map[string]int64{"host": 4},
+		},
+		{
 			name: "a host down: its configured modules with nothing known, and it counts for no newest",
 			rs: []reading{
 				down("control-node", 2, "mesh-controller", "host"),
@@ -203,7 +228,7 @@ func TestStatusRows(t *testing.T) {
 			st := statusOf(tc.rs, tc.f)
 			got := map[string]cell{}
 			for _, r := range st.Rows {
-				got[r.Machine+"/"+r.Module] = cell{gen: r.Generation, commit: r.Commit, plan: r.Plan, behind: r.Behind, drift: r.Drift, noneYet: r.NoneYet}
+				got[r.Machine+"/"+r.Module] = cell{gen: r.Generation, commit: r.Commit, plan: r.Plan, behind: r.Behind, drift: r.Drift, noneYet: r.NoneYet, putBack: r.PutBack}
 			}
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.newest, st.NewestHealthy)
