@@ -79,7 +79,9 @@ func (w *healthWatch) step(rep mesh.Report, now time.Time) (done bool, failed st
 		}
 	}
 	if len(bad) > 0 {
-		return false, fmt.Sprintf("declaration %d on %s: %s", w.seq, w.decl.Machine, strings.Join(bad, "; "))
+		// No machine here: the plan's reason, the host's journal and the
+		// machine workflow each say which machine already.
+		return false, fmt.Sprintf("declaration %d: %s", w.seq, strings.Join(bad, "; "))
 	}
 	return done, ""
 }

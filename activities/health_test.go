@@ -87,7 +87,7 @@ func TestHealthWatch(t *testing.T) {
 			return rc
 		}()}}, false, "is exited (exit status 1)"},
 		{"exited fails at once, naming the build as a person reads it", nil, []healthStep{{sec(1), state(mesh.StateExited)}}, false,
-			"declaration 1 on edge-1: web generation 3 (" + mesh.ShortDigest(web.Digest) + ") is exited"},
+			"declaration 1: web generation 3 (" + mesh.ShortDigest(web.Digest) + ") is exited"},
 		{"starting waits", probe, []healthStep{{sec(1), state(mesh.StateStarting)}}, false, ""},
 		{"without Health, running counts at once", nil, []healthStep{{sec(1), running("", "", 0)}}, true, ""},
 		{"min_healthy 0 counts at the first healthy report", &mesh.Health{MinHealthyMS: 0}, []healthStep{

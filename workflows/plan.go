@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -315,7 +314,7 @@ func (p *plan) outcome(b mesh.Build) error {
 	}
 	if failed > 0 {
 		reason += fmt.Sprintf("; failed within their tier's budget and put back on what they ran (%d): %s",
-			failed, strings.Join(withinBudget, "; "))
+			failed, someOf(withinBudget))
 	}
 	return endAs(meshapi.PlanConverged, reason)
 }

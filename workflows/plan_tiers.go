@@ -229,7 +229,7 @@ func tally(tier *meshapi.TierState) (failed, refused []string) {
 // tier pushed at once with no budget keeps the words plans always had.
 func haltReason(tier *meshapi.TierState, policy meshapi.TierPolicy, batchesLeft bool, problems []string) string {
 	if tier.Batches == 0 && policy.MaxFailed == 0 {
-		return fmt.Sprintf("tier %d halted, later tiers untouched: %s", tier.Tier, strings.Join(problems, "; "))
+		return fmt.Sprintf("tier %d halted, later tiers untouched: %s", tier.Tier, someOf(problems))
 	}
 	untouched := "later tiers untouched"
 	if batchesLeft {
@@ -242,7 +242,24 @@ func haltReason(tier *meshapi.TierState, policy meshapi.TierPolicy, batchesLeft 
 		untouched = fmt.Sprintf("its %d %s not yet pushed and later tiers untouched", waiting, plural(waiting, "machine", "machines"))
 	}
 	return fmt.Sprintf("tier %d halted: %d of its %d machines failed, more than the %d it may lose; %s: %s",
-		tier.Tier, tier.Failed, len(tier.Machines), policy.MaxFailed, untouched, strings.Join(problems, "; "))
+		tier.Tier, tier.Failed, len(tier.Machines), policy.MaxFailed, untouched, someOf(problems))
+}
+
+// namedInReason is how many machines' problems a plan's reason names; the
+// rest it counts.
+const namedInReason = 5
+
+// someOf joins the first namedInReason machines' problems and counts the
+// rest. A batch of a hundred machines that fail one way must not end a
+// plan with a hundred clauses in one line: the person on call reads the
+// first few, and plan show lists every machine with its own reason.
+func someOf(problems []string) string {
+	if len(problems) <= namedInReason {
+		return strings.Join(problems, "; ")
+	}
+	rest := len(problems) - namedInReason
+	return fmt.Sprintf("%s; and %d more %s (plan show lists each with its reason)",
+		strings.Join(problems[:namedInReason], "; "), rest, plural(rest, "machine", "machines"))
 }
 
 // take records a machine's answer and shows it in the plan's state at once.
