@@ -80,8 +80,14 @@ func (a *Activities) rollbackBuild(ctx context.Context, in meshapi.RollbackTarge
 				return mesh.Build{}, fmt.Errorf("find a build of %s to roll back to: %w", in.Module, err)
 			}
 			if !ok {
+				next := "name one with --to"
+				if in.From != nil {
+					// A plan's put-back, not an operator's command: say
+					// what the operator can do.
+					next = fmt.Sprintf("starter rollback --module %s --to COMMIT puts them on a build you name, or merge a fix", in.Module)
+				}
 				return mesh.Build{}, permanent(meshapi.ErrUnknownBuild,
-					"no build of %s below generation %d ran healthy anywhere and is not rejected; name one with --to", in.Module, current.Generation)
+					"no build of %s below generation %d ran healthy anywhere and is not rejected; %s", in.Module, current.Generation, next)
 			}
 			if b.Digest != current.Digest { // the same bits built again are no way back
 				return b, nil

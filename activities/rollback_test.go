@@ -52,6 +52,8 @@ func TestRollbackTarget(t *testing.T) {
 		{name: "a prefix too short", to: "abc", errType: meshapi.ErrInvalidInput, says: "at least 7"},
 		{name: "a put-back reaches only the machines on its build", from: 2, want: 1, machines: []string{"edge-2"}},
 		{name: "nothing healthy below", rejected: []int64{1, 2}, errType: meshapi.ErrUnknownBuild, says: "name one with --to"},
+		{name: "nothing healthy below a put-back's build: the command to name one", from: 4, rejected: []int64{1, 2}, errType: meshapi.ErrUnknownBuild,
+			says: "no build of host below generation 4 ran healthy anywhere and is not rejected; starter rollback --module host --to COMMIT puts them on a build you name, or merge a fix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -1,6 +1,7 @@
 package meshapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -53,8 +54,15 @@ func (m Measurement) Verdict() string {
 	return "failed"
 }
 
+// valueWordsMax bounds a measured value in words: a web provider's JSON
+// document can be any size, and it lands in a plan's reason and on one line
+// of plan watch.
+const valueWordsMax = 120
+
 // ValueWords is the measurement's value as plan show prints it: a number
-// as it reads, a list or JSON value compactly, "-" when nothing was read.
+// as it reads, a list or JSON value as compact JSON (the form the provider
+// answered in, not Go's map[...] syntax) cut to valueWordsMax characters,
+// "-" when nothing was read.
 func (m Measurement) ValueWords() string {
 	switch v := m.Value.(type) {
 	case nil:
@@ -62,7 +70,14 @@ func (m Measurement) ValueWords() string {
 	case float64:
 		return fmt.Sprintf("%.4g", v)
 	}
-	return fmt.Sprint(m.Value)
+	b, err := json.Marshal(m.Value)
+	if err != nil {
+		return fmt.Sprint(m.Value)
+	}
+	if r := []rune(string(b)); len(r) > valueWordsMax {
+		return string(r[:valueWordsMax]) + "…"
+	}
+	return string(b)
 }
 
 // Verdict is where an analysis check stands.
