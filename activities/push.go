@@ -151,6 +151,11 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		sent.Plan, sent.Request, sent.Force, sent.Reason = req.Plan, req.Request, req.Force, withNote(req.Note, out.HostLostState)
 		if req.Rollback != nil {
 			sent.Rollback, sent.Reason = true, withNote(req.Rollback.Words(), out.HostLostState)
+			// A plan's put-back after its analysis failed is a revert too:
+			// the plan it names is the one whose build failed here, and the
+			// host's introduction of what runs must say so, or machine show
+			// and status read that plan as the one that brought it.
+			sent.Revert = req.From != nil
 		}
 		if len(res.Rebased) > 0 {
 			log.Warn().Strs("rebased", res.Rebased).Msg("stale containers rebased onto what the machine runs")

@@ -95,9 +95,17 @@ func TestAnalysisStopsABadBuildAfterItsFirstTier(t *testing.T) {
 		require.Len(t, applied, before[m]+2, "%s: the bad build, then the put-back", m)
 		back := applied[len(applied)-1]
 		require.True(t, back.Rollback, "journalled as a rollback")
+		require.True(t, back.Revert, "and as a put-back after the plan's build failed here")
 		require.Equal(t, id, back.Plan, "naming the plan")
 		require.Contains(t, back.Reason, "error-rate", "and the check")
 		s.checkJournal(m)
+		// status reads the failed plan as the one that put the machine
+		// back, not as the one that brought what runs.
+		sj, err := s.status("--machine", m)
+		require.NoError(t, err)
+		row := sj.byKey()[m+"/host"]
+		require.Equal(t, goodBuild.Generation, *row.Generation)
+		require.True(t, row.PutBack, "%s: status marks the put-back: %+v", m, row)
 	}
 	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State)
 	require.Len(t, s.hosts["control-node"].Applied(), before["control-node"], "tier 2 was told nothing")

@@ -359,12 +359,7 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 	e := entryFor(d, OutcomeApplied)
 	e.Ports = portsOf(watches)
 	if d.Force || d.Rollback {
-		unforced := d
-		unforced.Force, unforced.Rollback = false, false
-		var r *host.Refusal
-		if _, ferr := a.ledger.Admit(a.containers, unforced); errors.As(ferr, &r) && r.Code == host.CodeDowngrade {
-			e.ForcedPast = r.Message
-		}
+		e.ForcedPast = strings.Join(a.ledger.BelowFloor(a.containers, d), "; ")
 	}
 	if err := a.appendLocked(&e); err != nil {
 		a.mu.Unlock()

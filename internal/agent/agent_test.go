@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -196,7 +197,9 @@ func TestFloor(t *testing.T) {
 	e := h.journal()[0]
 	assert.Equal(t, OutcomeApplied, e.Outcome)
 	assert.True(t, e.Force, "force is journalled")
-	assert.Contains(t, e.ForcedPast, "below", "with the floor it overrode")
+	assert.Equal(t, fmt.Sprintf("module web: generation 6 (%s) is below generation 7 (%s), which has run here",
+		mesh.ShortDigest(ctr("web", 6).Digest), mesh.ShortDigest(ctr("web", 7).Digest)), e.ForcedPast,
+		"with the floor it overrode, in words, and none of the refusal's advice to force")
 	f, _ = h.floor("web")
 	assert.Equal(t, int64(7), f.Generation, "still 7 until the forced container runs")
 	h.run("web")

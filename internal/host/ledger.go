@@ -234,6 +234,17 @@ func (l *Ledger) checkFloor(running []mesh.RunningContainer, d mesh.Declaration)
 	if d.Force || d.Rollback {
 		return nil
 	}
+	if below := l.BelowFloor(running, d); below != nil {
+		return l.refuse(CodeDowngrade, "%s; set force to go below the floor", strings.Join(below, "; "))
+	}
+	return nil
+}
+
+// BelowFloor says, a clause per container, where d goes below the floor the
+// ledger and running hold for its module: the words of a downgrade
+// refusal, and what a forced or rolled-back declaration is journalled as
+// having gone past. Nil when d goes below no floor.
+func (l *Ledger) BelowFloor(running []mesh.RunningContainer, d mesh.Declaration) []string {
 	floor := make(map[string]Mark, len(l.Floor)+len(running))
 	for m, f := range l.Floor {
 		floor[m] = f
@@ -257,13 +268,10 @@ func (l *Ledger) checkFloor(running []mesh.RunningContainer, d mesh.Declaration)
 		if !ok || c.Generation >= f.Generation {
 			continue
 		}
-		below = append(below, fmt.Sprintf("module %s: %s generation %d is below %s generation %d it has run",
-			c.Module, c.Digest, c.Generation, f.Digest, f.Generation))
+		below = append(below, fmt.Sprintf("module %s: generation %d (%s) is below generation %d (%s), which has run here",
+			c.Module, c.Generation, mesh.ShortDigest(c.Digest), f.Generation, mesh.ShortDigest(f.Digest)))
 	}
-	if below != nil {
-		return l.refuse(CodeDowngrade, "%s; set force to go below the floor", strings.Join(below, "; "))
-	}
-	return nil
+	return below
 }
 
 // SameDeclaration reports whether a and b are the same declaration: equal
