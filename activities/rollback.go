@@ -44,6 +44,16 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 			"no machine reports running a build of %s the catalogue knows: nothing to roll back from", in.Module)
 	}
 	target, err := a.rollbackBuild(ctx, in, current)
+	var appErr *temporal.ApplicationError
+	if in.From != nil && errors.As(err, &appErr) && appErr.Type() == meshapi.ErrUnknownBuild {
+		// A put-back with nothing below to go back to: the build failed
+		// its analysis all the same. It is rejected, as a put-back's build
+		// always is, so that no composition gives it to a machine that
+		// lacks the module; the machines that run it keep it.
+		if _, rerr := a.Catalogue.Reject(ctx, in.From.Module, in.From.Commit, in.Plan, in.Rollback.Words()+"; nothing below it to put its machines back on"); rerr != nil {
+			return meshapi.RollbackTargetResult{}, fmt.Errorf("reject %s generation %d, which failed: %w", in.From.Module, in.From.Generation, rerr)
+		}
+	}
 	if err != nil {
 		return meshapi.RollbackTargetResult{}, err
 	}
@@ -84,7 +94,8 @@ func (a *Activities) rollbackBuild(ctx context.Context, in meshapi.RollbackTarge
 				if in.From != nil {
 					// A plan's put-back, not an operator's command: say
 					// what the operator can do.
-					next = fmt.Sprintf("starter rollback --module %s --to COMMIT puts them on a build you name, or merge a fix", in.Module)
+					next = fmt.Sprintf("generation %d is rejected and its machines keep it: starter rollback --module %s --to COMMIT puts them on a build you name, or merge a fix",
+						current.Generation, in.Module)
 				}
 				return mesh.Build{}, permanent(meshapi.ErrUnknownBuild,
 					"no build of %s below generation %d ran healthy anywhere and is not rejected; %s", in.Module, current.Generation, next)

@@ -53,7 +53,7 @@ func TestRollbackTarget(t *testing.T) {
 		{name: "a put-back reaches only the machines on its build", from: 2, want: 1, machines: []string{"edge-2"}},
 		{name: "nothing healthy below", rejected: []int64{1, 2}, errType: meshapi.ErrUnknownBuild, says: "name one with --to"},
 		{name: "nothing healthy below a put-back's build: the command to name one", from: 4, rejected: []int64{1, 2}, errType: meshapi.ErrUnknownBuild,
-			says: "no build of host below generation 4 ran healthy anywhere and is not rejected; starter rollback --module host --to COMMIT puts them on a build you name, or merge a fix"},
+			says: "no build of host below generation 4 ran healthy anywhere and is not rejected; generation 4 is rejected and its machines keep it: starter rollback --module host --to COMMIT puts them on a build you name, or merge a fix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -92,8 +92,15 @@ func TestRollbackTarget(t *testing.T) {
 				require.Equal(t, tc.errType, appErr.Type())
 				require.True(t, appErr.NonRetryable(), "refused for good")
 				require.Contains(t, appErr.Error(), tc.says)
-				_, rejected, err := cat.Rejected(ctx, b[4].Digest)
+				r, rejected, err := cat.Rejected(ctx, b[4].Digest)
 				require.NoError(t, err)
+				if tc.from != 0 {
+					// A put-back's build failed its analysis: rejected
+					// even with nothing below to put its machines back on.
+					require.True(t, rejected, "a put-back's build is rejected, a way back or not")
+					require.Contains(t, r.Reason, "by bob: leaks memory; nothing below it to put its machines back on")
+					return
+				}
 				require.False(t, rejected, "a refused rollback rejects nothing")
 				return
 			}
