@@ -86,7 +86,7 @@ func judgeValue(c config.Check, v any) (bool, error) {
 	}
 	out, err := expr.Run(prog, config.SuccessEnv{Result: v})
 	if err != nil {
-		return false, fmt.Errorf("success %q on %s: %w", c.Success, shortJSON(v), err)
+		return false, fmt.Errorf("success %q on %s: %w", c.Success, meshapi.ShortJSON(v, 200), err)
 	}
 	b, ok := out.(bool)
 	if !ok {
@@ -372,13 +372,4 @@ func snippet(body []byte) string {
 		return "(empty answer)"
 	}
 	return s
-}
-
-// shortJSON is v as compact JSON for an error message, shortened.
-func shortJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprintf("%v", v)
-	}
-	return snippet(b)
 }

@@ -70,12 +70,19 @@ func (m Measurement) ValueWords() string {
 	case float64:
 		return fmt.Sprintf("%.4g", v)
 	}
-	b, err := json.Marshal(m.Value)
+	return ShortJSON(m.Value, valueWordsMax)
+}
+
+// ShortJSON is v as compact JSON cut to limit characters, "…" marking a
+// cut: a value read from a provider, as a person reads it in a reason or
+// an error, whatever its size.
+func ShortJSON(v any, limit int) string {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Sprint(m.Value)
+		return fmt.Sprint(v)
 	}
-	if r := []rune(string(b)); len(r) > valueWordsMax {
-		return string(r[:valueWordsMax]) + "…"
+	if r := []rune(string(b)); len(r) > limit {
+		return string(r[:limit]) + "…"
 	}
 	return string(b)
 }
