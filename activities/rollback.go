@@ -44,8 +44,10 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 			"no machine reports running a build of %s the catalogue knows: nothing to roll back from", in.Module)
 	}
 	target, err := a.rollbackBuild(ctx, in, current)
-	var appErr *temporal.ApplicationError
-	if in.From != nil && errors.As(err, &appErr) && appErr.Type() == meshapi.ErrUnknownBuild {
+	if none := (nothingBelow{}); errors.As(err, &none) {
+		if in.From == nil {
+			return meshapi.RollbackTargetResult{}, permanent(meshapi.ErrUnknownBuild, "%v; name one with --to", err)
+		}
 		// A put-back with nothing below to go back to: the build failed
 		// its analysis all the same. It is rejected, as a put-back's build
 		// always is, so that no composition gives it to a machine that
@@ -53,6 +55,9 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 		if _, rerr := a.Catalogue.Reject(ctx, in.From.Module, in.From.Commit, in.Plan, in.Rollback.Words()+"; nothing below it to put its machines back on"); rerr != nil {
 			return meshapi.RollbackTargetResult{}, fmt.Errorf("reject %s generation %d, which failed: %w", in.From.Module, in.From.Generation, rerr)
 		}
+		return meshapi.RollbackTargetResult{}, permanent(meshapi.ErrUnknownBuild,
+			"%v; generation %d is rejected and its machines keep it: starter rollback --module %s --to COMMIT puts them on a build you name, or merge a fix",
+			err, current.Generation, in.Module)
 	}
 	if err != nil {
 		return meshapi.RollbackTargetResult{}, err
@@ -80,6 +85,18 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 	return res, nil
 }
 
+// nothingBelow is a rollback with no build below to go to; the caller
+// words what to do, which differs for an operator's rollback and a plan's
+// put-back.
+type nothingBelow struct {
+	module     string
+	generation int64
+}
+
+func (e nothingBelow) Error() string {
+	return fmt.Sprintf("no build of %s below generation %d ran healthy anywhere and is not rejected", e.module, e.generation)
+}
+
 // rollbackBuild is the build a rollback puts back, below current.
 func (a *Activities) rollbackBuild(ctx context.Context, in meshapi.RollbackTargetInput, current mesh.Build) (mesh.Build, error) {
 	if in.Rollback.To == "" {
@@ -90,15 +107,7 @@ func (a *Activities) rollbackBuild(ctx context.Context, in meshapi.RollbackTarge
 				return mesh.Build{}, fmt.Errorf("find a build of %s to roll back to: %w", in.Module, err)
 			}
 			if !ok {
-				next := "name one with --to"
-				if in.From != nil {
-					// A plan's put-back, not an operator's command: say
-					// what the operator can do.
-					next = fmt.Sprintf("generation %d is rejected and its machines keep it: starter rollback --module %s --to COMMIT puts them on a build you name, or merge a fix",
-						current.Generation, in.Module)
-				}
-				return mesh.Build{}, permanent(meshapi.ErrUnknownBuild,
-					"no build of %s below generation %d ran healthy anywhere and is not rejected; %s", in.Module, current.Generation, next)
+				return mesh.Build{}, nothingBelow{module: in.Module, generation: current.Generation}
 			}
 			if b.Digest != current.Digest { // the same bits built again are no way back
 				return b, nil
