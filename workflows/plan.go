@@ -80,6 +80,15 @@ type plan struct {
 	// holds is set for plans started by code that checks freezes and
 	// deployment windows before every batch (versionHolds).
 	holds bool
+
+	// byMachine and byRequest find a machine's progress by its name and by
+	// the ID of a request the plan hands for it (its push and its
+	// put-back), and inFlight counts, per tier, its machines pushing or
+	// being put back: so that an answer, a note or a tier's "all answered"
+	// costs the plan the same at any fleet size (see index).
+	byMachine map[string]place
+	byRequest map[string]place
+	inFlight  []int
 	// liftedSignals counts hold-lifted signals, to wake a held plan.
 	liftedSignals int
 }
@@ -181,6 +190,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 
 	p.st.State = meshapi.PlanComposing
 	p.targetList = targets
+	p.index()
 	p.details(ctx, "composing")
 	decls, err := p.compose(ctx, targets, b, composed)
 	if err != nil {

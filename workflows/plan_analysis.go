@@ -3,7 +3,6 @@ package workflows
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -228,8 +227,9 @@ func (p *plan) putBack(ctx workflow.Context, ti int, why string) error {
 		return endAs(meshapi.PlanHalted, fmt.Sprintf("%s; could not put its machines back, they run the build: %s; later tiers untouched", why, errorReason(err)))
 	}
 	var targets []meshapi.Target
+	putBack := setOf(res.Machines)
 	for _, t := range p.targetList {
-		if slices.Contains(res.Machines, t.Machine) {
+		if putBack[t.Machine] {
 			targets = append(targets, t)
 		}
 	}
@@ -239,18 +239,18 @@ func (p *plan) putBack(ctx workflow.Context, ti int, why string) error {
 	}
 	var reqs []meshapi.PushRequest
 	for mi := range tier.Machines {
-		m := &tier.Machines[mi]
-		d, ok := decls[m.Machine]
+		d, ok := decls[tier.Machines[mi].Machine]
 		if !ok {
 			continue
 		}
-		m.State, m.Reason = meshapi.MachineReverting, why
+		m := p.send(ti, mi, meshapi.MachineReverting)
+		m.Reason = why
 		reqs = append(reqs, meshapi.PushRequest{
 			Request: meshapi.PutBackID(p.st.Plan, m.Machine), Plan: p.st.Plan, Machine: m.Machine,
 			Build: res.Build, Declaration: d, Policy: p.policy, Rollback: &rb, From: p.st.Build,
 		})
 	}
-	if err := p.hand(ctx, tier, reqs, "could not hand the put-back to machine workflows: "); err != nil {
+	if err := p.hand(ctx, ti, reqs, "could not hand the put-back to machine workflows: "); err != nil {
 		return err
 	}
 	var back, not []string

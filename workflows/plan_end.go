@@ -72,15 +72,19 @@ func (p *plan) endAborted(ctx workflow.Context) error {
 func (p *plan) withdraw(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var fs []workflow.Future
-	p.eachMachine(func(m *meshapi.MachineProgress) {
-		if m.State != meshapi.MachinePushing {
-			return
+	for ti := range p.st.Tiers {
+		for mi := range p.st.Tiers[ti].Machines {
+			m := &p.st.Tiers[ti].Machines[mi]
+			if m.State != meshapi.MachinePushing {
+				continue
+			}
+			req := meshapi.RequestID(p.st.Plan, m.Machine)
+			fs = append(fs, workflow.SignalExternalWorkflow(dctx, meshapi.MachineID(m.Machine), "", meshapi.SignalCancelPush,
+				meshapi.CancelPush{Request: req, Reason: p.abortReason}))
+			m.State, m.Reason = meshapi.MachineCancelled, p.abortReason+" (a push already sending finishes)"
+			p.inFlight[ti]--
 		}
-		req := meshapi.RequestID(p.st.Plan, m.Machine)
-		fs = append(fs, workflow.SignalExternalWorkflow(dctx, meshapi.MachineID(m.Machine), "", meshapi.SignalCancelPush,
-			meshapi.CancelPush{Request: req, Reason: p.abortReason}))
-		m.State, m.Reason = meshapi.MachineCancelled, p.abortReason+" (a push already sending finishes)"
-	})
+	}
 	for _, f := range fs {
 		if err := f.Get(dctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("could not withdraw a queued push", "error", err)

@@ -84,16 +84,17 @@ func (p *plan) setCommit(ctx workflow.Context, commit string) {
 // narrow keeps, of the plan's targets and tiers, only machines (a
 // rollback's or a sync's reach), dropping tiers left empty.
 func (p *plan) narrow(targets []meshapi.Target, machines []string) []meshapi.Target {
+	keep := setOf(machines)
 	var kept []meshapi.Target
 	for _, t := range targets {
-		if slices.Contains(machines, t.Machine) {
+		if keep[t.Machine] {
 			kept = append(kept, t)
 		}
 	}
 	tiers := p.st.Tiers[:0]
 	for _, tier := range p.st.Tiers {
 		tier.Machines = slices.DeleteFunc(tier.Machines, func(m meshapi.MachineProgress) bool {
-			return !slices.Contains(machines, m.Machine)
+			return !keep[m.Machine]
 		})
 		if len(tier.Machines) > 0 {
 			tiers = append(tiers, tier)
@@ -101,6 +102,17 @@ func (p *plan) narrow(targets []meshapi.Target, machines []string) []meshapi.Tar
 	}
 	p.st.Tiers = tiers
 	return kept
+}
+
+// setOf is a set of names, for lookups that must not walk a fleet-sized
+// list once per machine. Only looked up, never iterated, so its order does
+// not reach the workflow's commands.
+func setOf(names []string) map[string]bool {
+	s := make(map[string]bool, len(names))
+	for _, n := range names {
+		s[n] = true
+	}
+	return s
 }
 
 // rollbackOptions are the RollbackTarget and SyncTarget activities':

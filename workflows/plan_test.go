@@ -51,6 +51,11 @@ type planHarness struct {
 	notes   []string // PushRequest.Note of every request handed
 	// requests are every request handed, in order.
 	requests []meshapi.PushRequest
+	// together, when set, buffers a HandPushes call's answers so that the
+	// plan takes them all in the one workflow task that takes the call's
+	// result, as a plan does when a tier's answers arrive faster than it
+	// runs tasks.
+	together bool
 }
 
 // composeCall is one target of a ComposeTargets call.
@@ -139,7 +144,11 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			}
 			if res != nil {
 				res.Request, res.Plan, res.Machine = r.Request, r.Plan, r.Machine
-				h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
+				if h.together {
+					h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResult, *res)
+				} else {
+					h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
+				}
 			}
 		}
 		h.mu.Lock()

@@ -64,7 +64,7 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		} else {
 			p.details(ctx, fmt.Sprintf("pushing tier %d", tier.Tier))
 		}
-		if err := p.pushBatch(ctx, tier, batch, decls); err != nil {
+		if err := p.pushBatch(ctx, ti, batch, decls); err != nil {
 			return err
 		}
 		failed, refused := tally(tier)
@@ -133,11 +133,11 @@ func (p *plan) bake(ctx workflow.Context, ti int) error {
 
 // pushBatch hands a batch's declarations to their machine workflows and
 // waits for every answer.
-func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []int, decls map[string]mesh.Declaration) error {
+func (p *plan) pushBatch(ctx workflow.Context, ti int, batch []int, decls map[string]mesh.Declaration) error {
+	tier := &p.st.Tiers[ti]
 	var reqs []meshapi.PushRequest
 	for _, mi := range batch {
-		m := &tier.Machines[mi]
-		m.State = meshapi.MachinePushing
+		m := p.send(ti, mi, meshapi.MachinePushing)
 		reqs = append(reqs, meshapi.PushRequest{
 			Request:     meshapi.RequestID(p.st.Plan, m.Machine),
 			Plan:        p.st.Plan,
@@ -151,17 +151,17 @@ func (p *plan) pushBatch(ctx workflow.Context, tier *meshapi.TierState, batch []
 			Note:        p.overrideWords(),
 		})
 	}
-	return p.hand(ctx, tier, reqs, fmt.Sprintf("tier %d: could not hand pushes to machine workflows: ", tier.Tier))
+	return p.hand(ctx, ti, reqs, fmt.Sprintf("tier %d: could not hand pushes to machine workflows: ", tier.Tier))
 }
 
 // hand gives requests to their machine workflows and waits until every
 // machine of the tier has its answer (none is pushing or reverting).
-func (p *plan) hand(ctx workflow.Context, tier *meshapi.TierState, reqs []meshapi.PushRequest, haltPrefix string) error {
+func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, haltPrefix string) error {
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		return workflow.ExecuteLocalActivity(handOptions(sctx), acts.HandPushes, meshapi.HandPushesInput{Requests: reqs}).Get(sctx, nil)
 	})
 	if err == nil {
-		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(tier) })
+		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(ti) })
 	}
 	return p.interrupted(ctx, err, haltPrefix)
 }
@@ -262,33 +262,76 @@ func someOf(problems []string) string {
 		strings.Join(problems[:namedInReason], "; "), rest, plural(rest, "machine", "machines"))
 }
 
-// take records a machine's answer and shows it in the plan's state at once.
-// An answer for a machine no longer being pushed (a repeat) changes
-// nothing.
-func (p *plan) take(r meshapi.PushResult) {
-	p.eachMachine(func(m *meshapi.MachineProgress) {
-		switch {
-		case meshapi.RequestID(p.st.Plan, m.Machine) == r.Request && m.State == meshapi.MachinePushing:
-			m.State, m.Reason, m.Seq, m.Rebased = r.Outcome, r.Reason, r.Seq, r.Rebased
-		case meshapi.PutBackID(p.st.Plan, m.Machine) == r.Request && m.State == meshapi.MachineReverting:
-			m.Seq = r.Seq
-			if r.Outcome == meshapi.MachineConverged || r.Outcome == meshapi.MachineSuperseded {
-				m.State, m.Reason = meshapi.MachineReverted, r.Reason
-			} else {
-				m.State, m.Reason = meshapi.MachineFailed, "could not be put back: "+r.Reason
-			}
+// place is where a machine's progress sits in the plan's tiers.
+type place struct {
+	tier, machine int
+	// putBack marks the place's put-back request, rather than its push.
+	putBack bool
+}
+
+// index lays out byMachine, byRequest and inFlight once the plan's tiers are
+// final (after a rollback or a sync narrows them): nothing the plan does
+// per answer or per machine walks the fleet after it. Lookups by key are
+// deterministic; nothing iterates these maps.
+func (p *plan) index() {
+	p.byMachine, p.byRequest = map[string]place{}, map[string]place{}
+	p.inFlight = make([]int, len(p.st.Tiers))
+	for ti, tier := range p.st.Tiers {
+		for mi, m := range tier.Machines {
+			at := place{tier: ti, machine: mi}
+			p.byMachine[m.Machine] = at
+			p.byRequest[meshapi.RequestID(p.st.Plan, m.Machine)] = at
+			at.putBack = true
+			p.byRequest[meshapi.PutBackID(p.st.Plan, m.Machine)] = at
 		}
-	})
+	}
+}
+
+// progress is the machine at a place.
+func (p *plan) progress(at place) *meshapi.MachineProgress {
+	return &p.st.Tiers[at.tier].Machines[at.machine]
+}
+
+// send marks tier ti's machine mi as handed a request (its push, or a
+// put-back): in flight until its answer.
+func (p *plan) send(ti, mi int, state meshapi.MachineStatus) *meshapi.MachineProgress {
+	m := &p.st.Tiers[ti].Machines[mi]
+	m.State = state
+	p.inFlight[ti]++
+	return m
+}
+
+// take records a machine's answer and shows it in the plan's state at once.
+// An answer for a machine no longer being pushed (a repeat), or for a
+// request the plan never handed, changes nothing.
+func (p *plan) take(r meshapi.PushResult) {
+	at, ok := p.byRequest[r.Request]
+	if !ok {
+		return
+	}
+	m := p.progress(at)
+	switch {
+	case !at.putBack && m.State == meshapi.MachinePushing:
+		m.State, m.Reason, m.Seq, m.Rebased = r.Outcome, r.Reason, r.Seq, r.Rebased
+	case at.putBack && m.State == meshapi.MachineReverting:
+		m.Seq = r.Seq
+		if r.Outcome == meshapi.MachineConverged || r.Outcome == meshapi.MachineSuperseded {
+			m.State, m.Reason = meshapi.MachineReverted, r.Reason
+		} else {
+			m.State, m.Reason = meshapi.MachineFailed, "could not be put back: "+r.Reason
+		}
+	default:
+		return
+	}
+	p.inFlight[at.tier]--
 }
 
 // note records a reason on a machine that is still waiting, for the UI and
 // the CLI to show before its push says more.
 func (p *plan) note(machine, reason string) {
-	p.eachMachine(func(m *meshapi.MachineProgress) {
-		if m.Machine == machine {
-			m.Reason = reason
-		}
-	})
+	if at, ok := p.byMachine[machine]; ok {
+		p.progress(at).Reason = reason
+	}
 }
 
 // eachMachine calls fn with every machine of every tier, in order.
@@ -300,11 +343,8 @@ func (p *plan) eachMachine(fn func(*meshapi.MachineProgress)) {
 	}
 }
 
-func (p *plan) tierAnswered(t *meshapi.TierState) bool {
-	for _, m := range t.Machines {
-		if m.State == meshapi.MachinePushing || m.State == meshapi.MachineReverting {
-			return false
-		}
-	}
-	return true
+// tierAnswered says whether every request handed for tier ti has its
+// answer (none of its machines is pushing or being put back).
+func (p *plan) tierAnswered(ti int) bool {
+	return p.inFlight[ti] == 0
 }

@@ -1,0 +1,52 @@
+package workflows
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// fleetOf is n machines in tier 1 and n in tier 2, named by tier and number.
+func fleetOf(n int) []meshapi.Target {
+	var ts []meshapi.Target
+	for tier := 1; tier <= 2; tier++ {
+		for i := range n {
+			ts = append(ts, meshapi.Target{Machine: fmt.Sprintf("t%d-m%05d", tier, i), Tier: tier, Modules: []string{"host"}})
+		}
+	}
+	return ts
+}
+
+// A tier of 10,000 machines whose answers all arrive before the plan's next
+// workflow task is taken in that one task inside the SDK's deadlock
+// detector (one second without yielding, as on a real worker; the test
+// environment runs it too, given raceSlowdown's seconds under the race
+// detector): each answer costs the plan the same whatever
+// the fleet's size. Taking an answer by walking every machine made that
+// task quadratic, and plans of 2,000 machines and more failed every
+// workflow task for good (TMPRL1101).
+func TestPlanTakesTenThousandAnswersInOneTask(t *testing.T) {
+	const n = 10_000
+	h := newPlanHarness(t, fleetOf(n)...)
+	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: raceSlowdown * time.Second})
+	h.together = true
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	converged := 0
+	for _, tier := range st.Tiers {
+		for _, m := range tier.Machines {
+			if assert.Equal(t, meshapi.MachineConverged, m.State, m.Machine) {
+				converged++
+			}
+		}
+	}
+	assert.Equal(t, 2*n, converged)
+	require.Len(t, h.enqueued, 2, "one hand-over per tier")
+	assert.Len(t, h.enqueued[0], n)
+}
