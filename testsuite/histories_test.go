@@ -128,6 +128,10 @@ func TestReplayHistories(t *testing.T) {
 //     pushed (version "request-push-mode" of Machine); the capture's
 //     machine workflow pushes by a regular activity, then, the setting
 //     turned on, by a local one, in one run.
+//   - "signal-budget" (signalBudgetCaptureTag,
+//     TestCaptureSignalBudgetHistory): a machine workflow run continues as
+//     new once its signals reach its budget (version "signal-budget" of
+//     Machine).
 const captureTag = "build-compose"
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
@@ -313,6 +317,33 @@ func TestCaptureRequestPushModeHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistoryAs(idx, "machine-push-mode."+requestPushModeCaptureTag, meshapi.MachineID("control-node"), "")
+	writeIndex(t, idx)
+}
+
+// signalBudgetCaptureTag names the history of a machine workflow run that
+// continued as new on reaching its signal budget (version "signal-budget").
+const signalBudgetCaptureTag = "signal-budget"
+
+// TestCaptureSignalBudgetHistory records it: control-node's machine
+// workflow, started with a budget of two signals, takes two plans' requests
+// and continues as new. Like the others it runs only with
+// MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureSignalBudgetHistory(t *testing.T) {
+	capturing(t)
+	o := exampleMesh()
+	o.identity = "meshroll-capture"
+	s := newStack(t, o)
+	run, err := s.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: meshapi.MachineID("control-node"), TaskQueue: s.cfg.Temporal.TaskQueue},
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "control-node", SignalBudget: 2})
+	require.NoError(t, err)
+	s.converge("host", s.commit("host"))
+	s.converge("mesh-controller", s.commit("mesh-controller"))
+	err = run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
+	var continued *workflow.ContinueAsNewError
+	require.ErrorAs(t, err, &continued, "the run continued as new at its budget")
+
+	idx := readIndex(t)
+	s.writeHistoryAs(idx, "machine-signal-budget."+signalBudgetCaptureTag, meshapi.MachineID("control-node"), run.GetRunID())
 	writeIndex(t, idx)
 }
 

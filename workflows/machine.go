@@ -42,6 +42,9 @@ type machine struct {
 	current *meshapi.PushRequest
 	recent  []meshapi.PushResult
 	handled int
+	// signals counts the requests and withdrawals this run has taken: the
+	// server refuses a run's signals past its limit (see signalBudget).
+	signals int
 	// answering counts answers signalled to plans and not yet delivered;
 	// continue-as-new waits for them.
 	answering int
@@ -99,11 +102,13 @@ func (m *machine) run(ctx workflow.Context) error {
 		sel.AddReceive(pushCh, func(c workflow.ReceiveChannel, _ bool) {
 			var r meshapi.PushRequest
 			c.Receive(ctx, &r)
+			m.signals++
 			m.enqueue(ctx, r)
 		})
 		sel.AddReceive(cancelCh, func(c workflow.ReceiveChannel, _ bool) {
 			var r meshapi.CancelPush
 			c.Receive(ctx, &r)
+			m.signals++
 			m.cancel(r)
 		})
 		if inflight != nil {

@@ -6,11 +6,32 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
+// signalBudget is how many signals a machine workflow run takes before it
+// continues as new. The server refuses a run's signals past 10,000
+// (history.maximumSignalsPerExecution), and its continue-as-new suggestion
+// counts events and bytes, not signals (temporalio/temporal#10941); a run
+// continues only between pushes, so the half left over is for the signals
+// that arrive while the push in flight when the budget is reached ends.
+const signalBudget = 5000
+
+// versionSignalBudget gates continuing as new when a run's signals reach
+// its budget; runs started before it continue only when the server
+// suggests. It is asked only when the budget is reached.
+const versionSignalBudget = "signal-budget"
+
 // shouldContinue says whether the machine workflow should continue as new
-// now: when the server suggests it (the history grows large), or after
-// MachineInput.ContinueAfter requests.
+// now: when the server suggests it (the history grows large), when the run
+// has taken its budget of signals, or after MachineInput.ContinueAfter
+// requests.
 func (m *machine) shouldContinue(ctx workflow.Context) bool {
 	if m.in.ContinueAfter > 0 && m.handled >= m.in.ContinueAfter {
+		return true
+	}
+	budget := signalBudget
+	if m.in.SignalBudget > 0 {
+		budget = m.in.SignalBudget
+	}
+	if m.signals >= budget && workflow.GetVersion(ctx, versionSignalBudget, workflow.DefaultVersion, 1) >= 1 {
 		return true
 	}
 	return workflow.GetInfo(ctx).GetContinueAsNewSuggested()
@@ -48,6 +69,7 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 		Queue:         m.queue,
 		Recent:        m.recent,
 		ContinueAfter: m.in.ContinueAfter,
+		SignalBudget:  m.in.SignalBudget,
 		Floor:         m.floor,
 		Running:       m.running,
 		LocalPush:     m.in.LocalPush,

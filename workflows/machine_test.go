@@ -436,3 +436,36 @@ func TestMachineDetailsSayWhatRunsAndWhatWaits(t *testing.T) {
 		require.Equal(t, int64(2), next.Running.Containers[0].Generation)
 	})
 }
+
+// A machine with more requests than one run may take signals for serves
+// them all, in order, numbered without a gap: the run continues as new
+// once its signals reach its budget (the server refuses a run's signals
+// past 10,000, and its own suggestion does not count them), carrying the
+// requests it took and has not pushed.
+func TestMachineContinuesAsNewBeforeItsSignalBudget(t *testing.T) {
+	eachPushMode(t, func(t *testing.T, h *machineHarness) {
+		const budget, n = 5, 12
+		var rs []meshapi.PushRequest
+		for i := range n {
+			rs = append(rs, req(fmt.Sprintf("plan/m%02d/x", i), fmt.Sprintf("m%02d", i), 1))
+		}
+		h.signalAt(0, rs...)
+		next := h.run(meshapi.MachineInput{Machine: "m1", SignalBudget: budget})
+		require.Len(t, h.pushes, 1, "the run continues as new after the push in flight when its budget was reached")
+		require.Len(t, next.Queue, n-1, "carrying every request it took and has not pushed")
+		require.Equal(t, budget, next.SignalBudget, "the budget is carried")
+
+		// The next run serves the rest: no request lost, none pushed twice.
+		second := newMachineHarness(t)
+		second.local = h.local
+		last := second.run(meshapi.MachineInput{Machine: "m1", LastSeq: next.LastSeq, Queue: next.Queue,
+			Recent: next.Recent, SignalBudget: next.SignalBudget, ContinueAfter: len(next.Queue)})
+		served := append(h.pushes, second.pushes...)
+		require.Len(t, served, n)
+		for i, p := range served {
+			require.Equal(t, rs[i].Request, p.Request.Request, "push %d in queue order", i)
+			require.Equal(t, uint64(i+1), p.Seq, "push %d numbered without a gap", i)
+		}
+		require.Empty(t, last.Queue)
+	})
+}

@@ -576,6 +576,10 @@ type MachineInput struct {
 	// ContinueAfter, when positive, continues-as-new after that many handled
 	// requests even if the server has not suggested it (tests, tuning).
 	ContinueAfter int `json:"continue_after,omitempty"`
+	// SignalBudget, when positive, is how many signals one run takes before
+	// it continues as new, in place of the default (tests); carried across
+	// continue-as-new.
+	SignalBudget int `json:"signal_budget,omitempty"`
 	// Floor carries the workflow's floor record across continue-as-new.
 	Floor map[string]mesh.Container `json:"floor,omitempty"`
 	// Running carries the last declaration the workflow found running
