@@ -25,10 +25,12 @@ const fanOut = 16
 // by signal-with-start, fanOut at a time, starting a machine
 // workflow on first use. Requests are signals, not updates, so fifty plans
 // waiting on one machine are never refused by the server's in-flight update
-// limit. The plan runs it as a local activity: its input (every declaration
-// of the tier) then stays out of the plan's history, which already holds
-// the declarations from composing. A retry signals again, which machine
-// workflows drop as duplicates.
+// limit. The plan runs it as a local activity for a few machines, its
+// input (their declarations) then out of the plan's history, and as regular
+// activities of at most a hundred for more, so that the plan's workflow task
+// is not held open while answers arrive (see the workflows package's
+// handLocally). A retry signals again: a machine workflow drops a request
+// it is waiting on or pushing, and answers one it has answered again.
 func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput) (meshapi.HandPushesResult, error) {
 	queue := activity.GetInfo(ctx).TaskQueue
 	if err := inParallel(len(in.Requests), fanOut, func(i int) error {
@@ -45,7 +47,7 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 // worker's push.local_activity: the machine workflow pushes it as that
 // says, whether it starts now or has run for months.
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
-	r.HandedAt = time.Now().UTC() // this runs in the plan's workflow task: the plan runs now
+	r.HandedAt = time.Now().UTC() // handed now, when the plan hands it
 	r.Local = a.Mesh.Push.LocalActivity
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
 		client.StartWorkflowOptions{

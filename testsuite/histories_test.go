@@ -128,6 +128,10 @@ func TestReplayHistories(t *testing.T) {
 //     pushed (version "request-push-mode" of Machine); the capture's
 //     machine workflow pushes by a regular activity, then, the setting
 //     turned on, by a local one, in one run.
+//   - "hand-activities" (handActivitiesCaptureTag,
+//     TestCaptureHandActivitiesHistory): a plan hands a tier of more than
+//     50 machines over by regular activities of 100 (version
+//     "hand-activities" of Plan).
 //   - "signal-budget" (signalBudgetCaptureTag,
 //     TestCaptureSignalBudgetHistory): a machine workflow run continues as
 //     new once its signals reach its budget (version "signal-budget" of
@@ -344,6 +348,28 @@ func TestCaptureSignalBudgetHistory(t *testing.T) {
 
 	idx := readIndex(t)
 	s.writeHistoryAs(idx, "machine-signal-budget."+signalBudgetCaptureTag, meshapi.MachineID("control-node"), run.GetRunID())
+	writeIndex(t, idx)
+}
+
+// handActivitiesCaptureTag names the history of a plan that handed a large
+// tier over by regular activities (version "hand-activities").
+const handActivitiesCaptureTag = "hand-activities"
+
+// TestCaptureHandActivitiesHistory records it: a host plan over a tier 1 of
+// 120 machines (two activities) and the control node. Like the others it
+// runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureHandActivitiesHistory(t *testing.T) {
+	capturing(t)
+	o := largeTierMesh(120)
+	o.identity = "meshroll-capture"
+	s := newStack(t, o)
+	st := s.converge("host", s.commit("host"))
+	hand, failed := s.planTasks(st.Plan)
+	require.Equal(t, 2, hand)
+	require.Zero(t, failed)
+
+	idx := readIndex(t)
+	s.writeHistoryAs(idx, "plan-large-tier."+handActivitiesCaptureTag, st.Plan, "")
 	writeIndex(t, idx)
 }
 

@@ -40,8 +40,7 @@ func TestPlanComposesInBatches(t *testing.T) {
 	got := slices.Clone(h.composeBatches)
 	slices.Sort(got)
 	require.Equal(t, []int{7, composeBatch, composeBatch}, got, "batch sizes")
-	require.Len(t, h.enqueued, 1)
-	require.ElementsMatch(t, machines, h.enqueued[0], "every machine pushed once")
+	require.ElementsMatch(t, machines, h.handed(), "every machine pushed once")
 	require.EqualValues(t, len(machines), single.Load(), "each machine composed once")
 }
 
@@ -166,8 +165,7 @@ func TestPlanBuildsAndComposesInOneActivityUpToABatch(t *testing.T) {
 			got := slices.Clone(h.composeBatches)
 			slices.Sort(got)
 			require.Equal(t, tc.batches, got)
-			require.Len(t, h.enqueued, 1)
-			require.ElementsMatch(t, machines, h.enqueued[0], "every machine pushed once")
+			require.ElementsMatch(t, machines, h.handed(), "every machine pushed once")
 			require.NotNil(t, st.Build)
 		})
 	}

@@ -68,6 +68,18 @@ func handOptions(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// handActivityOptions are a HandPushes activity's, as the local one's: a
+// frontend briefly away is outlasted; its summary names the machines it
+// hands pushes to.
+func handActivityOptions(ctx workflow.Context, reqs []meshapi.PushRequest) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		RetryPolicy:            retryForever,
+		Summary:                fmt.Sprintf("hand pushes to %d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine),
+	})
+}
+
 func pushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) workflow.Context {
 	attempt := pushAttempt(p)
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

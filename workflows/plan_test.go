@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -51,11 +53,14 @@ type planHarness struct {
 	notes   []string // PushRequest.Note of every request handed
 	// requests are every request handed, in order.
 	requests []meshapi.PushRequest
-	// together, when set, buffers a HandPushes call's answers so that the
-	// plan takes them all in the one workflow task that takes the call's
-	// result, as a plan does when a tier's answers arrive faster than it
-	// runs tasks.
+	// together, when set, holds a tier's answers until every machine of the
+	// tier has been handed its request, then buffers them all, so that the
+	// plan takes them in one workflow task, as a plan does when a tier's
+	// answers arrive faster than it runs tasks.
 	together bool
+	held     []meshapi.PushResult
+	// handedLocally and handedByActivity count HandPushes calls by kind.
+	handedLocally, handedByActivity int
 }
 
 // composeCall is one target of a ComposeTargets call.
@@ -145,16 +150,29 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			if res != nil {
 				res.Request, res.Plan, res.Machine = r.Request, r.Plan, r.Machine
 				if h.together {
-					h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResult, *res)
+					h.mu.Lock()
+					h.held = append(h.held, *res)
+					h.mu.Unlock()
 				} else {
 					h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
 				}
 			}
 		}
+		h.releaseTier(in.Requests)
 		h.mu.Lock()
 		h.enqueued = append(h.enqueued, ms)
 		h.mu.Unlock()
 		return meshapi.HandPushesResult{Enqueued: len(in.Requests)}, nil
+	})
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "HandPushes" {
+			h.handedByActivity++
+		}
+	})
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == "HandPushes" {
+			h.handedLocally++
+		}
 	})
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
 		func(_, _, _, _ string, arg interface{}) error {
@@ -164,6 +182,45 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			return nil
 		})
 	return h
+}
+
+// handed is every machine handed a request, in hand-over order.
+func (h *planHarness) handed() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var all []string
+	for _, e := range h.enqueued {
+		all = append(all, e...)
+	}
+	return all
+}
+
+// releaseTier, in together mode, buffers every held answer once each
+// machine of the requests' tier has been handed its request.
+func (h *planHarness) releaseTier(reqs []meshapi.PushRequest) {
+	if !h.together || len(reqs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tier, n := 0, 0
+	for _, t := range h.targets {
+		if t.Machine == reqs[0].Machine {
+			tier = t.Tier
+		}
+	}
+	for _, t := range h.targets {
+		if t.Tier == tier {
+			n++
+		}
+	}
+	if len(h.held) < n {
+		return
+	}
+	for _, res := range h.held {
+		h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResult, res)
+	}
+	h.held = nil
 }
 
 func (h *planHarness) run(in meshapi.PlanInput) meshapi.PlanState {

@@ -157,13 +157,57 @@ func (p *plan) pushBatch(ctx workflow.Context, ti int, batch []int, decls map[st
 // hand gives requests to their machine workflows and waits until every
 // machine of the tier has its answer (none is pushing or reverting).
 func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, haltPrefix string) error {
-	err := p.step(ctx, func(sctx workflow.Context) error {
-		return workflow.ExecuteLocalActivity(handOptions(sctx), acts.HandPushes, meshapi.HandPushesInput{Requests: reqs}).Get(sctx, nil)
-	})
+	err := p.step(ctx, func(sctx workflow.Context) error { return handOver(sctx, reqs) })
 	if err == nil {
 		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(ti) })
 	}
 	return p.interrupted(ctx, err, haltPrefix)
+}
+
+// handLocally is the most requests the plan hands over by a local
+// activity, inside its own workflow task. While a workflow task is open the
+// server buffers the signals that arrive, and fails the task when more than
+// 100 are buffered (history.maximumBufferedEventsBatch), losing what its
+// local activities did: a hand-over of hundreds of machines, taking
+// seconds, met their first answers, failed, ran again, signalled every
+// machine again, and each answered again, until a plan of a thousand
+// machines stalled for a minute and one of three thousand reached the
+// server's limit on a run's signals and never finished. At most this many
+// answers can arrive during a local hand-over, well below that buffer.
+const handLocally = 50
+
+// handBatch is how many requests one HandPushes activity hands over, when
+// they are more than handLocally: its input (every declaration) stays as
+// small as a compose batch's result.
+const handBatch = composeBatch
+
+// versionHandActivities gates handing more than handLocally requests over
+// by regular activities, handBatch each, all at once; plans started before
+// hand any number by one local activity. It is asked only for such a
+// hand-over.
+const versionHandActivities = "hand-activities"
+
+// handOver gives requests to their machine workflows: a few by a local
+// activity, which spares a plan of a few machines two server round trips,
+// and more by regular activities, so that the plan's workflow task closes
+// as soon as it has scheduled them and the machines' answers never pile up
+// behind it (see handLocally).
+func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
+	if len(reqs) <= handLocally || workflow.GetVersion(ctx, versionHandActivities, workflow.DefaultVersion, 1) < 1 {
+		return workflow.ExecuteLocalActivity(handOptions(ctx), acts.HandPushes, meshapi.HandPushesInput{Requests: reqs}).Get(ctx, nil)
+	}
+	var fs []workflow.Future
+	for from := 0; from < len(reqs); from += handBatch {
+		part := reqs[from:min(from+handBatch, len(reqs))]
+		fs = append(fs, workflow.ExecuteActivity(handActivityOptions(ctx, part), acts.HandPushes, meshapi.HandPushesInput{Requests: part}))
+	}
+	var first error
+	for _, f := range fs {
+		if err := f.Get(ctx, nil); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // policyOf is how the tier is pushed: its policy from the plan's targets,

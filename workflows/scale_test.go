@@ -47,6 +47,40 @@ func TestPlanTakesTenThousandAnswersInOneTask(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2*n, converged)
-	require.Len(t, h.enqueued, 2, "one hand-over per tier")
-	assert.Len(t, h.enqueued[0], n)
+	assert.Len(t, h.enqueued, 2*n/handBatch, "each tier handed over by activities of %d machines", handBatch)
+	assert.Equal(t, 2*n/handBatch, h.handedByActivity, "as regular activities, not in the plan's workflow task")
+	assert.Zero(t, h.handedLocally)
+}
+
+// A hand-over of more than handLocally machines runs as regular activities
+// of handBatch machines, so that no workflow task of the plan stays open
+// while hundreds of answers arrive (the server fails a task with more than
+// 100 signals buffered behind it, and a local hand-over failed with it is
+// handed again, and answered again); a few machines are handed by one local
+// activity, sparing a small plan the round trips.
+func TestPlanHandsLargeTiersOverByActivities(t *testing.T) {
+	cases := []struct {
+		machines          int
+		local, byActivity int
+	}{
+		{machines: 3, local: 2, byActivity: 0},
+		{machines: handLocally, local: 2, byActivity: 0},
+		{machines: handLocally + 1, local: 0, byActivity: 2},
+		{machines: 250, local: 0, byActivity: 6},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprint(c.machines), func(t *testing.T) {
+			h := newPlanHarness(t, fleetOf(c.machines)...)
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+			assert.Equal(t, c.local, h.handedLocally, "local hand-overs")
+			assert.Equal(t, c.byActivity, h.handedByActivity, "hand-over activities")
+			handed := 0
+			for _, e := range h.enqueued {
+				handed += len(e)
+				assert.LessOrEqual(t, len(e), max(handBatch, handLocally))
+			}
+			assert.Equal(t, 2*c.machines, handed, "every machine handed once")
+		})
+	}
 }

@@ -1,0 +1,67 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// largeTierMesh is the example mesh with a tier 1 of n edge machines.
+func largeTierMesh(n int) stackOptions {
+	o := exampleMesh()
+	o.machines = o.machines[:1] // control-node, tier 2
+	for i := range n {
+		o.machines = append(o.machines, machineSpec{name: fmt.Sprintf("edge-%03d", i), tier: 1, modules: []string{"host"}})
+	}
+	return o
+}
+
+// planTasks counts a plan's hand-over activities and its failed workflow
+// tasks, from its history on the server.
+func (s *stack) planTasks(id string) (handActivities, failedTasks int) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(s.t, err)
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "HandPushes" {
+				handActivities++
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			failedTasks++
+		}
+	}
+	return handActivities, failedTasks
+}
+
+// A tier of 600 machines is handed over by activities of a hundred, and its
+// answers, arriving while the rest are still being handed, never fail a
+// workflow task of the plan. Handed over by one local activity, inside the
+// plan's workflow task, the answers buffered behind the task passed the
+// server's 100 and it failed (WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND),
+// the hand-over ran again, every machine answered again, and plans of a
+// thousand machines stalled for a minute, of three thousand for good.
+func TestLargeTierHandedOverWithoutFailedTasks(t *testing.T) {
+	const n = 600
+	s := newStack(t, largeTierMesh(n))
+	st := s.converge("host", s.commit("host"))
+	require.Len(t, st.Tiers, 2)
+	assert.Len(t, st.Tiers[0].Machines, n)
+	hand, failed := s.planTasks(st.Plan)
+	assert.Equal(t, n/100, hand, "tier 1 handed over by activities of a hundred machines; tier 2's one machine by a local one")
+	assert.Zero(t, failed, "no workflow task of the plan failed")
+	for _, m := range st.Tiers[0].Machines {
+		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
+	}
+}
