@@ -101,7 +101,38 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 		res.Tiers[i].MaxParallel, res.Tiers[i].MaxFailed, res.Tiers[i].Bake = r.MaxParallel, r.MaxFailed, r.Bake
 		res.Tiers[i].Analysis = r.Analysis
 	}
+	if err := withinSignalBudget(in.Module, res, size); err != nil {
+		return meshapi.TargetsResult{}, err
+	}
 	return res, nil
+}
+
+// planSignalBudget is how many answers one plan may wait for. A plan hears
+// each machine's answer, and each put-back's, as a signal, and Temporal
+// refuses a workflow run's signals past 10,000
+// (history.maximumSignalsPerExecution): an answer refused there would leave
+// the plan waiting for good. The rest of the 10,000 is for hand-overs
+// retried, measurements and an operator's levers.
+const planSignalBudget = 9000
+
+// withinSignalBudget refuses, before anything is built or pushed, a plan
+// whose answers could pass planSignalBudget: one per machine, and one more
+// per machine of its largest tier with analysis checks, which a failed
+// check puts back.
+func withinSignalBudget(module string, res meshapi.TargetsResult, size map[int]int) error {
+	putBack := 0
+	for _, tp := range res.Tiers {
+		if len(tp.Analysis) > 0 {
+			putBack = max(putBack, size[tp.Tier])
+		}
+	}
+	if answers := len(res.Targets) + putBack; answers > planSignalBudget {
+		return permanent(meshapi.ErrInvalidInput, "module %s runs on %d machines, more than one plan can push: it would wait for %d answers "+
+			"(one per machine, and one per machine of its largest tier with analysis checks, for a put-back), and a plan takes at most %d, "+
+			"as Temporal refuses a workflow's signals past 10,000; give the module's machines to modules of at most %d machines each",
+			module, len(res.Targets), answers, planSignalBudget, planSignalBudget)
+	}
+	return nil
 }
 
 // Build builds the plan's module at its commit and records the build in the
