@@ -60,8 +60,15 @@ type analysisFixture struct {
 	in    meshapi.AnalyseInput
 }
 
+// fixtureInterval is the checks' interval unless a case says otherwise. It
+// also bounds each measurement (min(interval, MeasureTimeout)), so it is
+// long enough that a loaded machine (go test -race beside the integration
+// suites) never times a loopback query out, which would desynchronise a
+// scripted provider's answers.
+const fixtureInterval = 100 * time.Millisecond
+
 // newAnalysisFixture is a worker whose config has check error-rate (ch,
-// on provider prom, with a 10ms interval unless ch says otherwise) reading
+// on provider prom, with fixtureInterval unless ch says otherwise) reading
 // a scripted Prometheus, and a tier-1 analysis input for it since now.
 func newAnalysisFixture(t *testing.T, ch config.Check, answers ...string) *analysisFixture {
 	f := &analysisFixture{plans: &fakePlans{}, prom: &promScript{answers: answers}}
@@ -72,7 +79,7 @@ func newAnalysisFixture(t *testing.T, ch config.Check, answers ...string) *analy
 	ch.Query = orDefault(ch.Query, `sum(errors{module="{{.Module}}",generation="{{.Generation}}"})`)
 	ch.Success = orDefault(ch.Success, "result < 0.5")
 	if ch.Interval == 0 {
-		ch.Interval = 10 * time.Millisecond
+		ch.Interval = fixtureInterval
 	}
 	cfg := &config.Config{Analysis: config.Analysis{
 		Providers: map[string]config.Provider{"prom": {Prometheus: &config.Prometheus{Address: srv.URL}}},
@@ -170,7 +177,7 @@ func TestAnalyseSignalsEachMeasurement(t *testing.T) {
 		assert.Equal(t, "plan/shop/abc", s.plan)
 		assert.Equal(t, 1, s.m.Tier)
 		assert.Equal(t, meshapi.AnalysisCheck{Check: "error-rate", Provider: "prom", Query: query, Success: "result < 0.5",
-			Interval: 10 * time.Millisecond, Count: 3, FailureLimit: 1, Verdict: meshapi.AnalysisRunning}, s.m.Check)
+			Interval: fixtureInterval, Count: 3, FailureLimit: 1, Verdict: meshapi.AnalysisRunning}, s.m.Check)
 		assert.Equal(t, got.Measurements[i], s.m.Measurement)
 	}
 }

@@ -12,13 +12,10 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// analysisCaptureTag names the histories of plans that run analysis
-// checks (version "analysis" of Plan): one whose check passes, one whose
-// check fails and puts tier 1 back, and one whose check cannot be
-// measured and is approved by a person.
-const analysisCaptureTag = "analysis"
-
-// TestCaptureAnalysisHistories records them, reading a web provider the
+// TestCaptureAnalysisHistories records the histories of plans that run
+// analysis checks: one whose check passes, one whose check fails and puts
+// tier 1 back, and one whose check cannot be measured and is approved by a
+// person. It reads a web provider the
 // test serves (its answer is what the test sets), so that the capture
 // needs no Prometheus. It runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureAnalysisHistories(t *testing.T) {
@@ -61,7 +58,7 @@ func TestCaptureAnalysisHistories(t *testing.T) {
 
 	idx := readIndex(t)
 	for name, id := range map[string]string{"plan-analysis-passed": passed, "plan-analysis-failed-put-back": failed, "plan-analysis-inconclusive-approved": approved} {
-		s.writeHistoryAs(idx, name+"."+analysisCaptureTag, id, "")
+		s.writeHistoryAs(idx, name, id, "")
 	}
 	writeIndex(t, idx)
 }

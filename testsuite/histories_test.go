@@ -94,49 +94,12 @@ func TestReplayHistories(t *testing.T) {
 	require.NotZero(t, n, "no committed histories in %s (MESHROLL_WRITE_HISTORIES=1 scripts/test.sh -run TestCaptureHistories ./testsuite/ makes them)", historyDir)
 }
 
-// captureTag names the histories TestCaptureHistories writes. Change it
-// whenever workflow code changes the commands it issues (behind a
-// workflow.GetVersion gate or a new workflow type): the histories of the
-// code before stay, and must keep replaying until their version branch is
-// retired (see package workflows).
-//
-//   - "" (no tag): the baseline of 2026-12-03, when the versions
-//     "search-attributes", "batches" and "push-answers" were retired and
-//     their code became the only code.
-//   - "tier-policies": plans push each tier by its policy (batches of
-//     max_parallel, a failure budget, a bake, the control plane alone;
-//     version "tier-policies" of Plan). The capture's tier 1 has two
-//     machines pushed one at a time and a one-second bake.
-//   - "holds": plans check freezes and deployment windows before every
-//     batch (version "holds" of Plan); the capture adds a plan held by a
-//     freeze and let go by unfreeze, and the freeze levers' workflows
-//     (Freeze, Unfreeze, ListFreezes).
-//   - "failed-endings": a plan that ends halted, refused or aborted fails
-//     its workflow with its state as the failure's details (version
-//     "failed-endings" of Plan), so the Web UI shows it failed.
-//   - "analysis" (analysisCaptureTag, TestCaptureAnalysisHistories): a
-//     tier's analysis checks (version "analysis" of Plan): passed, failed
-//     and put back, inconclusive and approved.
-//   - "local-push" (localPushCaptureTag, TestCaptureLocalPushHistory): a
-//     machine workflow started with LocalPush, pushing by local
-//     activities (no version gate: the run's input chooses).
-//   - "build-compose": a plan of at most one compose batch builds and
-//     composes in one activity (version "build-compose" of Plan); the
-//     capture's machine workflows carry "request-push-mode" too.
-//   - "request-push-mode" (requestPushModeCaptureTag,
-//     TestCaptureRequestPushModeHistory): each request says how it is
-//     pushed (version "request-push-mode" of Machine); the capture's
-//     machine workflow pushes by a regular activity, then, the setting
-//     turned on, by a local one, in one run.
-//   - "hand-activities" (handActivitiesCaptureTag,
-//     TestCaptureHandActivitiesHistory): a plan hands a tier of more than
-//     50 machines over by regular activities of 100 (version
-//     "hand-activities" of Plan).
-//   - "signal-budget" (signalBudgetCaptureTag,
-//     TestCaptureSignalBudgetHistory): a machine workflow run continues as
-//     new once its signals reach its budget (version "signal-budget" of
-//     Machine).
-const captureTag = "build-compose"
+// The committed histories are baseline 2 (2026-12-04): every one was
+// recorded from the code of that day, when every version gate before it
+// was retired (workflows/versions.go lists them). A change that alters the
+// commands a workflow issues adds a gate there and captures histories of
+// the new path named <workflow>-<what happened>.<change ID>.json, next to
+// these, which keep replaying until the gate is retired in turn.
 
 // TestCaptureHistories records the histories TestReplayHistories replays.
 // It runs only with MESHROLL_WRITE_HISTORIES=1: histories are committed
@@ -198,25 +161,24 @@ func TestCaptureHistories(t *testing.T) {
 
 	require.NoError(t, os.MkdirAll(historyDir, 0o755))
 	idx := readIndex(t)
-	s.writeHistory(idx, "plan-converged-gated-rebased", gated, "")
-	s.writeHistory(idx, "plan-superseded", superseded, "")
-	s.writeHistory(idx, "plan-aborted-at-gate", aborted, "")
-	s.writeHistory(idx, "plan-halted-unreachable", halted, "")
-	s.writeHistory(idx, "plan-held-frozen", frozen, "")
-	s.writeHistory(idx, "lever-freeze", meshapi.FreezeID("freeze", "host", ""), "")
-	s.writeHistory(idx, "lever-unfreeze", meshapi.FreezeID("unfreeze", "host", ""), "")
-	s.writeHistory(idx, "lever-list-freezes", meshapi.FreezesID, "")
-	s.writeHistory(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
-	s.writeHistory(idx, "machine-running", meshapi.MachineID("edge-1"), "")
+	s.writeHistoryAs(idx, "plan-converged-gated-rebased", gated, "")
+	s.writeHistoryAs(idx, "plan-superseded", superseded, "")
+	s.writeHistoryAs(idx, "plan-aborted-at-gate", aborted, "")
+	s.writeHistoryAs(idx, "plan-halted-unreachable", halted, "")
+	s.writeHistoryAs(idx, "plan-held-frozen", frozen, "")
+	s.writeHistoryAs(idx, "lever-freeze", meshapi.FreezeID("freeze", "host", ""), "")
+	s.writeHistoryAs(idx, "lever-unfreeze", meshapi.FreezeID("unfreeze", "host", ""), "")
+	s.writeHistoryAs(idx, "lever-list-freezes", meshapi.FreezesID, "")
+	s.writeHistoryAs(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
+	s.writeHistoryAs(idx, "machine-running", meshapi.MachineID("edge-1"), "")
 	writeIndex(t, idx)
 }
 
 // TestCaptureLeverHistories records the histories of the levers' workflow
 // types (RejectBuild, ListBuilds), new types that TestCaptureHistories'
 // plans and machines do not run, and of a rollback plan and a sync plan
-// (Plans whose input takes them down another path than the build). Like it, it runs only with
-// MESHROLL_WRITE_HISTORIES=1, and its files carry no capture tag until a
-// lever's commands change.
+// (Plans whose input takes them down another path than the build). Like it,
+// it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureLeverHistories(t *testing.T) {
 	capturing(t)
 	o := exampleMesh()
@@ -245,9 +207,9 @@ func TestCaptureLeverHistories(t *testing.T) {
 }
 
 // TestCaptureWindowHistory records a plan held outside a deployment window
-// and let go by its durable timer (the path of version "holds" that waits
-// on a timer rather than a signal), under the capture tag. Like the others
-// it runs only with MESHROLL_WRITE_HISTORIES=1.
+// and let go by its durable timer (the hold that waits on a timer rather
+// than a signal). Like the others it runs only with
+// MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureWindowHistory(t *testing.T) {
 	capturing(t)
 	o := exampleMesh()
@@ -264,47 +226,16 @@ func TestCaptureWindowHistory(t *testing.T) {
 	require.Equal(t, meshapi.PlanConverged, s.wait(id).State)
 
 	idx := readIndex(t)
-	s.writeHistory(idx, "plan-held-window", id, "")
+	s.writeHistoryAs(idx, "plan-held-window", id, "")
 	writeIndex(t, idx)
 }
 
-// localPushCaptureTag names the history of a machine workflow started with
-// LocalPush (push.local_activity), whose pushes are local activities: the
-// same workflow code down the other branch of pushNext, chosen by the
-// run's input rather than a GetVersion gate.
-const localPushCaptureTag = "local-push"
-
-// TestCaptureLocalPushHistory records it: three plans through a mesh with
-// push.local_activity, so that control-node's machine workflow pushes
-// three times (host, the controller, a newer host), the first one as it
-// starts. Like the others it runs only with MESHROLL_WRITE_HISTORIES=1.
-func TestCaptureLocalPushHistory(t *testing.T) {
-	capturing(t)
-	o := exampleMesh()
-	o.identity = "meshroll-capture"
-	o.push = "{local_activity: true}"
-	s := newStack(t, o)
-	s.converge("host", s.commit("host"))
-	s.converge("mesh-controller", s.commit("mesh-controller"))
-	s.converge("host", s.commit("host"))
-	scheduled, markers := s.pushEvents(meshapi.MachineID("control-node"))
-	require.Zero(t, scheduled, "the captured machine workflow pushed by local activities only")
-	require.GreaterOrEqual(t, markers, 3)
-
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "machine-local-push."+localPushCaptureTag, meshapi.MachineID("control-node"), "")
-	writeIndex(t, idx)
-}
-
-// requestPushModeCaptureTag names the history of a machine workflow whose
-// requests say how each is pushed (version "request-push-mode").
-const requestPushModeCaptureTag = "request-push-mode"
-
-// TestCaptureRequestPushModeHistory records it: control-node's machine
-// workflow pushes two plans by regular activities, then the worker restarts
-// with push.local_activity and the same run pushes the third locally. Like
-// the others it runs only with MESHROLL_WRITE_HISTORIES=1.
-func TestCaptureRequestPushModeHistory(t *testing.T) {
+// TestCapturePushModesHistory records a machine workflow that pushes by
+// both kinds of activity in one run, as each request says: control-node's
+// machine workflow pushes two plans by regular activities, then the worker
+// restarts with push.local_activity and the same run pushes the third
+// locally. Like the others it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCapturePushModesHistory(t *testing.T) {
 	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
@@ -320,15 +251,12 @@ func TestCaptureRequestPushModeHistory(t *testing.T) {
 	require.Equal(t, 1, markers, "then one by a local activity")
 
 	idx := readIndex(t)
-	s.writeHistoryAs(idx, "machine-push-mode."+requestPushModeCaptureTag, meshapi.MachineID("control-node"), "")
+	s.writeHistoryAs(idx, "machine-push-modes", meshapi.MachineID("control-node"), "")
 	writeIndex(t, idx)
 }
 
-// signalBudgetCaptureTag names the history of a machine workflow run that
-// continued as new on reaching its signal budget (version "signal-budget").
-const signalBudgetCaptureTag = "signal-budget"
-
-// TestCaptureSignalBudgetHistory records it: control-node's machine
+// TestCaptureSignalBudgetHistory records a machine workflow run that
+// continues as new on reaching its signal budget: control-node's machine
 // workflow, started with a budget of two signals, takes two plans' requests
 // and continues as new. Like the others it runs only with
 // MESHROLL_WRITE_HISTORIES=1.
@@ -347,16 +275,13 @@ func TestCaptureSignalBudgetHistory(t *testing.T) {
 	require.ErrorAs(t, err, &continued, "the run continued as new at its budget")
 
 	idx := readIndex(t)
-	s.writeHistoryAs(idx, "machine-signal-budget."+signalBudgetCaptureTag, meshapi.MachineID("control-node"), run.GetRunID())
+	s.writeHistoryAs(idx, "machine-signal-budget", meshapi.MachineID("control-node"), run.GetRunID())
 	writeIndex(t, idx)
 }
 
-// handActivitiesCaptureTag names the history of a plan that handed a large
-// tier over by regular activities (version "hand-activities").
-const handActivitiesCaptureTag = "hand-activities"
-
-// TestCaptureHandActivitiesHistory records it: a host plan over a tier 1 of
-// 120 machines (two activities) and the control node. Like the others it
+// TestCaptureHandActivitiesHistory records a plan that hands a large tier
+// over by regular activities: a host plan over a tier 1 of 120 machines
+// (two activities) and the control node. Like the others it
 // runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureHandActivitiesHistory(t *testing.T) {
 	capturing(t)
@@ -369,21 +294,12 @@ func TestCaptureHandActivitiesHistory(t *testing.T) {
 	require.Zero(t, failed)
 
 	idx := readIndex(t)
-	s.writeHistoryAs(idx, "plan-large-tier."+handActivitiesCaptureTag, st.Plan, "")
+	s.writeHistoryAs(idx, "plan-large-tier", st.Plan, "")
 	writeIndex(t, idx)
 }
 
-// writeHistory saves a workflow run's history as JSON, the format the
-// Temporal CLI and Web UI export.
-func (s *stack) writeHistory(idx map[string]execution, name, id, runID string) {
-	s.t.Helper()
-	if captureTag != "" {
-		name += "." + captureTag
-	}
-	s.writeHistoryAs(idx, name, id, runID)
-}
-
-// writeHistoryAs saves the run's history under name as it is given.
+// writeHistoryAs saves a workflow run's history as JSON, the format the
+// Temporal CLI and Web UI export, under name.
 func (s *stack) writeHistoryAs(idx map[string]execution, name, id, runID string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -406,5 +322,6 @@ func (s *stack) writeHistoryAs(idx map[string]execution, name, id, runID string)
 	for _, leak := range []string{s.repo, os.Getenv("HOME")} {
 		require.False(s.t, leak != "" && strings.Contains(string(data), leak), "history %s names a local path", name)
 	}
+	require.NoError(s.t, os.MkdirAll(historyDir, 0o755))
 	require.NoError(s.t, os.WriteFile(filepath.Join(historyDir, name+".json"), append(data, '\n'), 0o644))
 }

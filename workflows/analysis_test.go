@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	sdkpb "go.temporal.io/api/sdk/v1"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -34,7 +33,6 @@ func measured(at time.Time, v float64, passed bool) meshapi.Measurement {
 func newAnalysisHarness(t *testing.T, checks []string, bake time.Duration, verdicts map[string]meshapi.AnalysisCheck, delay map[string]time.Duration) *analysisHarness {
 	h := &analysisHarness{planHarness: newPlanHarness(t, targets(tier(1, "e1", "e2"), tier(2, "cp"))...)}
 	h.withPolicies(meshapi.TierPolicy{Tier: 1, Bake: bake, Analysis: checks}, meshapi.TierPolicy{Tier: 2})
-	h.env.OnGetVersion(versionTierPolicies, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 	h.env.OnActivity(acts.Bake, mock.Anything, mock.Anything).Return(func(_ context.Context, in meshapi.BakeInput) (meshapi.BakeResult, error) {
 		return meshapi.BakeResult{Machines: len(in.Machines)}, nil
 	}).After(bake)
@@ -135,7 +133,6 @@ func TestPlanAnalysis(t *testing.T) {
 				}
 			}
 			h := newAnalysisHarness(t, names, 0, tc.checks, tc.delay)
-			h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 			st := h.run(meshapi.PlanInput{})
 			require.Equal(t, tc.state, st.State, st.Reason)
 			for _, r := range tc.reason {
@@ -180,7 +177,6 @@ func TestPlanAnalysis(t *testing.T) {
 func TestPlanPutBackRequests(t *testing.T) {
 	h := newAnalysisHarness(t, []string{"error-rate"}, 0,
 		map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisFailed, false, 0.8)}, nil)
-	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
 	reqs := h.requests
@@ -214,7 +210,6 @@ func TestPlanInconclusiveAnalysisWaitsForAPerson(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newAnalysisHarness(t, []string{"error-rate"}, 0, map[string]meshapi.AnalysisCheck{"error-rate": inconclusive}, nil)
-			h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 			var atGate meshapi.PlanState
 			var res *updateResult
 			handed := 0
@@ -238,24 +233,11 @@ func TestPlanInconclusiveAnalysisWaitsForAPerson(t *testing.T) {
 	}
 }
 
-// A plan whose code predates analysis (the version's default) runs no
-// check, whatever its tiers name: its history has none to replay.
-func TestPlanAnalysisVersionGate(t *testing.T) {
-	h := newAnalysisHarness(t, []string{"error-rate"}, 0,
-		map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisFailed, false, 0.9)}, nil)
-	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-	require.Empty(t, h.analysed)
-	require.Empty(t, st.Tiers[0].Analysis)
-}
-
 // A bake and a check run together; the tier goes on when both are done.
 func TestPlanAnalysisAlongsideTheBake(t *testing.T) {
 	h := newAnalysisHarness(t, []string{"error-rate"}, 10*time.Minute,
 		map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisPassed, false, 0.1)},
 		map[string]time.Duration{"error-rate": 2 * time.Minute})
-	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 	during, details := h.snapshotAt(5 * time.Minute)
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
@@ -279,7 +261,6 @@ func TestPlanAnalysisWaitsOutItsInitialDelay(t *testing.T) {
 	due := time.Date(2026, 12, 3, 12, 5, 0, 0, time.UTC)
 	waiting := c
 	waiting.Verdict, waiting.FirstDue = meshapi.AnalysisWaiting, &due
-	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 	// The Analyse activity announces the check as it starts (the fake's
 	// own signals come with its result, at ten minutes).
 	h.env.RegisterDelayedCallback(func() {
@@ -302,7 +283,6 @@ func TestPlanAnalysisWaitingBeforeItsActivitySpeaks(t *testing.T) {
 	h := newAnalysisHarness(t, []string{"error-rate"}, 0,
 		map[string]meshapi.AnalysisCheck{"error-rate": check("error-rate", meshapi.AnalysisPassed, false)},
 		map[string]time.Duration{"error-rate": 10 * time.Minute})
-	h.env.OnGetVersion(versionAnalysis, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 	var during meshapi.PlanState
 	h.env.RegisterDelayedCallback(func() { during = h.query() }, 5*time.Minute)
 	st := h.run(meshapi.PlanInput{})

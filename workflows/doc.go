@@ -9,10 +9,31 @@
 // typed messages of package meshapi.
 //
 // Workflow code here is deterministic: no clocks, randomness, I/O, goroutines
-// or map iteration outside the workflow package's own primitives. A change
-// that alters the commands either workflow issues needs a workflow.GetVersion
-// gate and a history committed under testsuite/testdata/histories for the
-// replay tests (TestCaptureHistories with a new captureTag).
+// or map iteration outside the workflow package's own primitives.
+//
+// # Keeping runs safe across worker upgrades: one rule
+//
+// Every change that alters the commands either workflow issues goes behind
+// a workflow.GetVersion gate, with its change ID declared in versions.go
+// and histories of the new path committed under testsuite/testdata/histories
+// for the replay tests (TestReplayHistories) — for Plan and Machine alike,
+// whether or not the worker runs under Worker Versioning.
+//
+// Why one rule for both, and gates rather than versioning alone: Worker
+// Versioning is optional (worker.versioning, off by default and in the dev
+// stack), and a machine workflow lives for months across every upgrade, so
+// for it the gate is the only protection there is; a plan lives minutes to
+// days, and under versioning it is pinned to the build that started it, but
+// an unversioned deployment restarts its workers under plans in flight, and
+// the gate is what keeps those plans replaying. Versioning, when on, is the
+// second layer: a pinned plan never meets new code at all, and machine
+// workflows auto-upgrade (the reason their gates matter most).
+//
+// What an operator runs for an upgrade: without versioning, a rolling
+// restart of the workers, nothing else; with it, start the new build's
+// workers with --make-current (or temporal worker deployment
+// set-current-version), and stop the old build's once no plan is pinned to
+// it (docs/observability.md, "Upgrading the worker (Worker Versioning)").
 //
 // # Retiring a version branch
 //
@@ -23,18 +44,17 @@
 // on the new code. An operator checks that none is left with a visibility
 // query for runs still open that started before the change, for example
 //
-//	temporal workflow count --query "ExecutionStatus = 'Running' AND StartTime < '2026-12-03T00:00:00Z'"
+//	temporal workflow count --query "ExecutionStatus = 'Running' AND StartTime < '2026-12-04T00:00:00Z'"
 //
 // or, under Worker Versioning, for runs still open on the build IDs before it
-// ("TemporalWorkerDeploymentVersion = 'meshroll.<build>'"). Zero for both
+// ("TemporalWorkerDeploymentVersion = 'meshroll:<build>'"). Zero for both
 // workflow types means the branch can go: delete the GetVersion call and the
-// code it guarded, keep the new path, and delete the histories recorded
-// before it. The SDK skips a history's version markers that code no longer
-// asks for, so the histories recorded after the change keep replaying. A
-// retired change ID is never used again: an old history still carries its
-// marker.
-//
-// Retired so far (2026-12-03, before meshroll ran any fleet in production):
-// "search-attributes" and "batches" of Plan, "push-answers" of Machine.
-// The replay set in testsuite/testdata/histories is this baseline.
+// code it guarded, keep the new path, move the change ID to retiredChanges
+// in versions.go, and delete the histories recorded before it. The SDK
+// skips a history's version markers that code no longer asks for, so the
+// histories recorded after the change keep replaying. A retired change ID is
+// never used again: an old history still carries its marker. Retiring every
+// gate at once and recording the replay set afresh makes a baseline
+// (versions.go names them); so does wire and state compatibility code that
+// only a build before the baseline could need.
 package workflows

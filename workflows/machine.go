@@ -124,16 +124,13 @@ func (m *machine) run(ctx workflow.Context) error {
 	}
 }
 
-// versionRequestPushMode makes each request say how it is pushed
-// (PushRequest.Local, from the handing worker's push.local_activity),
-// instead of the mode the workflow was started with, so that turning the
-// setting on or off reaches machine workflows already running at their next
-// push, not only machines that have none yet.
-const versionRequestPushMode = "request-push-mode"
-
 // pushNext starts the push of the queue's head with the next sequence: a
 // regular activity, or a local activity run in this workflow task when the
-// request asks for one (pushLocally).
+// request asks for one. The request's word (the handing worker's
+// push.local_activity, in the history as the signal that brought it), not
+// this worker's config, chooses, so that a history replays to the commands
+// it recorded and turning the setting on or off reaches every machine
+// workflow at its next push.
 func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	req := m.queue[0]
 	m.queue = m.queue[1:]
@@ -143,23 +140,10 @@ func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	// still read it while finish raises the workflow's floor.
 	in := meshapi.PushInput{Request: req, Seq: m.lastSeq + 1, Floor: maps.Clone(m.floor)}
 	summary := fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan)
-	if m.pushLocally(ctx, req) {
+	if req.Local {
 		return workflow.ExecuteLocalActivity(localPushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
 	}
 	return workflow.ExecuteActivity(pushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
-}
-
-// pushLocally says whether req is pushed by a local activity. The choice
-// follows the history alone, never this worker's config, so a history
-// replays to the commands it recorded: the request's own word (in the
-// history as the signal that brought it) since versionRequestPushMode, and
-// before it the run's input, MachineInput.LocalPush (histories from before
-// either existed have both false, the regular path they always took).
-func (m *machine) pushLocally(ctx workflow.Context, req meshapi.PushRequest) bool {
-	if workflow.GetVersion(ctx, versionRequestPushMode, workflow.DefaultVersion, 1) >= 1 {
-		return req.Local
-	}
-	return m.in.LocalPush
 }
 
 // finish turns the push activity's outcome into the plan's answer. A push

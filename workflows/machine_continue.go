@@ -14,11 +14,6 @@ import (
 // that arrive while the push in flight when the budget is reached ends.
 const signalBudget = 5000
 
-// versionSignalBudget gates continuing as new when a run's signals reach
-// its budget; runs started before it continue only when the server
-// suggests. It is asked only when the budget is reached.
-const versionSignalBudget = "signal-budget"
-
 // shouldContinue says whether the machine workflow should continue as new
 // now: when the server suggests it (the history grows large), when the run
 // has taken its budget of signals, or after MachineInput.ContinueAfter
@@ -31,7 +26,7 @@ func (m *machine) shouldContinue(ctx workflow.Context) bool {
 	if m.in.SignalBudget > 0 {
 		budget = m.in.SignalBudget
 	}
-	if m.signals >= budget && workflow.GetVersion(ctx, versionSignalBudget, workflow.DefaultVersion, 1) >= 1 {
+	if m.signals >= budget {
 		return true
 	}
 	return workflow.GetInfo(ctx).GetContinueAsNewSuggested()

@@ -67,19 +67,11 @@ type plan struct {
 	// attribute.
 	published meshapi.PlanStatus
 
-	// tierPolicies is set for plans started by code that pushes tiers by
-	// their policy (versionTierPolicies): in batches, with a failure
-	// budget, a control-plane machine alone.
-	tierPolicies bool
 	// targetList is the plan's targets as composed, for a put-back to
 	// compose its machines again.
 	targetList []meshapi.Target
 	// alone names the machines pushed in a batch of their own.
 	alone map[string]bool
-
-	// holds is set for plans started by code that checks freezes and
-	// deployment windows before every batch (versionHolds).
-	holds bool
 
 	// byMachine and byRequest find a machine's progress by its name and by
 	// the ID of a request the plan hands for it (its push and its
@@ -92,10 +84,6 @@ type plan struct {
 	// liftedSignals counts hold-lifted signals, to wake a held plan.
 	liftedSignals int
 }
-
-// versionTierPolicies gates pushing tiers by their policy; plans started
-// before push every tier at once and halt at its first failure.
-const versionTierPolicies = "tier-policies"
 
 // setup registers the state query and the control updates, and starts
 // taking the machines' answers: the push-result signal is the one route by
@@ -140,25 +128,18 @@ func (p *plan) run(ctx workflow.Context) (meshapi.PlanState, error) {
 	if e.cancelled != nil {
 		return p.st, e.cancelled
 	}
-	if e.state.Fails() && workflow.GetVersion(ctx, versionFailedEndings, workflow.DefaultVersion, 1) >= 1 {
+	if e.state.Fails() {
+		// A failed workflow carrying its state, so that the Web UI shows
+		// it failed.
 		return p.st, meshapi.PlanFailure(p.st)
 	}
 	return p.st, nil
 }
 
-// versionFailedEndings gates ending a halted, refused or aborted plan as a
-// failed workflow carrying its state (meshapi.PlanFailure), so that the Web
-// UI shows it failed; plans started before complete with the state as
-// their result whatever it is. The version is asked only when the plan
-// fails, just before the workflow ends.
-const versionFailedEndings = "failed-endings"
-
 // roll is the flow of docs/design.md, top to bottom: check the merge, find the
 // machines that run the module, build, compose every machine's declaration,
 // then push tier by tier. It returns the plan's ending, whatever it is.
 func (p *plan) roll(ctx workflow.Context) error {
-	p.tierPolicies = workflow.GetVersion(ctx, versionTierPolicies, workflow.DefaultVersion, 1) >= 1
-	p.holds = workflow.GetVersion(ctx, versionHolds, workflow.DefaultVersion, 1) >= 1
 	if err := p.in.Validate(); err != nil {
 		return endAs(meshapi.PlanRefused, err.Error())
 	}
@@ -233,40 +214,32 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 		}
 		ts := &p.st.Tiers[len(p.st.Tiers)-1]
 		ts.Machines = append(ts.Machines, meshapi.MachineProgress{Machine: t.Machine, State: meshapi.MachineWaiting})
-		if t.Alone && p.tierPolicies {
+		if t.Alone {
 			if p.alone == nil {
 				p.alone = map[string]bool{}
 			}
 			p.alone[t.Machine] = true
 		}
 	}
-	if p.tierPolicies {
-		for _, tp := range tr.Tiers {
-			for i := range p.st.Tiers {
-				if p.st.Tiers[i].Tier == tp.Tier {
-					p.st.Tiers[i].Policy = &tp
-				}
+	for _, tp := range tr.Tiers {
+		for i := range p.st.Tiers {
+			if p.st.Tiers[i].Tier == tp.Tier {
+				p.st.Tiers[i].Policy = &tp
 			}
 		}
 	}
 	return tr.Targets, nil
 }
 
-// versionBuildCompose gates building and composing a plan of at most one
-// compose batch in one activity (BuildAndCompose), which spares it a
-// workflow task and an activity task: plans started before build, then
-// compose, by two.
-const versionBuildCompose = "build-compose"
-
 // build builds the module at the merge's commit and records it in the
 // catalogue (the Build activity does both). A plan of at most one compose
 // batch composes its targets in the same activity: their composition is
-// returned too, nil when it is left to compose (a larger plan, a plan
-// started before versionBuildCompose, or a composition that failed
-// transiently).
+// returned too, nil when it is left to compose (a larger plan, or a
+// composition that failed transiently). Building and composing in one
+// activity spares a small plan a workflow task and an activity task.
 func (p *plan) build(ctx workflow.Context, targets []meshapi.Target) (mesh.Build, *meshapi.ComposeTargetsResult, error) {
 	in := meshapi.BuildInput{Plan: p.st.Plan, Module: p.in.Module, Commit: p.in.Commit}
-	if len(targets) > composeBatch || workflow.GetVersion(ctx, versionBuildCompose, workflow.DefaultVersion, 1) < 1 {
+	if len(targets) > composeBatch {
 		var b mesh.Build
 		err := p.step(ctx, func(sctx workflow.Context) error {
 			return workflow.ExecuteActivity(buildOptions(sctx, p.in.Module, p.in.Commit, 0), acts.Build, in).Get(sctx, &b)

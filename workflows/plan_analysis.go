@@ -13,12 +13,6 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// versionAnalysis gates running a tier's analysis checks once its machines
-// are healthy (issue 18). It is asked only for a tier that names checks,
-// which no plan started before could have (its Targets result carried
-// none).
-const versionAnalysis = "analysis"
-
 // analyseBy is who the journal names for a put-back the plan does itself.
 const analyseBy = "meshroll analysis"
 

@@ -10,13 +10,8 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// versionHolds gates the hold check before every batch (freezes and
-// deployment windows); plans started before it never hold.
-const versionHolds = "holds"
-
 // takeHoldLifted counts hold-lifted signals, so that a held plan wakes when
-// one arrives; a plan that is not held only counts them. It adds no
-// commands, so every plan drains the channel, whatever its version.
+// one arrives; a plan that is not held only counts them.
 func (p *plan) takeHoldLifted(ctx workflow.Context) {
 	onSignal(ctx, meshapi.SignalHoldLifted, func(m meshapi.HoldLifted) {
 		p.liftedSignals++
@@ -32,9 +27,6 @@ func (p *plan) takeHoldLifted(ctx workflow.Context) {
 // only between batches. The plan's state is held meanwhile, its reason the
 // hold's words; an abort or a cancellation ends it as anywhere else.
 func (p *plan) holdBefore(ctx workflow.Context, tier *meshapi.TierState, batch []int, first bool) error {
-	if !p.holds {
-		return nil
-	}
 	in := meshapi.HoldsInput{
 		Module:         p.in.Module,
 		Rollback:       p.in.Rollback != nil,

@@ -107,7 +107,7 @@ func (p *plan) bake(ctx workflow.Context, ti int) error {
 	if len(machines) == 0 {
 		return nil
 	}
-	if len(policy.Analysis) > 0 && workflow.GetVersion(ctx, versionAnalysis, workflow.DefaultVersion, 1) >= 1 {
+	if len(policy.Analysis) > 0 {
 		return p.analyse(ctx, ti, machines, bake)
 	}
 	if bake <= 0 {
@@ -181,19 +181,13 @@ const handLocally = 50
 // small as a compose batch's result.
 const handBatch = composeBatch
 
-// versionHandActivities gates handing more than handLocally requests over
-// by regular activities, handBatch each, all at once; plans started before
-// hand any number by one local activity. It is asked only for such a
-// hand-over.
-const versionHandActivities = "hand-activities"
-
 // handOver gives requests to their machine workflows: a few by a local
 // activity, which spares a plan of a few machines two server round trips,
 // and more by regular activities, so that the plan's workflow task closes
 // as soon as it has scheduled them and the machines' answers never pile up
 // behind it (see handLocally).
 func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
-	if len(reqs) <= handLocally || workflow.GetVersion(ctx, versionHandActivities, workflow.DefaultVersion, 1) < 1 {
+	if len(reqs) <= handLocally {
 		return workflow.ExecuteLocalActivity(handOptions(ctx), acts.HandPushes, meshapi.HandPushesInput{Requests: reqs}).Get(ctx, nil)
 	}
 	var fs []workflow.Future
@@ -211,10 +205,9 @@ func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
 }
 
 // policyOf is how the tier is pushed: its policy from the plan's targets,
-// or, for a plan started before tier policies, all at once with no
-// failure allowed.
+// or all at once with no failure allowed when the targets gave none.
 func (p *plan) policyOf(tier *meshapi.TierState) meshapi.TierPolicy {
-	if tier.Policy == nil || !p.tierPolicies {
+	if tier.Policy == nil {
 		return meshapi.TierPolicy{Tier: tier.Tier}
 	}
 	return *tier.Policy

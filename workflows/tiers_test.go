@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -39,8 +38,7 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 		targets  []meshapi.Target
 		policy   meshapi.TierPolicy
 		failing  []string
-		version  workflow.Version // DefaultVersion: a plan started before tier policies
-		batches  [][]string       // machines handed out per HandPushes call, in order
+		batches  [][]string // machines handed out per HandPushes call, in order
 		state    meshapi.PlanStatus
 		reason   string // a substring of the plan's reason
 		failedIn int    // the tier's Failed count
@@ -49,7 +47,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			name:    "max_parallel 1: one machine at a time, in order",
 			targets: tier(1, "e1", "e2", "e3"),
 			policy:  meshapi.TierPolicy{Tier: 1, MaxParallel: 1},
-			version: 1,
 			batches: [][]string{{"e1"}, {"e2"}, {"e3"}},
 			state:   meshapi.PlanConverged,
 		},
@@ -57,7 +54,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			name:    "max_parallel 2 of 3",
 			targets: tier(1, "e1", "e2", "e3"),
 			policy:  meshapi.TierPolicy{Tier: 1, MaxParallel: 2},
-			version: 1,
 			batches: [][]string{{"e1", "e2"}, {"e3"}},
 			state:   meshapi.PlanConverged,
 		},
@@ -66,7 +62,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			targets:  tier(1, "e1", "e2", "e3", "e4"),
 			policy:   meshapi.TierPolicy{Tier: 1, MaxFailed: 1},
 			failing:  []string{"e2"},
-			version:  1,
 			batches:  [][]string{{"e1", "e2", "e3", "e4"}},
 			state:    meshapi.PlanConverged,
 			reason:   "host generation 7 runs on 3 machines (0 already ran newer); failed within their tier's budget and put back on what they ran (1): e2: host (sha256:…) is crash-looping",
@@ -77,7 +72,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			targets:  tier(1, "e1", "e2", "e3", "e4"),
 			policy:   meshapi.TierPolicy{Tier: 1, MaxFailed: 1},
 			failing:  []string{"e2", "e4"},
-			version:  1,
 			batches:  [][]string{{"e1", "e2", "e3", "e4"}},
 			state:    meshapi.PlanHalted,
 			reason:   "tier 1 halted: 2 of its 4 machines failed, more than the 1 it may lose; later tiers untouched: e2: host (sha256:…) is crash-looping; e4:",
@@ -88,7 +82,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			targets:  tier(1, "e1", "e2", "e3", "e4"),
 			policy:   meshapi.TierPolicy{Tier: 1, MaxParallel: 2},
 			failing:  []string{"e1"},
-			version:  1,
 			batches:  [][]string{{"e1", "e2"}},
 			state:    meshapi.PlanHalted,
 			reason:   "tier 1 halted: 1 of its 4 machines failed, more than the 0 it may lose; its 2 machines not yet pushed and later tiers untouched: e1:",
@@ -99,7 +92,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			targets:  tier(1, "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"),
 			policy:   meshapi.TierPolicy{Tier: 1, MaxParallel: 8},
 			failing:  []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"},
-			version:  1,
 			batches:  [][]string{{"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"}},
 			state:    meshapi.PlanHalted,
 			reason:   "later tiers untouched: e1: host (sha256:…) is crash-looping; e2: host (sha256:…) is crash-looping; e3: host (sha256:…) is crash-looping; e4: host (sha256:…) is crash-looping; e5: host (sha256:…) is crash-looping; and 3 more machines (plan show lists each with its reason)",
@@ -110,7 +102,6 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			targets:  tier(1, "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"),
 			policy:   meshapi.TierPolicy{Tier: 1, MaxFailed: 7},
 			failing:  []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7"},
-			version:  1,
 			batches:  [][]string{{"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"}},
 			state:    meshapi.PlanConverged,
 			reason:   "(7): e1: host (sha256:…) is crash-looping; e2: host (sha256:…) is crash-looping; e3: host (sha256:…) is crash-looping; e4: host (sha256:…) is crash-looping; e5: host (sha256:…) is crash-looping; and 2 more machines (plan show lists each with its reason)",
@@ -120,27 +111,14 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			name:    "a control-plane machine is pushed alone, after the others",
 			targets: []meshapi.Target{{Machine: "control-node", Tier: 1, Alone: true}, {Machine: "e1", Tier: 1}, {Machine: "e2", Tier: 1}},
 			policy:  meshapi.TierPolicy{Tier: 1},
-			version: 1,
 			batches: [][]string{{"e1", "e2"}, {"control-node"}},
 			state:   meshapi.PlanConverged,
-		},
-		{
-			name:     "a plan started before tier policies pushes the tier at once and halts at its first failure",
-			targets:  []meshapi.Target{{Machine: "control-node", Tier: 1, Alone: true}, {Machine: "e1", Tier: 1}},
-			policy:   meshapi.TierPolicy{Tier: 1, MaxParallel: 1, MaxFailed: 1},
-			failing:  []string{"e1"},
-			version:  workflow.DefaultVersion,
-			batches:  [][]string{{"control-node", "e1"}},
-			state:    meshapi.PlanHalted,
-			reason:   "tier 1 halted, later tiers untouched: e1:",
-			failedIn: 1,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newPlanHarness(t, tc.targets...)
 			h.withPolicies(tc.policy)
 			h.outcome = failing(tc.failing...)
-			h.env.OnGetVersion(versionTierPolicies, workflow.DefaultVersion, 1).Return(tc.version)
 			st := h.run(meshapi.PlanInput{})
 			require.Equal(t, tc.state, st.State, st.Reason)
 			require.Equal(t, tc.batches, h.enqueued, "batches handed out")
@@ -191,7 +169,6 @@ func TestPlanBakesBetweenTiers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newPlanHarness(t, targets(tier(1, "e1", "e2"), tier(2, "cp"))...)
 			h.withPolicies(meshapi.TierPolicy{Tier: 1, Bake: 5 * time.Minute}, meshapi.TierPolicy{Tier: 2, Bake: time.Hour})
-			h.env.OnGetVersion(versionTierPolicies, workflow.DefaultVersion, 1).Return(workflow.Version(1))
 			var baked []meshapi.BakeInput
 			h.env.OnActivity(acts.Bake, mock.Anything, mock.Anything).Return(func(_ context.Context, in meshapi.BakeInput) (meshapi.BakeResult, error) {
 				baked = append(baked, in)

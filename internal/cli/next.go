@@ -107,14 +107,3 @@ func unfreezes(ctx context.Context, starter string, st meshapi.PlanState, freeze
 	}
 	return cmds
 }
-
-// machineShown is a machine's state as the tables show it: a machine of a
-// tier the plan skipped was never pushed, whatever the plan recorded of it
-// (plans from before the workflow said so, version failed-endings, leave it
-// "waiting").
-func machineShown(t meshapi.TierState, m meshapi.MachineProgress) string {
-	if t.State == meshapi.TierSkipped {
-		return string(meshapi.MachineSkipped)
-	}
-	return string(m.State)
-}

@@ -112,15 +112,3 @@ func TestShowSaysHowToApprove(t *testing.T) {
 	assert.Equal(t, "approve with: starter plan approve plan/host/c --tier 2", lines[1])
 	assert.Empty(t, lines[2])
 }
-
-// An aborted plan's skipped tier shows its machines skipped, also from a
-// plan that recorded them as waiting.
-func TestSkippedTierMachinesShowSkipped(t *testing.T) {
-	st := gatedAt2()
-	st.State, st.Reason, st.Tiers[1].State = meshapi.PlanAborted, "aborted by alice", meshapi.TierSkipped
-	var b bytes.Buffer
-	require.NoError(t, (&app{stdout: &b}).printState(st, "", measurementLimit{n: DefaultMeasurements}))
-	assert.Regexp(t, `(?m)^2 \(skipped\)\s+control-node\s+skipped\s+-\s+-$`, b.String())
-	assert.NotContains(t, b.String(), "waiting")
-	assert.Equal(t, "tier 2: skipped  control-node=skipped", tierLine(st.Tiers[1]))
-}

@@ -221,7 +221,7 @@ func tierLine(t meshapi.TierState) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
 	for _, m := range t.Machines {
-		fmt.Fprintf(&b, " %s=%s", m.Machine, machineShown(t, m))
+		fmt.Fprintf(&b, " %s=%s", m.Machine, m.State)
 	}
 	return b.String()
 }

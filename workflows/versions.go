@@ -1,0 +1,41 @@
+package workflows
+
+// liveChanges are the workflow.GetVersion change IDs the workflow code asks
+// today, each beside the constant its GetVersion call names: none since
+// baseline 2. A change that alters the commands either workflow issues
+// declares its ID here (TestVersionsAreDeclared holds the code to that).
+var liveChanges = map[string]string{}
+
+// Retired is a change ID whose GetVersion branch is gone: its new path is
+// the only code, and the histories recorded before it were dropped from the
+// replay set. An ID is never used again: an old history still carries its
+// marker.
+type Retired struct {
+	// ID is the change ID, Workflow the workflow type that asked it.
+	ID, Workflow string
+	// Baseline is the replay set its path went into, and when.
+	Baseline string
+}
+
+// retiredChanges are every change ID retired so far, by baseline.
+var retiredChanges = []Retired{
+	{ID: "search-attributes", Workflow: "Plan", Baseline: baseline1},
+	{ID: "batches", Workflow: "Plan", Baseline: baseline1},
+	{ID: "push-answers", Workflow: "Machine", Baseline: baseline1},
+	{ID: "tier-policies", Workflow: "Plan", Baseline: baseline2},
+	{ID: "holds", Workflow: "Plan", Baseline: baseline2},
+	{ID: "failed-endings", Workflow: "Plan", Baseline: baseline2},
+	{ID: "build-compose", Workflow: "Plan", Baseline: baseline2},
+	{ID: "analysis", Workflow: "Plan", Baseline: baseline2},
+	{ID: "hand-activities", Workflow: "Plan", Baseline: baseline2},
+	{ID: "request-push-mode", Workflow: "Machine", Baseline: baseline2},
+	{ID: "signal-budget", Workflow: "Machine", Baseline: baseline2},
+}
+
+// The baselines: the days the replay set was recorded afresh from the code
+// of that day, with every gate before it retired. No fleet ran meshroll in
+// production before either.
+const (
+	baseline1 = "baseline 1, 2026-12-03"
+	baseline2 = "baseline 2, 2026-12-04"
+)
