@@ -2,8 +2,10 @@
 // the outside world, one file per step of the flow: resolving targets and
 // building (this file), composing machines' declarations (compose.go),
 // handing a tier's push requests to machine workflows (hand.go), and the
-// push itself (push.go). Every activity takes one typed input from meshapi
-// and returns one typed result; each is a thin shell over a small interface
+// push itself (push.go, its steps in push_read.go, push_send.go,
+// push_wait.go and revert.go), which answers the plan through Plans
+// (plans.go). Every activity takes one typed input from meshapi and
+// returns one typed result; each is a thin shell over a small interface
 // (build.Builder, catalogue.Catalogue, host.Client, Plans) so that the real
 // builder, catalogue, host agent and Temporal drop in without touching
 // workflow code.

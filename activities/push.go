@@ -1,31 +1,15 @@
 package activities
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"time"
 
-	"github.com/rs/zerolog"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/meshroll/meshroll/internal/guard"
-	"github.com/meshroll/meshroll/internal/host"
-	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
-
-// DefaultPollInterval is how often a push reads the host's report while it
-// waits for a declaration to become healthy, unless Activities.PollInterval says
-// otherwise.
-const DefaultPollInterval = 250 * time.Millisecond
 
 // PushAndAnswer is the whole of one push to one machine, in one activity so
 // that it costs one round trip: read the host's report, run the guard
@@ -61,118 +45,49 @@ func (a *Activities) PushAndAnswer(ctx context.Context, in meshapi.PushInput) (m
 	return out, nil
 }
 
-// push does the push of PushAndAnswer, short of answering.
+// push does the push of PushAndAnswer, short of answering. It reads as
+// the flow; its steps are in files of their own: what it reads before it
+// decides (push_read.go: whether the plan still runs, the host's report,
+// the floor), the guard and the send (push_send.go), the wait for health
+// (push_wait.go) and the put-back of a push that did not run (revert.go).
 func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.PushOutcome, error) {
 	req := in.Request
 	log := a.Log.With().Str("plan", req.Plan).Str("machine", req.Machine).Str("module", req.Build.Module).
 		Str("digest", req.Build.Digest).Int("attempt", int(activity.GetInfo(ctx).Attempt)).Logger()
-	if mustAskPlan(req, activity.GetInfo(ctx).Attempt, time.Now()) {
-		status, running, err := a.Plans.Running(ctx, req.Plan)
-		if err != nil {
-			return meshapi.PushOutcome{}, err
-		}
-		if !running {
-			reason := fmt.Sprintf("plan %s no longer runs (%s); nothing sent to %s", req.Plan, status, req.Machine)
-			log.Warn().Str("reason", reason).Msg("push dropped")
-			return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: reason}, nil
-		}
+	gone, err := a.planGone(ctx, req)
+	if err != nil {
+		return meshapi.PushOutcome{}, err
+	}
+	if gone != "" {
+		log.Warn().Str("reason", gone).Msg("push dropped")
+		return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: gone}, nil
 	}
 	hc, rep, err := a.report(ctx, req.Machine)
 	if err != nil {
 		return meshapi.PushOutcome{}, err
 	}
 
-	out := meshapi.PushOutcome{}
-	if last := in.Seq - 1; last > 0 && rep.LastSeq < last {
-		// The workflow has sent this host more than it remembers: it lost
-		// its state. Its floor now comes only from the fleet's records.
-		out.HostLostState = fmt.Sprintf("host %s reported last sequence %d, below the %d its machine workflow had sent: it lost its state "+
-			"(a replaced disk, a re-imaged machine) and is pushed from the fleet's record of its floor", req.Machine, rep.LastSeq, last)
-		log.Warn().Uint64("host_seq", rep.LastSeq).Uint64("sent_seq", last).Msg("host lost its state")
-	}
+	out := meshapi.PushOutcome{HostLostState: hostLostState(in, rep, log)}
 	if rep.LastRequest == revertID(req.Request) && rep.LastSeq > 0 {
 		return revertedEarlier(req, rep, out)
 	}
-	// prior is the plan's module as the machine ran it before this push,
-	// what a failed push puts it back on.
-	var prior *mesh.Container
-	if r, ok := rep.Running(req.Build.Module); ok {
-		c := r.Declared()
-		if g, known, err := a.lookup(ctx)(r.Digest); err == nil && known {
-			c.Generation = g
-		}
-		prior = &c
-	}
+	prior := a.prior(ctx, req.Build.Module, rep)
 	floor, err := a.floor(ctx, req.Machine, req.Declaration, rep, in.Floor)
 	if err != nil {
 		return meshapi.PushOutcome{}, err
 	}
-	var sent mesh.Declaration
 	if rep.LastRequest == req.Request && rep.LastSeq > 0 {
 		// An earlier attempt's declaration reached the host; only the answer
 		// was lost. Wait for it rather than sending anything again.
 		log.Info().Uint64("seq", rep.LastSeq).Msg("push already applied by an earlier attempt")
-		out.Seq, out.Sent = rep.LastSeq, true
-		sent = declaredFromReport(rep)
+		out.Seq, out.Sent, out.Declaration = rep.LastSeq, true, declaredFromReport(rep)
 		prior = nil // the report shows the plan's own build now, not what ran before
 	} else {
-		res, err := guard.Check(guard.Input{
-			Declaration:  req.Declaration,
-			Module:       req.Build.Module,
-			Report:       rep,
-			Lookup:       a.lookup(ctx),
-			Force:        req.Force,
-			Floor:        floor,
-			Rejected:     a.rejected(ctx),
-			Rollback:     req.Rollback != nil,
-			RollbackFrom: req.FromDigest(),
-			Remove:       req.Remove,
-		})
-		if err != nil {
-			return meshapi.PushOutcome{}, fmt.Errorf("check push to %s: %w", req.Machine, err)
+		out, err = a.send(ctx, hc, in, rep, floor, out, log)
+		if err != nil || !out.Sent {
+			return out, err
 		}
-		out.Rebased = res.Rebased
-		switch res.Decision {
-		case guard.Superseded:
-			log.Info().Str("reason", res.Reason).Msg("push superseded")
-			out.Outcome, out.Reason = meshapi.MachineSuperseded, withNote(res.Reason, out.HostLostState)
-			return out, nil
-		case guard.AlreadyRunning:
-			out.Outcome, out.Reason, out.Declaration = meshapi.MachineConverged, withNote(res.Reason, out.HostLostState), res.Declaration
-			a.markConverged(ctx, req)
-			return out, nil
-		case guard.Refused:
-			log.Warn().Str("code", res.Code).Str("reason", res.Reason).Msg("push refused")
-			out.Outcome, out.Reason = meshapi.MachineRefused, res.Reason
-			return out, temporal.NewNonRetryableApplicationError(res.Reason, res.Code, nil, out)
-		}
-		sent = res.Declaration
-		sent.Seq = max(in.Seq, rep.LastSeq+1)
-		sent.Plan, sent.Request, sent.Force, sent.Reason = req.Plan, req.Request, req.Force, withNote(req.Note, out.HostLostState)
-		if req.Rollback != nil {
-			sent.Rollback, sent.Reason = true, withNote(req.Rollback.Words(), out.HostLostState)
-			// A plan's put-back after its analysis failed is a revert too:
-			// the plan it names is the one whose build failed here, and the
-			// host's introduction of what runs must say so, or machine show
-			// and status read that plan as the one that brought it.
-			sent.Revert = req.From != nil
-		}
-		if len(res.Rebased) > 0 {
-			log.Warn().Strs("rebased", res.Rebased).Msg("stale containers rebased onto what the machine runs")
-		}
-		ack, err := hc.Apply(ctx, sent)
-		if err != nil {
-			if r, ok := host.IsRefused(err); ok {
-				out.Outcome, out.Reason = meshapi.MachineRefused, r.Error()
-				log.Warn().Str("code", r.Code).Msg("host refused declaration")
-				return out, temporal.NewNonRetryableApplicationError(r.Error(), refusalType(r.Code), err, out)
-			}
-			return meshapi.PushOutcome{}, fmt.Errorf("send declaration %d to %s: %w", sent.Seq, req.Machine, err)
-		}
-		out.Seq, out.Sent = ack.Seq, true
-		log.Info().Uint64("seq", ack.Seq).Bool("repeat", ack.Repeat).Msg("declaration accepted")
 	}
-	out.Declaration = sent
 
 	if err := a.waitHealthy(ctx, hc, req, out); err != nil {
 		var appErr *temporal.ApplicationError
@@ -187,44 +102,6 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	return out, nil
 }
 
-// floor is the machine's floor as the fleet's records keep it, for every
-// module the push declares or the host runs: the newer of the machine
-// workflow's own record and the catalogue's newest build converged there,
-// neither of them rejected. Neither comes from the host, so a host that lost its state cannot lower
-// it. A catalogue that cannot answer fails the push (it is retried): a push
-// that does not know the floor does not send.
-func (a *Activities) floor(ctx context.Context, machine string, d mesh.Declaration, rep mesh.Report, recorded map[string]mesh.Container) (map[string]mesh.Container, error) {
-	floor := map[string]mesh.Container{}
-	for m, c := range recorded {
-		// A rejected build is not one to hold a machine at (after a
-		// rollback, the fleet is below it on purpose).
-		_, rejected, err := a.Catalogue.Rejected(ctx, c.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("floor of %s on %s: %w", m, machine, err)
-		}
-		if !rejected {
-			floor[m] = c
-		}
-	}
-	modules := map[string]bool{}
-	for _, c := range d.Containers {
-		modules[c.Module] = true
-	}
-	for _, r := range rep.Containers {
-		modules[r.Module] = true
-	}
-	for _, m := range slices.Sorted(maps.Keys(modules)) {
-		b, ok, err := a.Catalogue.NewestConvergedOn(ctx, m, machine)
-		if err != nil {
-			return nil, fmt.Errorf("floor of %s on %s: %w", m, machine, err)
-		}
-		if f, has := floor[m]; ok && (!has || b.Generation > f.Generation) {
-			floor[m] = a.container(b)
-		}
-	}
-	return floor, nil
-}
-
 // withNote adds note to reason, for a push that also has something to say
 // about the host (that it lost its state).
 func withNote(reason, note string) string {
@@ -237,115 +114,6 @@ func withNote(reason, note string) string {
 	return reason + "; " + note
 }
 
-// refusalType is the stable error type of a host API refusal code: where
-// the host's wire vocabulary becomes meshroll's.
-func refusalType(code string) string {
-	if code == host.CodeSequence {
-		return meshapi.ErrSequenceRefused
-	}
-	return meshapi.ErrHostRefused
-}
-
-// waitHealthy reads the host's report until the sent declaration counts
-// healthy (see healthWatch), heartbeating, and fails permanently at the
-// first crash, exit, restart or break inside a container's MinHealthy, or
-// when the deadline passes, naming the module, its probe and the probe's
-// last output.
-func (a *Activities) waitHealthy(ctx context.Context, hc host.Client, req meshapi.PushRequest, out meshapi.PushOutcome) error {
-	watch := newHealthWatch(out.Declaration, out.Seq)
-	limit := watch.deadline(req.Policy.WithDefaults().RunningTimeout)
-	deadline := time.Now().Add(limit)
-	// A host that long-polls its report is asked to answer when it changes
-	// (or when a healthy window could have ended), so a push hears of a
-	// container turning healthy, or crashing, at once; one that does not
-	// (revision 0) is polled.
-	waiter, _ := hc.(host.ReportWaiter)
-	var rev uint64
-	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
-	defer t.Stop()
-	for {
-		var rep mesh.Report
-		var err error
-		if waiter != nil {
-			wait := watch.wake(time.Now(), min(time.Until(deadline), reportWaitMax))
-			rep, rev, err = waiter.WaitReport(ctx, rev, max(wait, 0))
-		} else {
-			rep, err = hc.Report(ctx)
-		}
-		if err == nil {
-			done, bad := watch.step(rep, time.Now())
-			if done {
-				return nil
-			}
-			if bad != "" {
-				out.Outcome, out.Reason = meshapi.MachineFailed, bad
-				return temporal.NewNonRetryableApplicationError(bad, meshapi.ErrUnhealthy, nil, out)
-			}
-			if rep.LastSeq > out.Seq {
-				// Something newer was applied; by the one-writer rule only an
-				// operator could have done it. Ours is no longer the truth.
-				return temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("host %s applied sequence %d while waiting for %d", req.Machine, rep.LastSeq, out.Seq),
-					meshapi.ErrSequenceRefused, nil, out)
-			}
-		}
-		activity.RecordHeartbeat(ctx, out.Seq)
-		if time.Now().After(deadline) {
-			reason := fmt.Sprintf("machine %s did not report declaration %d healthy within %s", req.Machine, out.Seq, limit)
-			if pending := watch.stillPending(); pending != "" {
-				reason += ": " + pending
-			}
-			if err != nil {
-				reason += ": " + err.Error()
-			}
-			out.Outcome, out.Reason = meshapi.MachineFailed, reason
-			return temporal.NewNonRetryableApplicationError(reason, meshapi.ErrUnhealthy, err, out)
-		}
-		if err == nil && rev != 0 {
-			continue // the long poll did the waiting
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// reportWaitMax bounds one long-poll of a host's report, well inside the
-// push's heartbeat timeout, so that the push heartbeats while it waits.
-const reportWaitMax = 5 * time.Second
-
-// declaredFromReport rebuilds the declaration the host last applied from its
-// report, for a retry that finds its own declaration already there.
-func declaredFromReport(rep mesh.Report) mesh.Declaration {
-	d := mesh.Declaration{Machine: rep.Machine, Seq: rep.LastSeq, Request: rep.LastRequest}
-	for _, r := range rep.Containers {
-		d.Containers = append(d.Containers, r.Declared())
-	}
-	return d
-}
-
-func (a *Activities) lookup(ctx context.Context) guard.Lookup {
-	return func(digest string) (int64, bool, error) {
-		b, ok, err := a.Catalogue.Lookup(ctx, digest)
-		return b.Generation, ok, err
-	}
-}
-
-// rejected answers the guard whether an operator rejected a digest, from
-// the catalogue at the moment of sending: a rejection made while a push
-// was queued still stops it.
-func (a *Activities) rejected(ctx context.Context) func(string) (string, bool, error) {
-	return func(digest string) (string, bool, error) {
-		r, ok, err := a.Catalogue.Rejected(ctx, digest)
-		if err != nil || !ok {
-			return "", false, err
-		}
-		return r.String(), true, nil
-	}
-}
-
 // markConverged records that the plan's build runs on the machine, so later
 // compositions may give it to a machine that lacks the module. A failure is
 // logged, not fatal: the push itself succeeded.
@@ -356,114 +124,4 @@ func (a *Activities) markConverged(ctx context.Context, req meshapi.PushRequest)
 	if err := a.Catalogue.MarkConverged(ctx, req.Build.Digest, req.Machine); err != nil {
 		a.Log.Warn().Err(err).Str("machine", req.Machine).Str("digest", req.Build.Digest).Msg("could not mark build converged")
 	}
-}
-
-// PlanFresh is how recently a plan must have handed a push over for the
-// push to go ahead without asking the server whether the plan still runs.
-// A plan that is cancelled withdraws its queued pushes itself; the question
-// is for one terminated (or timed out) under a push that waited, and it
-// costs a server call per push, which most pushes (handed over and started
-// at once) do not need.
-const PlanFresh = 5 * time.Second
-
-// mustAskPlan says whether the push must ask whether its plan still runs:
-// a retry, a request without a hand-over time (queued by an older worker),
-// one handed over longer than PlanFresh ago, or one stamped in the future
-// (clocks apart: trust nothing).
-func mustAskPlan(r meshapi.PushRequest, attempt int32, now time.Time) bool {
-	age := now.Sub(r.HandedAt)
-	return attempt > 1 || r.HandedAt.IsZero() || age < 0 || age > PlanFresh
-}
-
-// Plans is the activities' view of the plan workflows: whether the plan
-// that asked for a push still runs, and the routes by which a plan hears
-// how a push ended and what an analysis measured.
-type Plans interface {
-	// Running says whether plan's workflow still runs, with its status.
-	Running(ctx context.Context, plan string) (status string, running bool, err error)
-	// Answer gives a push's result to its plan (the push-result signal).
-	// A plan that has ended is not an error: the machine workflow keeps
-	// the answer for anyone who asks.
-	Answer(ctx context.Context, r meshapi.PushResult) error
-	// Measured gives a running analysis's measurement to plan (the
-	// measured signal), so that the plan shows it before the check ends.
-	// A plan that has ended is not an error: nobody is left to show it to.
-	Measured(ctx context.Context, plan string, m meshapi.Measured) error
-	// Started tells plan what a check asks before its first measurement
-	// (the analysis-started signal). A plan that has ended is not an
-	// error.
-	Started(ctx context.Context, plan string, s meshapi.AnalysisStarted) error
-	// Taken is the measurements plan holds of tier's check, from the
-	// measured signals it took: what a retried analysis goes on from when
-	// its last heartbeat did not reach the server (heartbeats are
-	// throttled; signals are not).
-	Taken(ctx context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error)
-}
-
-// TemporalPlans asks and signals the Temporal service.
-type TemporalPlans struct {
-	Client client.Client
-	Log    zerolog.Logger
-}
-
-// Running implements Plans.
-func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, error) {
-	d, err := p.Client.DescribeWorkflow(ctx, plan, "")
-	if err != nil {
-		return "", false, fmt.Errorf("describe plan %s: %w", plan, err)
-	}
-	return d.Status.String(), d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
-}
-
-// Answer implements Plans.
-func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
-	err := p.Client.SignalWorkflow(ctx, r.Plan, "", meshapi.SignalPushResult, r)
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		p.Log.Warn().Str("plan", r.Plan).Str("machine", r.Machine).Msg("plan did not take its answer: it has ended")
-		return nil
-	}
-	return err
-}
-
-// Taken implements Plans, through the plan's state query.
-func (p TemporalPlans) Taken(ctx context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error) {
-	v, err := p.Client.QueryWorkflow(ctx, plan, "", meshapi.QueryState)
-	if err != nil {
-		return nil, fmt.Errorf("query plan %s: %w", plan, err)
-	}
-	var st meshapi.PlanState
-	if err := v.Get(&st); err != nil {
-		return nil, fmt.Errorf("read plan %s's state: %w", plan, err)
-	}
-	for _, t := range st.Tiers {
-		for _, c := range t.Analysis {
-			if t.Tier == tier && c.Check == check {
-				return c.Measurements, nil
-			}
-		}
-	}
-	return nil, nil
-}
-
-// Measured implements Plans.
-func (p TemporalPlans) Measured(ctx context.Context, plan string, m meshapi.Measured) error {
-	return p.signalCheck(ctx, plan, m.Check.Check, meshapi.SignalMeasured, m)
-}
-
-// Started implements Plans.
-func (p TemporalPlans) Started(ctx context.Context, plan string, s meshapi.AnalysisStarted) error {
-	return p.signalCheck(ctx, plan, s.Check.Check, meshapi.SignalAnalysisStarted, s)
-}
-
-// signalCheck signals plan about check; a plan that has ended took
-// nothing, which is no error: nobody is left to show it to.
-func (p TemporalPlans) signalCheck(ctx context.Context, plan, check, signal string, arg any) error {
-	err := p.Client.SignalWorkflow(ctx, plan, "", signal, arg)
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		p.Log.Warn().Str("plan", plan).Str("check", check).Str("signal", signal).Msg("plan did not take the signal: it has ended")
-		return nil
-	}
-	return err
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/config"
-	"github.com/meshroll/meshroll/internal/health"
+	"github.com/meshroll/meshroll/internal/liveness"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/telemetry"
@@ -48,7 +48,7 @@ func observedWorker(t *testing.T, s *stack, exp *tracetest.InMemoryExporter) (ba
 	addr, err := tel.Serve("127.0.0.1:0", ready.Check)
 	require.NoError(t, err)
 	base = "http://" + addr.String()
-	code, body := get(t, base+health.PathReady)
+	code, body := get(t, base+liveness.PathReady)
 	assert.Equal(t, http.StatusServiceUnavailable, code, "not ready before the worker starts: %s", body)
 	assert.Contains(t, body, "worker not started")
 
@@ -57,9 +57,9 @@ func observedWorker(t *testing.T, s *stack, exp *tracetest.InMemoryExporter) (ba
 	t.Cleanup(w.Stop)
 	ready.Started()
 	s.worker = w
-	code, body = get(t, base+health.PathReady)
+	code, body = get(t, base+liveness.PathReady)
 	assert.Equal(t, http.StatusOK, code, "ready once started and Temporal answers: %s", body)
-	code, _ = get(t, base+health.PathLive)
+	code, _ = get(t, base+liveness.PathLive)
 	assert.Equal(t, http.StatusOK, code)
 	return base, tel
 }

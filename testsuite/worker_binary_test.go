@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/devserver"
-	"github.com/meshroll/meshroll/internal/health"
+	"github.com/meshroll/meshroll/internal/liveness"
 	"github.com/meshroll/meshroll/internal/telemetry/scrape"
 )
 
@@ -87,7 +87,7 @@ worker:
 	base := "http://" + metricsAddr
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		resp, err := http.Get(base + health.PathReady)
+		resp, err := http.Get(base + liveness.PathReady)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -95,11 +95,11 @@ worker:
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waiting for the worker binary's %s to answer 200 (last: %v)", health.PathReady, err)
+			t.Fatalf("waiting for the worker binary's %s to answer 200 (last: %v)", liveness.PathReady, err)
 		}
 		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
 	}
-	resp, err := http.Get(base + health.PathLive)
+	resp, err := http.Get(base + liveness.PathLive)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/liveness"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
@@ -80,8 +80,8 @@ func FuzzHostAPI(f *testing.F) {
 		{1, host.PathJournal, "Bearer " + token, "", good},
 		{3, host.PathJournal, "", "", ""},
 		{0, host.PathHealthz, "", "", ""},
-		{0, health.PathLive, "", "", ""},
-		{0, health.PathReady, "", "", ""},
+		{0, liveness.PathLive, "", "", ""},
+		{0, liveness.PathReady, "", "", ""},
 		{0, PathMetrics, "", "", ""},
 		{1, PathMetrics, "", "", "x"},
 		{5, host.PathHealthz, "", "", ""},
@@ -160,7 +160,7 @@ func openPath(method, path string) bool {
 		return false
 	}
 	switch path {
-	case host.PathHealthz, health.PathLive, health.PathReady, PathMetrics:
+	case host.PathHealthz, liveness.PathLive, liveness.PathReady, PathMetrics:
 		return true
 	}
 	return false

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/liveness"
 )
 
 // PathJournal is the agent's journal, newest first, paged with ?before and
@@ -70,7 +70,7 @@ func NewHandlerWith(a *Agent, o HandlerOptions) http.Handler {
 	if !o.NoMetrics {
 		mux.Handle("GET "+PathMetrics, a.metricsHandler())
 	}
-	health.Mount(mux, func(context.Context) error { return a.Ready() })
+	liveness.Mount(mux, func(context.Context) error { return a.Ready() })
 	mux.Handle("/", host.NewHandler(a, o.Token))
 	rt := a.Runtime()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/meshroll/meshroll/internal/health"
 	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/liveness"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/telemetry/scrape"
 )
@@ -67,8 +67,8 @@ func TestProbesAndNoMetrics(t *testing.T) {
 		path string
 		want int
 	}{
-		{health.PathLive, http.StatusOK},
-		{health.PathReady, http.StatusOK},
+		{liveness.PathLive, http.StatusOK},
+		{liveness.PathReady, http.StatusOK},
 		{host.PathHealthz, http.StatusOK},
 		{host.PathReport, http.StatusUnauthorized},
 	} {
@@ -86,11 +86,11 @@ func TestProbesAndNoMetrics(t *testing.T) {
 	assert.NotEqual(t, http.StatusOK, resp.StatusCode, "NoMetrics leaves /metrics unserved")
 
 	require.NoError(t, h.a.Close(context.Background()))
-	resp, err = http.Get(h.srv.URL + health.PathReady)
+	resp, err = http.Get(h.srv.URL + liveness.PathReady)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a closed agent is not ready")
-	resp, err = http.Get(h.srv.URL + health.PathLive)
+	resp, err = http.Get(h.srv.URL + liveness.PathLive)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "but the process still lives")

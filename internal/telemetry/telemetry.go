@@ -32,7 +32,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/meshroll/meshroll/internal/config"
-	"github.com/meshroll/meshroll/internal/health"
+	"github.com/meshroll/meshroll/internal/liveness"
 )
 
 // DurationBuckets are the histogram buckets, in seconds, of every SDK timer
@@ -157,16 +157,16 @@ func (t *Telemetry) Tracing() bool { return t.tracing != nil }
 func (t *Telemetry) Registry() *prometheus.Registry { return t.reg }
 
 // Handler serves /metrics, /livez and /readyz; ready decides readiness.
-func (t *Telemetry) Handler(ready health.Check) http.Handler {
+func (t *Telemetry) Handler(ready liveness.Check) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{ErrorLog: promLogger{t.log}}))
-	health.Mount(mux, ready)
+	liveness.Mount(mux, ready)
 	return mux
 }
 
 // Serve starts serving Handler(ready) on addr and returns the address it
 // listens on (addr may have port 0). Shutdown stops it.
-func (t *Telemetry) Serve(addr string, ready health.Check) (net.Addr, error) {
+func (t *Telemetry) Serve(addr string, ready liveness.Check) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("worker.metrics_listen %s: %w", addr, err)

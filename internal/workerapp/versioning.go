@@ -95,7 +95,7 @@ func NewReadiness(c client.Client) *Readiness { return &Readiness{client: c} }
 // Started marks the worker started.
 func (r *Readiness) Started() { r.started.Store(true) }
 
-// Check is the health.Check.
+// Check is the liveness.Check.
 func (r *Readiness) Check(ctx context.Context) error {
 	if !r.started.Load() {
 		return errors.New("worker not started")

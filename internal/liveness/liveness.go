@@ -1,11 +1,12 @@
-// Package health serves the liveness and readiness probes that the worker
+// Package liveness serves the liveness and readiness probes that the worker
 // and the host agent share, so that an orchestrator (Kubernetes, compose,
 // systemd) asks both the same way: /livez says the process serves at all
 // and should not be restarted; /readyz says it can do its work now (the
 // worker is connected to Temporal and polling, the agent's journal is open).
 // Both are unauthenticated and read-only, and their answers carry no
-// secrets: a probe needs no token.
-package health
+// secrets: a probe needs no token. They speak of the process itself, not of
+// the health of the containers it deploys.
+package liveness
 
 import (
 	"context"

@@ -1,0 +1,64 @@
+package meshapi
+
+import (
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// TargetsInput asks the worker's mesh config which machines run a module.
+type TargetsInput struct {
+	Module string `json:"module"`
+	// Remove names the one machine of a sync that stops the module there
+	// (the config no longer gives it the module, so it is not among the
+	// module's machines).
+	Remove string `json:"remove,omitempty"`
+}
+
+// TargetsResult lists them sorted by tier, then name, with each tier's
+// policy (a tier without one is pushed all at once, no failure allowed).
+type TargetsResult struct {
+	Targets []Target     `json:"targets"`
+	Tiers   []TierPolicy `json:"tiers,omitempty"`
+}
+
+// BuildInput builds a module at a commit.
+type BuildInput struct {
+	Plan   string `json:"plan"`
+	Module string `json:"module"`
+	Commit string `json:"commit"`
+}
+
+// ComposeResult is what the plan intends for one machine.
+type ComposeResult struct {
+	Declaration mesh.Declaration `json:"declaration"`
+	// Unknown names running digests the catalogue does not know; their
+	// containers carry generation 0 and the push refuses them unless forced.
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// HandPushesInput hands a tier's requests to their machine workflows.
+type HandPushesInput struct {
+	Requests []PushRequest `json:"requests"`
+}
+
+// HandPushesResult says how many were handed over.
+type HandPushesResult struct {
+	Enqueued int `json:"enqueued"`
+}
+
+// BakeInput watches a tier's machines, healthy on the plan's build, for the
+// tier's bake before the next tier starts.
+type BakeInput struct {
+	Plan     string        `json:"plan"`
+	Tier     int           `json:"tier"`
+	Machines []string      `json:"machines"`
+	Build    mesh.Build    `json:"build"`
+	Bake     time.Duration `json:"bake"`
+}
+
+// BakeResult says the tier stayed healthy through its bake. A machine that
+// did not fails the bake with ErrUnhealthy, named in the failure.
+type BakeResult struct {
+	Machines int `json:"machines"`
+}

@@ -1,0 +1,124 @@
+package meshapi
+
+import (
+	"time"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// PushPolicy bounds one push. It travels in workflow inputs so that a plan
+// keeps the policy it started with.
+type PushPolicy struct {
+	// RunningTimeout is how long the host may take to report the declared
+	// containers running after it accepted the declaration.
+	RunningTimeout time.Duration `json:"running_timeout"`
+	// RetryBudget is how long an unreachable host is retried before the push
+	// fails and its tier halts.
+	RetryBudget time.Duration `json:"retry_budget"`
+}
+
+// DefaultPushPolicy is used where a policy field is zero.
+var DefaultPushPolicy = PushPolicy{RunningTimeout: 5 * time.Minute, RetryBudget: 2 * time.Minute}
+
+// WithDefaults fills zero fields from DefaultPushPolicy.
+func (p PushPolicy) WithDefaults() PushPolicy {
+	if p.RunningTimeout <= 0 {
+		p.RunningTimeout = DefaultPushPolicy.RunningTimeout
+	}
+	if p.RetryBudget <= 0 {
+		p.RetryBudget = DefaultPushPolicy.RetryBudget
+	}
+	return p
+}
+
+// PushRequest asks a machine workflow to push a declaration.
+type PushRequest struct {
+	// Request is unique per plan and machine; duplicates are ignored.
+	Request string `json:"request"`
+	// Plan is the plan workflow's ID; the answer is signalled there.
+	Plan        string           `json:"plan"`
+	Machine     string           `json:"machine"`
+	Build       mesh.Build       `json:"build"`
+	Declaration mesh.Declaration `json:"declaration"`
+	Policy      PushPolicy       `json:"policy"`
+	Force       bool             `json:"force,omitempty"`
+	// Remove is set for a sync that stops the plan's module on the
+	// machine: the declaration sent is what runs, without it.
+	Remove bool `json:"remove,omitempty"`
+	// Rollback is set for a rollback plan's push: the one that may take
+	// the plan's module below what runs and below the floor, to Build.
+	Rollback *Rollback `json:"rollback,omitempty"`
+	// From, with Rollback, is the build a plan puts a machine back from
+	// after its tier's analysis failed: the push applies only while the
+	// machine still runs it.
+	From *mesh.Build `json:"from,omitempty"`
+	// Note is words the declaration carries for the host to journal: an
+	// operator's override of a freeze.
+	Note string `json:"note,omitempty"`
+	// HandedAt is when the plan handed the request to the machine
+	// workflow, by the clock of the worker that did (the plan was running
+	// then). A push that starts soon after needs no word from the server
+	// that its plan still runs; see activities.PlanFresh.
+	HandedAt time.Time `json:"handed_at,omitzero"`
+	// Local asks the machine workflow to run this push as a local
+	// activity, in the workflow task that takes it: the handing worker's
+	// push.local_activity, read when the plan hands the request over, so a
+	// change of the setting reaches running machine workflows at their next
+	// push.
+	Local bool `json:"local,omitempty"`
+}
+
+// FromDigest is the digest of From, "" when the request is not a put-back.
+func (r PushRequest) FromDigest() string {
+	if r.From == nil {
+		return ""
+	}
+	return r.From.Digest
+}
+
+// PushResult answers a PushRequest.
+type PushResult struct {
+	Request string        `json:"request"`
+	Plan    string        `json:"plan"`
+	Machine string        `json:"machine"`
+	Outcome MachineStatus `json:"outcome"`
+	Reason  string        `json:"reason,omitempty"`
+	// Seq is the declaration sequence sent (0 when nothing was sent).
+	Seq     uint64   `json:"seq,omitempty"`
+	Rebased []string `json:"rebased,omitempty"`
+}
+
+// CancelPush withdraws a queued request.
+type CancelPush struct {
+	Request string `json:"request"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// PushInput is one push attempt from the machine workflow: the request and
+// the sequence the workflow proposes.
+type PushInput struct {
+	Request PushRequest `json:"request"`
+	Seq     uint64      `json:"seq"`
+	// Floor is the machine workflow's own record, per module, of the
+	// newest container that ran healthy on the machine: the floor a host
+	// that lost its state no longer knows.
+	Floor map[string]mesh.Container `json:"floor,omitempty"`
+}
+
+// PushOutcome is what the push activity did. Permanent failures arrive as
+// non-retryable application errors carrying a PushOutcome as details.
+type PushOutcome struct {
+	Outcome MachineStatus `json:"outcome"`
+	Reason  string        `json:"reason,omitempty"`
+	// Seq is the sequence sent; it may be above the proposed one when the
+	// host reported a higher last sequence.
+	Seq         uint64           `json:"seq,omitempty"`
+	Sent        bool             `json:"sent"`
+	Rebased     []string         `json:"rebased,omitempty"`
+	Declaration mesh.Declaration `json:"declaration"`
+	// HostLostState is set when the host reported a last sequence below
+	// the one this machine's workflow had sent: it lost its state (a
+	// replaced disk, a re-imaged machine) and was pushed from the fleet's
+	// records of its floor instead.
+	HostLostState string `json:"host_lost_state,omitempty"`
+}
