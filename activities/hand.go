@@ -59,7 +59,7 @@ func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushR
 			StaticSummary:         a.machineSummary(r.Machine),
 			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
 		},
-		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine, LocalPush: a.Mesh.Push.LocalActivity})
+		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
 	if err != nil {
 		return fmt.Errorf("hand push for %s to its machine workflow: %w", r.Machine, err)
 	}

@@ -24,7 +24,7 @@ import (
 // request as the host's last and goes straight to waiting, so nothing is
 // applied twice; it answers again, which the plan ignores.
 //
-// A machine workflow started with LocalPush runs it as a local activity,
+// A request marked Local (push.local_activity) runs it as a local activity,
 // the same code: its heartbeat then does nothing (the SDK keeps the
 // workflow task alive instead), and a push run again because the worker
 // running it died comes as attempt 1, not 2, but finds its hand-over older

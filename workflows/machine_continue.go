@@ -67,7 +67,6 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 		SignalBudget:  m.in.SignalBudget,
 		Floor:         m.floor,
 		Running:       m.running,
-		LocalPush:     m.in.LocalPush,
 	}
 	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
 }

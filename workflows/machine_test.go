@@ -36,9 +36,8 @@ type machineHarness struct {
 	push func(in meshapi.PushInput) (meshapi.PushOutcome, error)
 	// delay is how long each push takes in the environment's clock.
 	delay time.Duration
-	// local marks every request Local (and starts the workflow with the
-	// other MachineInput.LocalPush, which the requests override): every push
-	// must then start as a local activity, and none as a regular one.
+	// local marks every request Local: every push must then start as a
+	// local activity, and none as a regular one.
 	local bool
 	// started counts pushes started as regular and as local activities.
 	started struct{ regular, local int }
@@ -136,7 +135,6 @@ func (h *machineHarness) signalAt(d time.Duration, rs ...meshapi.PushRequest) {
 func (h *machineHarness) run(in meshapi.MachineInput) meshapi.MachineInput {
 	h.t.Helper()
 	h.install()
-	in.LocalPush = !h.local
 	h.env.ExecuteWorkflow(Machine, in)
 	want := struct{ regular, local int }{regular: len(h.pushes)}
 	if h.local {
@@ -271,7 +269,6 @@ func TestMachineContinueAsNewCarriesSequenceAndQueue(t *testing.T) {
 		require.Equal(t, []string{rs[2].Request, rs[3].Request, rs[4].Request}, queued, "the rest of the queue, in order")
 		require.Len(t, next.Recent, 2)
 		require.Equal(t, 2, next.ContinueAfter)
-		require.Equal(t, !h.local, next.LocalPush, "the start's push mode is carried across continue-as-new")
 		for _, q := range next.Queue {
 			require.Equal(t, h.local, q.Local, "a queued request keeps its push mode across continue-as-new")
 		}
@@ -280,26 +277,22 @@ func TestMachineContinueAsNewCarriesSequenceAndQueue(t *testing.T) {
 
 // TestMachinePushModeFollowsEachRequest: a machine workflow pushes each
 // request as the request says (the handing worker's push.local_activity),
-// whatever it was started with, so that turning the setting on or off
-// reaches a machine workflow that has run for months at its next push.
+// so that turning the setting on or off reaches a machine workflow that has
+// run for months at its next push.
 func TestMachinePushModeFollowsEachRequest(t *testing.T) {
-	for _, started := range []bool{false, true} {
-		t.Run(fmt.Sprintf("started local %v", started), func(t *testing.T) {
-			h := newMachineHarness(t)
-			h.install()
-			modes := []bool{true, false, false, true, true}
-			h.env.RegisterDelayedCallback(func() {
-				for i, local := range modes {
-					r := req(fmt.Sprintf("plan/m%d/x", i), fmt.Sprintf("m%d", i), 1)
-					r.Local = local
-					h.env.SignalWorkflow(meshapi.SignalPush, r)
-				}
-			}, 0)
-			h.env.ExecuteWorkflow(Machine, meshapi.MachineInput{Machine: "m1", LocalPush: started, ContinueAfter: len(modes)})
-			require.Len(t, h.pushes, len(modes))
-			require.Equal(t, struct{ regular, local int }{regular: 2, local: 3}, h.started)
-		})
-	}
+	h := newMachineHarness(t)
+	h.install()
+	modes := []bool{true, false, false, true, true}
+	h.env.RegisterDelayedCallback(func() {
+		for i, local := range modes {
+			r := req(fmt.Sprintf("plan/m%d/x", i), fmt.Sprintf("m%d", i), 1)
+			r.Local = local
+			h.env.SignalWorkflow(meshapi.SignalPush, r)
+		}
+	}, 0)
+	h.env.ExecuteWorkflow(Machine, meshapi.MachineInput{Machine: "m1", ContinueAfter: len(modes)})
+	require.Len(t, h.pushes, len(modes))
+	require.Equal(t, struct{ regular, local int }{regular: 2, local: 3}, h.started)
 }
 
 func TestMachineFollowsHostSequence(t *testing.T) {

@@ -92,7 +92,7 @@ func pushOptions(ctx workflow.Context, p meshapi.PushPolicy, summary string) wor
 }
 
 // localPushOptions are pushOptions for a push run as a local activity
-// (MachineInput.LocalPush): the same attempt and budget, retried the same
+// (PushRequest.Local): the same attempt and budget, retried the same
 // way. It has no heartbeat timeout (a local activity's heartbeat does
 // nothing): a worker that dies mid-push is found by the workflow task's
 // timeout, and the push is run again by the worker that takes the task.

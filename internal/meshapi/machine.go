@@ -24,14 +24,6 @@ type MachineInput struct {
 	// Running carries the last declaration the workflow found running
 	// healthy across continue-as-new.
 	Running *mesh.Declaration `json:"running,omitempty"`
-	// LocalPush runs this workflow's pushes as local activities, in the
-	// workflow task that took the request, sparing the server an activity
-	// task and a workflow task per push (the worker's push.local_activity
-	// when the workflow started). It is carried across continue-as-new.
-	// Runs since the machine workflow's "request-push-mode" change follow
-	// each request's Local instead; it is still set, so that a worker of the
-	// code before that change, during an upgrade, pushes as configured.
-	LocalPush bool `json:"local_push,omitempty"`
 }
 
 // MachineState answers the machine workflow's query.
