@@ -2,9 +2,11 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -108,4 +110,46 @@ func (p *plan) end(state meshapi.PlanStatus, reason string) {
 	})
 	p.details(p.ctx, string(state)+": "+reason)
 	planEnded(p.ctx, p.in.Module, state)
+}
+
+// outcome is how a plan that pushed every tier ends: superseded when a
+// newer build already ran (or was queued ahead) on every machine, else
+// converged.
+func (p *plan) outcome(b mesh.Build) error {
+	superseded, total := 0, 0
+	for _, t := range p.st.Tiers {
+		for _, m := range t.Machines {
+			total++
+			if m.State == meshapi.MachineSuperseded {
+				superseded++
+			}
+		}
+	}
+	if superseded == total {
+		return endAs(meshapi.PlanSuperseded, fmt.Sprintf("a newer build of %s runs, or is queued ahead, on every machine (%d)", p.in.Module, total))
+	}
+	// A plan that got here halted on no failure: every failed machine was
+	// within its tier's budget (and put back on what it ran).
+	var withinBudget []string
+	for _, t := range p.st.Tiers {
+		f, _ := tally(&t)
+		withinBudget = append(withinBudget, f...)
+	}
+	failed := len(withinBudget)
+	n := total - superseded - failed
+	reason := fmt.Sprintf("%s generation %d runs on %d %s (%d already ran newer)",
+		p.in.Module, b.Generation, n, plural(n, "machine", "machines"), superseded)
+	if s := p.in.Sync; s != nil && s.Remove {
+		reason = fmt.Sprintf("stopped %s on %s (it ran generation %d, %s), which the config no longer gives it",
+			p.in.Module, s.Machine, b.Generation, mesh.ShortCommit(b.Commit))
+	}
+	if p.in.Rollback != nil {
+		reason = fmt.Sprintf("rolled %s back to generation %d (%s) on %d %s (%d already at or below it), from %s; %s",
+			p.in.Module, b.Generation, mesh.ShortCommit(b.Commit), n, plural(n, "machine", "machines"), superseded, p.st.RolledBackFrom, p.in.Rollback.Words())
+	}
+	if failed > 0 {
+		reason += fmt.Sprintf("; failed within their tier's budget and put back on what they ran (%d): %s",
+			failed, someOf(withinBudget))
+	}
+	return endAs(meshapi.PlanConverged, reason)
 }
