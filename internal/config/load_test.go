@@ -230,3 +230,38 @@ func TestAliasBomb(t *testing.T) {
 	require.ErrorContains(t, err, "excessive aliasing")
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
+
+// An unknown key is not read, even one that differs from a known key only
+// in case (viper lowercases keys).
+func TestUnknownKeyIsNotRead(t *testing.T) {
+	src := `modules: {host: {repo: .}}
+machines:
+  edge-1: {Host: http://h:1, tier: 1, modules: [host]}
+`
+	assert.Equal(t, []Problem{
+		{"machines.edge-1.Host", "unknown key; known keys: host, tier, modules, token, ca_file (line 3)"},
+		{"machines.edge-1.host", "missing; want the host API's base URL, such as http://10.0.0.5:7400 (line 3)"},
+	}, problemsOf(t, src))
+}
+
+// A window that is not a mapping keeps its place, so that the problems of
+// the windows after it name their own index.
+func TestWindowsKeepTheirIndex(t *testing.T) {
+	ps := problemsOf(t, valid+"windows: [3, {deny: \"0 18 * * FRY\", duration: 1h}]\n")
+	require.Len(t, ps, 2)
+	assert.Equal(t, Problem{"windows[0]", "must be a mapping of allow, deny, duration, time_zone, reason, got 3 (line 7)"}, ps[0])
+	assert.Equal(t, "windows[1].deny", ps[1].Key)
+}
+
+// A name is read as written, also one yaml would read as a number.
+func TestNamesAsWritten(t *testing.T) {
+	c, err := Parse("mesh.yaml", []byte(`modules:
+  1.10: {repo: ., env: {A: 1.10}}
+machines:
+  00: {host: http://127.0.0.1:7401, tier: 1, modules: ["1.10"]}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"00"}, c.MachineNames())
+	assert.Equal(t, []string{"1.10"}, c.ModuleNames())
+	assert.Equal(t, map[string]string{"A": "1.10"}, c.Modules["1.10"].Env)
+}
