@@ -1,0 +1,102 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/meshroll/meshroll/internal/secret"
+)
+
+// Worker holds the worker process's own settings: its metrics and health
+// endpoints, tracing and Worker Versioning. Each is off until set, so a dev
+// mesh runs without a collector or a deployment.
+type Worker struct {
+	// MetricsListen is the host:port serving /metrics (Prometheus: the
+	// Temporal SDK's metrics and meshroll's), /livez and /readyz. Empty:
+	// not served.
+	MetricsListen string `mapstructure:"metrics_listen"`
+	// UIListen is the host:port serving the fleet page (package fleetui):
+	// what every machine runs and what is moving, read-only. Empty: not
+	// served. Beyond loopback it needs UIToken or UITokenFile, because the
+	// page shows the whole fleet to whoever reaches it.
+	UIListen string `mapstructure:"ui_listen"`
+	// UIToken is the token the fleet page asks for (a bearer token, or
+	// once as ?token= in a browser, which then keeps it in a cookie). Put
+	// it in MESHROLL_WORKER_UI_TOKEN, not the file; it is never logged.
+	UIToken secret.String `mapstructure:"ui_token"`
+	// UITokenFile is a file holding UIToken instead (surrounding white
+	// space ignored), as the host agent's --token-file: what a secret
+	// mounted by an orchestrator looks like.
+	UITokenFile string `mapstructure:"ui_token_file"`
+	// Tracing exports OpenTelemetry spans of workflows and activities.
+	Tracing Tracing `mapstructure:"tracing"`
+	// Versioning joins the worker to a Temporal Worker Deployment.
+	Versioning Versioning `mapstructure:"versioning"`
+}
+
+// FleetToken is the token the fleet page asks for: UIToken, or the
+// contents of UITokenFile read now (so that a rotated file is read at the
+// next start); "" when neither is set.
+func (w Worker) FleetToken() (secret.String, error) {
+	return tokenOrFile(w.UIToken, w.UITokenFile, "worker.ui_token_file")
+}
+
+// tokenOrFile is tok, or when file is set its contents read now without
+// surrounding white space, as the host agent's --token-file reads one;
+// key names file in errors.
+func tokenOrFile(tok secret.String, file, key string) (secret.String, error) {
+	if file == "" {
+		return tok, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s %s is empty", key, file)
+	}
+	return secret.String(s), nil
+}
+
+// Tracing is where the worker sends its spans. Off unless OTLPEndpoint is
+// set, because a span exporter without a collector only logs failures.
+type Tracing struct {
+	// OTLPEndpoint is the OTLP/HTTP collector's URL, such as
+	// http://otel-collector:4318 (https for TLS). Empty: tracing off.
+	OTLPEndpoint string `mapstructure:"otlp_endpoint"`
+	// ServiceName is the spans' service.name (default meshroll-worker).
+	ServiceName string `mapstructure:"service_name"`
+}
+
+// Service is ServiceName or, when empty, the default, so that a config
+// built in code needs neither.
+func (t Tracing) Service() string {
+	if t.ServiceName == "" {
+		return DefaultTracingServiceName
+	}
+	return t.ServiceName
+}
+
+// Versioning is Temporal Worker Versioning: with it on, a plan stays on the
+// build of the worker that started it (pinned) while machine workflows move
+// to the deployment's current build (auto-upgrade), so a worker can be
+// replaced under plans in flight.
+type Versioning struct {
+	// Enabled turns Worker Versioning on.
+	Enabled bool `mapstructure:"enabled"`
+	// DeploymentName is the Worker Deployment's name (default meshroll).
+	DeploymentName string `mapstructure:"deployment_name"`
+	// BuildID names this worker's build. Empty: the VCS revision the
+	// binary was built from (or the worker's --build-id flag).
+	BuildID string `mapstructure:"build_id"`
+}
+
+// Deployment is DeploymentName or, when empty, the default.
+func (v Versioning) Deployment() string {
+	if v.DeploymentName == "" {
+		return DefaultDeploymentName
+	}
+	return v.DeploymentName
+}
