@@ -106,6 +106,11 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 	var st meshapi.PlanState
 	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if err := meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, &st), &st); err != nil {
+			if errors.As(err, new(*temporal.WorkflowExecutionError)) {
+				// The plan's own ending (terminated, timed out, failed
+				// without its state): final, unlike a failed read of it.
+				return meshapi.PlanState{}, fmt.Errorf("plan %s %w without a result: %w", id, ErrEnded, err)
+			}
 			return meshapi.PlanState{}, fmt.Errorf("plan %s ended without a result: %w", id, err)
 		}
 		return st, nil
