@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
 )
 
 // The fault suite extended to health (issue 13): real host agents (the
@@ -168,14 +170,16 @@ func (hf *healthFault) untouched(machine, id string, b mesh.Build) {
 }
 
 // waitBaking follows plan id until its tier 1 bakes (the plan's state
-// says until when), and fails the test if the plan ends first.
+// says until when), and fails the test if the plan ends first. It allows
+// three minutes, not planWait: the hosts run real images.
 func (hf *healthFault) waitBaking(id string) {
 	hf.t.Helper()
-	pollUntil(hf.t, 3*time.Minute, "plan "+id+" baking tier 1", func() bool {
-		st := hf.planState(id)
-		require.False(hf.t, st.State.Terminal(), "plan ended before tier 1 baked: %s: %s", st.State, st.Reason)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := plans.WaitUntil(ctx, hf.c, id, "tier 1 baking", func(st meshapi.PlanState) bool {
 		return len(st.Tiers) > 0 && st.Tiers[0].BakeUntil != nil
-	})
+	}, pollEvery)
+	require.NoError(hf.t, err)
 }
 
 // floorRaised reports whether a host's journal says the host counted
