@@ -254,7 +254,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 			}
 			return relay
 		})
-		pollUntil(t, time.Minute, "the bake reading edge-1's report twice", func() bool { return reads.Load() >= 2 })
+		eventually(t, time.Minute, "the bake reading edge-1's report twice", func() bool { return reads.Load() >= 2 })
 		require.False(t, hf.planState(id).State.Terminal(), "%s: the plan still bakes when the agent restarts", round.name)
 		before, _ := e1.report().Running("host")
 		require.Equal(t, mesh.HealthHealthy, before.Health)
@@ -263,7 +263,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 		e1.stop()
 		e1.start()
 		var after mesh.RunningContainer
-		pollUntil(t, time.Minute, "edge-1 healthy again after its agent restarted", func() bool {
+		eventually(t, time.Minute, "edge-1 healthy again after its agent restarted", func() bool {
 			after, _ = e1.report().Running("host")
 			return after.Health == mesh.HealthHealthy
 		})
@@ -289,7 +289,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 		// The agent's restart restarted the process: it printed its
 		// version a second time, and runs on the plan's build, healthy.
 		require.Equal(t, b.Digest, after.Digest, round.name)
-		pollUntil(t, time.Minute, "edge-1's "+version+" process started twice", func() bool {
+		eventually(t, time.Minute, "edge-1's "+version+" process started twice", func() bool {
 			return strings.Count(e1.containerLog("host"), version+"\n") == 2
 		})
 
@@ -355,7 +355,7 @@ func TestFaultHealthProbeFlapping(t *testing.T) {
 	require.True(t, last.Revert, "edge-1's last declaration is the revert")
 	require.Equal(t, good.Digest, last.Containers[0].Digest, "back on the build it ran")
 	require.Contains(t, last.Reason, faultHealthProbeName)
-	pollUntil(t, time.Minute, "edge-1 healthy again on the good build", func() bool {
+	eventually(t, time.Minute, "edge-1 healthy again on the good build", func() bool {
 		r, ok := hf.hosts["edge-1"].report().Running("host")
 		return ok && r.Digest == good.Digest && r.Health == mesh.HealthHealthy
 	})

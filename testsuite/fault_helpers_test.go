@@ -442,19 +442,6 @@ func (fs *faultStack) planState(id string) meshapi.PlanState {
 	return st
 }
 
-// pollUntil calls f until it is true or the deadline passes; what names the
-// condition in the failure.
-func pollUntil(t *testing.T, limit time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval only
-	}
-}
-
 // faultTally is what the journals say about one machine: declarations
 // applied, applied more than once (by request), sequences not above the
 // previous apply's, and containers whose generation went down.

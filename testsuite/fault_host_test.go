@@ -191,7 +191,7 @@ func TestFaultHostKilledMidApply(t *testing.T) {
 		runsBuild(t, "edge-1", rep, *st.Build)
 		require.Equal(t, uint64(i+2), rep.LastSeq, "%s: one declaration per plan", tc.name)
 		version := strings.Repeat("x", i+3)
-		pollUntil(t, time.Minute, "edge-1's host process printing version "+version, func() bool {
+		eventually(t, time.Minute, "edge-1's host process printing version "+version, func() bool {
 			return strings.Contains(h.containerLog("host"), "host "+version+"\n")
 		})
 	}

@@ -64,7 +64,7 @@ func TestFaultRegistryDown(t *testing.T) {
 	c1 := fs.commit("host")
 	id := fs.start("host", c1).ID
 	var failure string
-	pollUntil(t, 2*time.Minute, "the build's first attempt failing on the registry", func() bool {
+	eventually(t, 2*time.Minute, "the build's first attempt failing on the registry", func() bool {
 		n, msg := fs.buildAttempt(id)
 		failure = msg
 		return n >= 2 && msg != ""
@@ -96,7 +96,7 @@ func TestFaultRegistryDown(t *testing.T) {
 	fs.stopRegistry()
 	_, err := controlPlan(fs.stack, id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "fault test"})
 	require.NoError(t, err)
-	pollUntil(t, time.Minute, "edge-1's exec runtime failing to pull", func() bool {
+	eventually(t, time.Minute, "edge-1's exec runtime failing to pull", func() bool {
 		return strings.Contains(h.log.String(), fs.regAddr) && strings.Contains(h.log.String(), "retrying in")
 	})
 	desc, err := fs.c.DescribeWorkflow(context.Background(), id, "")

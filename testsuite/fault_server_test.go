@@ -61,7 +61,7 @@ func TestFaultServerRestartedMidPush(t *testing.T) {
 		}
 		require.NoError(t, fs.srv.Stop())
 		for _, m := range machines {
-			pollUntil(t, time.Minute, m+" running what it was sent (the server down)", func() bool {
+			eventually(t, time.Minute, m+" running what it was sent (the server down)", func() bool {
 				rep := fs.hosts[m].Report()
 				r, ok := rep.Running("host")
 				return ok && r.Plan == id && r.State == mesh.StateRunning

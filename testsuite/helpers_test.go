@@ -42,6 +42,22 @@ func waitUntil(t *testing.T, s *stack, id, what string, ok func(meshapi.PlanStat
 	return st
 }
 
+// eventually calls f, on the test's goroutine (so that what f records can
+// be used after), until it is true, and fails the test naming what it
+// waited for if limit passes first. It is for what is not a plan's state (a
+// host's report, a log, a list that visibility fills in late); a plan's
+// state is waitUntil's, which also stops when the plan ends.
+func eventually(t *testing.T, limit time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 func controlPlan(s *stack, id, update string, arg any) (meshapi.ControlResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
