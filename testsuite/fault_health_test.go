@@ -96,7 +96,8 @@ type healthFault struct {
 
 func newHealthFault(t *testing.T, tiers string) *healthFault {
 	t.Helper()
-	o := faultStackOptions{images: true, noAgents: true, stackOptions: stackOptions{
+	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+		images:  true,
 		modules: []string{"host"},
 		machines: []machineSpec{
 			{name: "edge-1", tier: 1, modules: []string{"host"}},

@@ -297,19 +297,18 @@ func (w *workerProc) stop() {
 	stopGently(w.cmd.Process, w.done, os.Interrupt)
 }
 
-// faultStackOptions shapes a faultStack.
+// faultStackOptions shapes a faultStack: the stackOptions it embeds, of
+// which it reads modules, controlPlane, machines, health, tiers, analysis,
+// push, persist (the dev server's state in a file, for Restart) and images
+// (real Go programs in OCI images; otherwise a command builder makes a
+// digest from the commit at once), and what only a faultStack has. It
+// declares none of stackOptions' fields again: an outer field of the same
+// name would hide the inner one, and setting either would look right.
 type faultStackOptions struct {
 	stackOptions
-	// images builds real Go programs into OCI images with the go builder;
-	// otherwise a command builder makes a digest from the commit at once.
-	images bool
-	// persist keeps the dev server's state in a file, for Restart.
-	persist bool
 	// noAgents leaves the machines' agents to the test (setAgent); every
 	// machine still gets its proxy.
 	noAgents bool
-	// push is the config's push: section.
-	push string
 	// startDelay is how long the agents' noop runtime reports a container
 	// starting before it runs, so that pushes stay in flight that long.
 	startDelay time.Duration

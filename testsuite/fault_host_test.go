@@ -143,7 +143,8 @@ func cleanHostEnv() []string { return dsEnv("") }
 // machine runs the newest build.
 func TestFaultHostKilledMidApply(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{images: true, noAgents: true, stackOptions: stackOptions{
+	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+		images:   true,
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
 	}}

@@ -50,10 +50,12 @@ func (fs *faultStack) buildAttempt(id string) (int32, string) {
 //     converges.
 func TestFaultRegistryDown(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{images: true, noAgents: true, stackOptions: stackOptions{
+	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+		images:   true,
+		push:     "{running_timeout: 2m, retry_budget: 1m}",
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
-	}, push: "{running_timeout: 2m, retry_budget: 1m}"}
+	}}
 	fs := newFaultStack(t, o)
 	h := newHostProc(t, filepath.Join(dsBuild(t, "host"), "host"), "edge-1", fs.regAddr, fs.proxies["edge-1"])
 	fs.workers.start()

@@ -21,7 +21,8 @@ import (
 // worker process that lived through both restarts did it all.
 func TestFaultServerRestartedMidPush(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{persist: true, startDelay: 2 * time.Second, stackOptions: stackOptions{
+	o := faultStackOptions{startDelay: 2 * time.Second, stackOptions: stackOptions{
+		persist: true,
 		modules: []string{"host"},
 		machines: []machineSpec{
 			{name: "e1", tier: 1, modules: []string{"host"}},
