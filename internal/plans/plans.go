@@ -1,7 +1,8 @@
 // Package plans is the client side of the plan workflow: start a plan for a
-// merge (or find the one already started), read its state, follow it to its
-// end, and send it approve, pause, resume and abort. The starter CLI and the
-// integration tests both go through it, so what the tests prove is what an
+// merge (or find the one already started), read its state, wait for it to
+// get somewhere (WaitUntil) or follow it to its end (Wait), and send it
+// approve, pause, resume and abort. The starter CLI, its demo and the
+// integration tests all go through it, so what the tests prove is what an
 // operator runs.
 package plans
 
