@@ -7,12 +7,10 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
-	"github.com/meshroll/meshroll/internal/plans"
 )
 
 // analysisMesh is tier 1 (edge-1, edge-2) waiting on error-rate, and tier
@@ -212,29 +210,6 @@ func TestAnalysisResumesAfterTheWorkerIsKilled(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.LessOrEqual(t, served, servedAtKill+2, "the new worker took only the measurements left (one in flight at the kill may be taken again)")
-}
-
-// waitUntil polls a plan's state until ok says so, or fails after two
-// minutes naming what it waited for.
-func waitUntil(t *testing.T, s *stack, id, what string, ok func(meshapi.PlanState) bool) meshapi.PlanState {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var last meshapi.PlanState
-	for {
-		st, err := plans.State(ctx, s.c, id)
-		if err == nil {
-			last = st
-			if ok(st) {
-				return st
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("plan %s never reached %s; it is %s: %s", id, what, last.State, last.Reason)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // machineOf is a machine's progress in a plan's state.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -281,16 +282,27 @@ func TestStarterPlanList(t *testing.T) {
 		}
 		return out
 	}
+	// listed logs what a list gave when it differs from the last, so that
+	// a wait for visibility that times out shows what the list said.
+	var lastListed string
+	listed := func(args []string, rows []row, err error) {
+		if l := fmt.Sprintf("%v: %v, error %v", args, ids(rows), err); l != lastListed {
+			lastListed = l
+			t.Logf("plan list %s", l)
+		}
+	}
 	// Visibility lags: wait until the list has caught up with both plans'
 	// ends.
 	var rows []row
-	var lastErr error
-	ok := assertEventually(func() bool {
-		rows, lastErr = list()
-		return lastErr == nil && len(rows) == 2 && rows[0].Closed != nil && rows[1].Closed != nil
+	eventually(t, 30*time.Second, "plan list to find both plans closed", func() bool {
+		var err error
+		rows, err = list()
+		if err == nil && len(rows) == 2 && rows[0].Closed != nil && rows[1].Closed != nil {
+			return true
+		}
+		listed(nil, rows, err)
+		return false
 	})
-	require.NoError(t, lastErr)
-	require.True(t, ok, "plan list finds both plans closed: %v", ids(rows))
 	require.Equal(t, []string{ctlPlan, hostPlan}, ids(rows), "newest first")
 	require.Equal(t, "host", rows[1].Module)
 	require.Equal(t, h1, rows[1].Commit)
@@ -332,28 +344,16 @@ func TestStarterPlanList(t *testing.T) {
 		{[]string{"--state", "halted"}, nil},
 	} {
 		// The plans' last state upsert may reach visibility a moment late.
-		var got []row
-		ok := assertEventually(func() bool {
-			got, lastErr = list(tc.args...)
-			return lastErr == nil && slices.Equal(ids(got), tc.want)
+		eventually(t, 30*time.Second, fmt.Sprintf("plan list %v to list %v", tc.args, tc.want), func() bool {
+			got, err := list(tc.args...)
+			if err == nil && slices.Equal(ids(got), tc.want) {
+				return true
+			}
+			listed(tc.args, got, err)
+			return false
 		})
-		require.NoError(t, lastErr, tc.args)
-		require.True(t, ok, "%v: want %v, got %v", tc.args, tc.want, ids(got))
 	}
 	rows, err = list("--module", "host")
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"control-node", "edge-1"}, rows[0].Machines)
-}
-
-// assertEventually polls cond for up to 30 seconds, in the test's goroutine
-// so that what it records can be reported after.
-func assertEventually(cond func() bool) bool {
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return true
 }

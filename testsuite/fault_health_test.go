@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
 )
 
 // The fault suite extended to health (issue 13): real host agents (the
@@ -94,7 +96,8 @@ type healthFault struct {
 
 func newHealthFault(t *testing.T, tiers string) *healthFault {
 	t.Helper()
-	o := faultStackOptions{images: true, noAgents: true, stackOptions: stackOptions{
+	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+		images:  true,
 		modules: []string{"host"},
 		machines: []machineSpec{
 			{name: "edge-1", tier: 1, modules: []string{"host"}},
@@ -168,14 +171,16 @@ func (hf *healthFault) untouched(machine, id string, b mesh.Build) {
 }
 
 // waitBaking follows plan id until its tier 1 bakes (the plan's state
-// says until when), and fails the test if the plan ends first.
+// says until when), and fails the test if the plan ends first. It allows
+// three minutes, not planWait: the hosts run real images.
 func (hf *healthFault) waitBaking(id string) {
 	hf.t.Helper()
-	pollUntil(hf.t, 3*time.Minute, "plan "+id+" baking tier 1", func() bool {
-		st := hf.planState(id)
-		require.False(hf.t, st.State.Terminal(), "plan ended before tier 1 baked: %s: %s", st.State, st.Reason)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := plans.WaitUntil(ctx, hf.c, id, "tier 1 baking", func(st meshapi.PlanState) bool {
 		return len(st.Tiers) > 0 && st.Tiers[0].BakeUntil != nil
-	})
+	}, pollEvery)
+	require.NoError(hf.t, err)
 }
 
 // floorRaised reports whether a host's journal says the host counted
@@ -250,7 +255,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 			}
 			return relay
 		})
-		pollUntil(t, time.Minute, "the bake reading edge-1's report twice", func() bool { return reads.Load() >= 2 })
+		eventually(t, time.Minute, "the bake reading edge-1's report twice", func() bool { return reads.Load() >= 2 })
 		require.False(t, hf.planState(id).State.Terminal(), "%s: the plan still bakes when the agent restarts", round.name)
 		before, _ := e1.report().Running("host")
 		require.Equal(t, mesh.HealthHealthy, before.Health)
@@ -259,7 +264,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 		e1.stop()
 		e1.start()
 		var after mesh.RunningContainer
-		pollUntil(t, time.Minute, "edge-1 healthy again after its agent restarted", func() bool {
+		eventually(t, time.Minute, "edge-1 healthy again after its agent restarted", func() bool {
 			after, _ = e1.report().Running("host")
 			return after.Health == mesh.HealthHealthy
 		})
@@ -285,7 +290,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 		// The agent's restart restarted the process: it printed its
 		// version a second time, and runs on the plan's build, healthy.
 		require.Equal(t, b.Digest, after.Digest, round.name)
-		pollUntil(t, time.Minute, "edge-1's "+version+" process started twice", func() bool {
+		eventually(t, time.Minute, "edge-1's "+version+" process started twice", func() bool {
 			return strings.Count(e1.containerLog("host"), version+"\n") == 2
 		})
 
@@ -351,7 +356,7 @@ func TestFaultHealthProbeFlapping(t *testing.T) {
 	require.True(t, last.Revert, "edge-1's last declaration is the revert")
 	require.Equal(t, good.Digest, last.Containers[0].Digest, "back on the build it ran")
 	require.Contains(t, last.Reason, faultHealthProbeName)
-	pollUntil(t, time.Minute, "edge-1 healthy again on the good build", func() bool {
+	eventually(t, time.Minute, "edge-1 healthy again on the good build", func() bool {
 		r, ok := hf.hosts["edge-1"].report().Running("host")
 		return ok && r.Digest == good.Digest && r.Health == mesh.HealthHealthy
 	})

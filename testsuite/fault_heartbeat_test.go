@@ -89,7 +89,7 @@ func TestFaultHeartbeatTimedOutAttemptOverlapsRetry(t *testing.T) {
 	}
 	// Its declaration lands now.
 	close(release)
-	pollUntil(t, time.Minute, "the late declaration of attempt 1 reaching the agent ("+want+")", func() bool {
+	eventually(t, time.Minute, "the late declaration of attempt 1 reaching the agent ("+want+")", func() bool {
 		for _, e := range h.journal() {
 			if e.Outcome == want && e.Request == request {
 				return true

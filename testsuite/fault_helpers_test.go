@@ -297,19 +297,18 @@ func (w *workerProc) stop() {
 	stopGently(w.cmd.Process, w.done, os.Interrupt)
 }
 
-// faultStackOptions shapes a faultStack.
+// faultStackOptions shapes a faultStack: the stackOptions it embeds, of
+// which it reads modules, controlPlane, machines, health, tiers, analysis,
+// push, persist (the dev server's state in a file, for Restart) and images
+// (real Go programs in OCI images; otherwise a command builder makes a
+// digest from the commit at once), and what only a faultStack has. It
+// declares none of stackOptions' fields again: an outer field of the same
+// name would hide the inner one, and setting either would look right.
 type faultStackOptions struct {
 	stackOptions
-	// images builds real Go programs into OCI images with the go builder;
-	// otherwise a command builder makes a digest from the commit at once.
-	images bool
-	// persist keeps the dev server's state in a file, for Restart.
-	persist bool
 	// noAgents leaves the machines' agents to the test (setAgent); every
 	// machine still gets its proxy.
 	noAgents bool
-	// push is the config's push: section.
-	push string
 	// startDelay is how long the agents' noop runtime reports a container
 	// starting before it runs, so that pushes stay in flight that long.
 	startDelay time.Duration
@@ -440,19 +439,6 @@ func (fs *faultStack) planState(id string) meshapi.PlanState {
 	st, err := plans.State(ctx, fs.c, id)
 	require.NoError(fs.t, err, "state of %s", id)
 	return st
-}
-
-// pollUntil calls f until it is true or the deadline passes; what names the
-// condition in the failure.
-func pollUntil(t *testing.T, limit time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval only
-	}
 }
 
 // faultTally is what the journals say about one machine: declarations

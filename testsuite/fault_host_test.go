@@ -143,7 +143,8 @@ func cleanHostEnv() []string { return dsEnv("") }
 // machine runs the newest build.
 func TestFaultHostKilledMidApply(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{images: true, noAgents: true, stackOptions: stackOptions{
+	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+		images:   true,
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
 	}}
@@ -191,7 +192,7 @@ func TestFaultHostKilledMidApply(t *testing.T) {
 		runsBuild(t, "edge-1", rep, *st.Build)
 		require.Equal(t, uint64(i+2), rep.LastSeq, "%s: one declaration per plan", tc.name)
 		version := strings.Repeat("x", i+3)
-		pollUntil(t, time.Minute, "edge-1's host process printing version "+version, func() bool {
+		eventually(t, time.Minute, "edge-1's host process printing version "+version, func() bool {
 			return strings.Contains(h.containerLog("host"), "host "+version+"\n")
 		})
 	}

@@ -50,10 +50,12 @@ func (fs *faultStack) buildAttempt(id string) (int32, string) {
 //     converges.
 func TestFaultRegistryDown(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{images: true, noAgents: true, stackOptions: stackOptions{
+	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+		images:   true,
+		push:     "{running_timeout: 2m, retry_budget: 1m}",
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
-	}, push: "{running_timeout: 2m, retry_budget: 1m}"}
+	}}
 	fs := newFaultStack(t, o)
 	h := newHostProc(t, filepath.Join(dsBuild(t, "host"), "host"), "edge-1", fs.regAddr, fs.proxies["edge-1"])
 	fs.workers.start()
@@ -64,7 +66,7 @@ func TestFaultRegistryDown(t *testing.T) {
 	c1 := fs.commit("host")
 	id := fs.start("host", c1).ID
 	var failure string
-	pollUntil(t, 2*time.Minute, "the build's first attempt failing on the registry", func() bool {
+	eventually(t, 2*time.Minute, "the build's first attempt failing on the registry", func() bool {
 		n, msg := fs.buildAttempt(id)
 		failure = msg
 		return n >= 2 && msg != ""
@@ -96,7 +98,7 @@ func TestFaultRegistryDown(t *testing.T) {
 	fs.stopRegistry()
 	_, err := controlPlan(fs.stack, id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "fault test"})
 	require.NoError(t, err)
-	pollUntil(t, time.Minute, "edge-1's exec runtime failing to pull", func() bool {
+	eventually(t, time.Minute, "edge-1's exec runtime failing to pull", func() bool {
 		return strings.Contains(h.log.String(), fs.regAddr) && strings.Contains(h.log.String(), "retrying in")
 	})
 	desc, err := fs.c.DescribeWorkflow(context.Background(), id, "")

@@ -21,7 +21,8 @@ import (
 // worker process that lived through both restarts did it all.
 func TestFaultServerRestartedMidPush(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{persist: true, startDelay: 2 * time.Second, stackOptions: stackOptions{
+	o := faultStackOptions{startDelay: 2 * time.Second, stackOptions: stackOptions{
+		persist: true,
 		modules: []string{"host"},
 		machines: []machineSpec{
 			{name: "e1", tier: 1, modules: []string{"host"}},
@@ -61,7 +62,7 @@ func TestFaultServerRestartedMidPush(t *testing.T) {
 		}
 		require.NoError(t, fs.srv.Stop())
 		for _, m := range machines {
-			pollUntil(t, time.Minute, m+" running what it was sent (the server down)", func() bool {
+			eventually(t, time.Minute, m+" running what it was sent (the server down)", func() bool {
 				rep := fs.hosts[m].Report()
 				r, ok := rep.Running("host")
 				return ok && r.Plan == id && r.State == mesh.StateRunning

@@ -93,7 +93,8 @@ func faultWorkerKilled(t *testing.T, push string) {
 	// the retry, on another worker, must wait it out again and apply
 	// nothing twice.
 	o.health = "{min_healthy: 1s}"
-	fs := newFaultStack(t, faultStackOptions{stackOptions: o, push: push})
+	o.push = push
+	fs := newFaultStack(t, faultStackOptions{stackOptions: o})
 	fs.workers.start()
 
 	// Both modules run everywhere they should before the faults start.

@@ -12,32 +12,49 @@ import (
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
-// waitFor follows a plan until it reaches state (or fails the test if it
-// ends first).
-func waitFor(t *testing.T, s *stack, id string, state meshapi.PlanStatus) meshapi.PlanState {
+// pollEvery is how often the tests look again at something they wait for
+// (a plan's state, a host's report, a log). It is polling, not
+// synchronisation: every wait is bounded by its own deadline, and a shorter
+// interval only notices sooner.
+const pollEvery = 100 * time.Millisecond
+
+// planWait bounds a wait for a plan to get somewhere.
+const planWait = 2 * time.Minute
+
+// waitFor waits until a plan is in state, and fails the test if it ends in
+// another state first or is not there within planWait. msgAndArgs add to
+// the failure (the race suite's seed and round).
+func waitFor(t *testing.T, s *stack, id string, state meshapi.PlanStatus, msgAndArgs ...any) meshapi.PlanState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return waitUntil(t, s, id, "state "+string(state), func(st meshapi.PlanState) bool { return st.State == state }, msgAndArgs...)
+}
+
+// waitUntil waits until ok accepts a plan's state, and fails the test
+// naming what it waited for if the plan ends without it (at once) or does
+// not get there within planWait. It is a call to plans.WaitUntil, which the
+// starter demo uses too.
+func waitUntil(t *testing.T, s *stack, id, what string, ok func(meshapi.PlanState) bool, msgAndArgs ...any) meshapi.PlanState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), planWait)
 	defer cancel()
-	reached := make(chan meshapi.PlanState, 1)
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		_, _ = plans.Wait(wctx, s.c, id, 100*time.Millisecond, func(st meshapi.PlanState) {
-			if st.State == state {
-				select {
-				case reached <- st:
-				default:
-				}
-			}
-		})
-	}()
-	select {
-	case st := <-reached:
-		return st
-	case <-ctx.Done():
-		st, _ := plans.State(context.Background(), s.c, id)
-		require.FailNow(t, "plan did not reach state", "%s: want %s, is %s (%s)", id, state, st.State, st.Reason)
-		return meshapi.PlanState{}
+	st, err := plans.WaitUntil(ctx, s.c, id, what, ok, pollEvery)
+	require.NoError(t, err, msgAndArgs...)
+	return st
+}
+
+// eventually calls f, on the test's goroutine (so that what f records can
+// be used after), until it is true, and fails the test naming what it
+// waited for if limit passes first. It is for what is not a plan's state (a
+// host's report, a log, a list that visibility fills in late); a plan's
+// state is waitUntil's, which also stops when the plan ends.
+func eventually(t *testing.T, limit time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(pollEvery)
 	}
 }
 

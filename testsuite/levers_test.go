@@ -3,6 +3,7 @@ package testsuite
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -251,10 +252,10 @@ func TestMachineSyncBringsAReimagedMachineToTheNewestHealthyBuild(t *testing.T) 
 	_, err = e1.a.Apply(t.Context(), mesh.Declaration{Machine: "edge-1", Seq: rep.LastSeq + 1, Plan: "by-hand", Request: "by-hand@edge-1",
 		Containers: []mesh.Container{hostNow.Declared(), {Module: "mesh-controller", Digest: s.build("mesh-controller", k1).Digest, Generation: s.build("mesh-controller", k1).Generation}}})
 	require.NoError(t, err)
-	require.True(t, assertEventually(func() bool {
+	eventually(t, 30*time.Second, "edge-1 to run the controller started by hand", func() bool {
 		rc, ok := e1.Report().Running("mesh-controller")
 		return ok && rc.Healthy()
-	}), "edge-1 runs the controller started by hand")
+	})
 	out, err = s.starter("machine", "sync", "edge-1", "--wait", "--output", "json")
 	require.NoError(t, err, out)
 	res = nil

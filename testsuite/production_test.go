@@ -647,21 +647,13 @@ func (p *prodStack) planDigest(id string) string {
 	return st.Build.Digest
 }
 
-// waitPlan polls the plan until it ends.
+// waitPlan follows the plan until it ends, however it ends.
 func (p *prodStack) waitPlan(id string, within time.Duration) meshapi.PlanState {
-	deadline := time.Now().Add(within)
-	var st meshapi.PlanState
-	var err error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		st, err = plans.State(ctx, p.c, id)
-		cancel()
-		if err == nil && st.State.Terminal() {
-			return st
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	p.t.Fatalf("plan %s did not end within %v; it is %q (%s), last error %v", id, within, st.State, st.Reason, err)
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	st, err := plans.WaitUntil(ctx, p.c, id, "its end", func(st meshapi.PlanState) bool { return st.State.Terminal() }, pollEvery)
+	require.NoError(p.t, err)
 	return st
 }
 

@@ -312,7 +312,7 @@ func TestPrometheusSeesABadBuildItsProbeDoesNot(t *testing.T) {
 		// Scraped: both machines' series of the build have a rate of
 		// successful requests, so the measurement covers both.
 		q := fmt.Sprintf(`count(rate(http_requests_total{code="200",module="host",generation="%d"}[10s]) > 0)`, b.Generation)
-		pollUntil(t, 2*time.Minute, "prometheus to scrape generation "+strconv.FormatInt(b.Generation, 10)+" on both machines", func() bool {
+		eventually(t, 2*time.Minute, "prometheus to scrape generation "+strconv.FormatInt(b.Generation, 10)+" on both machines", func() bool {
 			ss, err := prom.Query(context.Background(), q)
 			return err == nil && len(ss) == 1 && ss[0].Value == 2
 		})
@@ -351,7 +351,7 @@ func TestPrometheusSeesABadBuildItsProbeDoesNot(t *testing.T) {
 	// scrapes are stored in order).
 	at := time.Now()
 	q := fmt.Sprintf(`min(timestamp(http_requests_total{module="host",generation="%d"}))`, badBuild.Generation)
-	pollUntil(t, time.Minute, "a scrape of every series after "+at.Format(time.RFC3339Nano), func() bool {
+	eventually(t, time.Minute, "a scrape of every series after "+at.Format(time.RFC3339Nano), func() bool {
 		ss, err := prom.Query(context.Background(), q)
 		return err == nil && len(ss) == 1 && ss[0].Value > float64(at.UnixMilli())/1000
 	})

@@ -94,7 +94,7 @@ func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 			}()
 		}
 		gated.id = s.start(gated.module, gated.commit, lastTier[gated.module]).ID
-		raceWaitGated(t, s, gated.id, tag)
+		waitFor(t, s, gated.id, meshapi.PlanGated, tag)
 		order := slices.Clone(ms)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		rejectAt := rng.IntN(len(order))

@@ -184,7 +184,7 @@ func TestRaceSuite(t *testing.T) {
 				follow(m)
 			}
 			if m.hold {
-				st := raceWaitGated(t, s, m.id, tag)
+				st := waitFor(t, s, m.id, meshapi.PlanGated, tag)
 				t.Logf("round %d: %s gated at tier %d; later merges go past it", round+1, m.id, st.Tiers[len(st.Tiers)-1].Tier)
 			}
 			time.Sleep(time.Duration(rng.IntN(120)) * time.Millisecond) // staggers starts only
@@ -199,7 +199,7 @@ func TestRaceSuite(t *testing.T) {
 			}
 		}
 		for _, m := range gated {
-			raceWaitGated(t, s, m.id, tag)
+			waitFor(t, s, m.id, meshapi.PlanGated, tag)
 		}
 		// Then the gates open in a random order.
 		rng.Shuffle(len(gated), func(i, j int) { gated[i], gated[j] = gated[j], gated[i] })
@@ -253,24 +253,6 @@ func TestRaceSuite(t *testing.T) {
 	require.Zero(t, overlaps, "overlapping applies in the journals %s", tag)
 	t.Logf("race summary: seed %d, rounds %d, plans %d, applied {%s}, superseded %d, rebased %d, downgrades %d, overlaps %d",
 		seed, rounds, len(all), strings.Join(applied, ", "), superseded, rebased, downgrades, overlaps)
-}
-
-// raceWaitGated follows a plan until it waits at its gate; ending first is
-// a failure (every host is up, so a gated plan has nothing to end on).
-func raceWaitGated(t *testing.T, s *stack, id, tag string) meshapi.PlanState {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st, err := plans.State(context.Background(), s.c, id)
-		if err == nil {
-			if st.State == meshapi.PlanGated {
-				return st
-			}
-			require.False(t, st.State.Terminal(), "%s ended %s before its gate: %s %s", id, st.State, st.Reason, tag)
-		}
-		require.True(t, time.Now().Before(deadline), "%s did not reach its gate (last %q, %v) %s", id, st.State, err, tag)
-		time.Sleep(50 * time.Millisecond) // polling interval, not a wait for an outcome
-	}
 }
 
 // raceCheck asserts, after a round, what must hold whatever the order.

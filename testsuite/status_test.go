@@ -112,10 +112,10 @@ func TestStatus(t *testing.T) {
 	require.NoError(t, err)
 	// The noop runtime starts it at once; wait for the host to say so, so
 	// that the status below is not read mid-start.
-	require.True(t, assertEventually(func() bool {
+	eventually(t, 30*time.Second, "edge-3 to run its controller", func() bool {
 		rc, ok := e3.Report().Running("mesh-controller")
 		return ok && rc.Healthy()
-	}), "edge-3 runs its controller")
+	})
 
 	st, err := s.status()
 	require.NoError(t, err)

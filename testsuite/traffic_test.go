@@ -355,7 +355,7 @@ func (ft *fleetTraffic) Answers(generation int64) map[int]int {
 // module's container of generation as its target.
 func (ft *fleetTraffic) waitTargets(generation int64, machines ...string) {
 	ft.t.Helper()
-	pollUntil(ft.t, time.Minute, fmt.Sprintf("targets of %s generation %d on %s", ft.module, generation, strings.Join(machines, ", ")), func() bool {
+	eventually(ft.t, time.Minute, fmt.Sprintf("targets of %s generation %d on %s", ft.module, generation, strings.Join(machines, ", ")), func() bool {
 		ts := ft.Targets()
 		for _, m := range machines {
 			if ts[m].Generation != generation {

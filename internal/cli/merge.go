@@ -217,22 +217,16 @@ func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput,
 }
 
 // firstState reads a plan's state right after it started. The query can
-// fail until a worker has run the plan's first task, so it is retried for
-// a few seconds.
+// fail until a worker has run the plan's first task, so it is read again
+// for a few seconds.
 func firstState(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for {
-		st, err := plans.State(ctx, c, id)
-		if err == nil {
-			return st, nil
-		}
-		select {
-		case <-ctx.Done():
-			return meshapi.PlanState{}, planError(id, err)
-		case <-time.After(250 * time.Millisecond):
-		}
+	st, err := plans.WaitUntil(ctx, c, id, "a first state", func(meshapi.PlanState) bool { return true }, 250*time.Millisecond)
+	if err != nil {
+		return meshapi.PlanState{}, planError(id, err)
 	}
+	return st, nil
 }
 
 func joinInts(xs []int) string {

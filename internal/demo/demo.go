@@ -505,33 +505,23 @@ func (r *run) converge(ctx context.Context, id string) (meshapi.PlanState, error
 	return st, nil
 }
 
-// waitGated follows a plan until it waits at a gate.
+// waitGated follows a plan until it waits at a gate, narrating its
+// phases; a plan that ends first fails the demo at once.
 func (r *run) waitGated(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var last meshapi.PlanStatus
-	for {
-		st, err := plans.State(ctx, r.o.Client, id)
-		if err == nil {
-			if st.State != last {
-				last = st.State
-				r.say("  %s %s", id, st.State)
-			}
-			if st.State == meshapi.PlanGated {
-				r.record(st)
-				return nil
-			}
-			if st.State.Terminal() {
-				r.record(st)
-				return fmt.Errorf("plan %s ended %s before its gate", id, withReason(st.State, st.Reason))
-			}
+	st, err := plans.WaitUntil(ctx, r.o.Client, id, "its gate", func(st meshapi.PlanState) bool {
+		if st.State != last {
+			last = st.State
+			r.say("  %s %s", id, st.State)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("plan %s did not reach its gate: %w", id, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
+		return st.State == meshapi.PlanGated
+	}, 250*time.Millisecond)
+	if err == nil || st.State.Terminal() {
+		r.record(st)
 	}
+	return err
 }
 
 // record puts a plan's latest state into the summary.

@@ -1,7 +1,8 @@
 // Package plans is the client side of the plan workflow: start a plan for a
-// merge (or find the one already started), read its state, follow it to its
-// end, and send it approve, pause, resume and abort. The starter CLI and the
-// integration tests both go through it, so what the tests prove is what an
+// merge (or find the one already started), read its state, wait for it to
+// get somewhere (WaitUntil) or follow it to its end (Wait), and send it
+// approve, pause, resume and abort. The starter CLI, its demo and the
+// integration tests all go through it, so what the tests prove is what an
 // operator runs.
 package plans
 
@@ -106,6 +107,11 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 	var st meshapi.PlanState
 	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if err := meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, &st), &st); err != nil {
+			if errors.As(err, new(*temporal.WorkflowExecutionError)) {
+				// The plan's own ending (terminated, timed out, failed
+				// without its state): final, unlike a failed read of it.
+				return meshapi.PlanState{}, fmt.Errorf("plan %s %w without a result: %w", id, ErrEnded, err)
+			}
 			return meshapi.PlanState{}, fmt.Errorf("plan %s ended without a result: %w", id, err)
 		}
 		return st, nil
