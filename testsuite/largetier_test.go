@@ -1,14 +1,13 @@
 package testsuite
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -27,12 +26,7 @@ func largeTierMesh(n int) stackOptions {
 // activities, the answers it was signalled, and its failed workflow tasks.
 func (s *stack) planTasks(id string) (handActivities, answers, failedTasks int) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	it := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(s.t, err)
+	s.eachEvent(id, func(e *historypb.HistoryEvent) {
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "HandPushes" {
@@ -45,7 +39,7 @@ func (s *stack) planTasks(id string) (handActivities, answers, failedTasks int) 
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 			failedTasks++
 		}
-	}
+	})
 	return handActivities, answers, failedTasks
 }
 

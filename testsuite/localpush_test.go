@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -70,12 +71,7 @@ func TestLocalPushConverges(t *testing.T) {
 // activity tasks scheduled and the local activity markers recorded.
 func (s *stack) pushEvents(id string) (scheduled, markers int) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	it := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(s.t, err)
+	s.eachEvent(id, func(e *historypb.HistoryEvent) {
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			scheduled++
@@ -84,6 +80,20 @@ func (s *stack) pushEvents(id string) (scheduled, markers int) {
 				markers++
 			}
 		}
-	}
+	})
 	return scheduled, markers
+}
+
+// eachEvent calls fn with every event of workflow id's current run, in
+// order.
+func (s *stack) eachEvent(id string, fn func(*historypb.HistoryEvent)) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(s.t, err)
+		fn(e)
+	}
 }
