@@ -69,7 +69,8 @@ type Options struct {
 	// server is ready once a client dials and its Namespace (default
 	// "default") is known.
 	Client client.Options
-	// Out takes the server's output and a line per attempt (Mark).
+	// Out takes the server's output and a line per attempt (Mark). A
+	// file is written by the server itself (see output).
 	Out io.Writer
 	// Timeout bounds one attempt (default DefaultTimeout).
 	Timeout time.Duration
@@ -151,9 +152,9 @@ func launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 	}
 	args := append([]string{"server", "start-dev", "--ip", host, "--port", port}, o.Args...)
 	Mark(o.Out, fmt.Sprintf("starting %s server start-dev on %s (%s)", o.CLI, o.HostPort, strings.Join(o.Args, " ")))
-	watch := &phraseWatch{w: o.Out, phrase: []byte("address already in use")}
 	cmd := exec.Command(o.CLI, args...)
-	cmd.Stdout, cmd.Stderr = watch, watch
+	out, bindFailed := output(o.Out)
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr(o.OwnProcessGroup, o.DieWithParent)
 	p := &Process{cmd: cmd, hostPort: o.HostPort, grace: o.StopGrace, done: make(chan struct{})}
 	if err := p.start(o.DieWithParent); err != nil {
@@ -175,7 +176,7 @@ func launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 			err = fmt.Errorf("the Temporal dev server did not answer on %s (namespace %s) within %s: %w", o.HostPort, co.Namespace, o.Timeout, err)
 		}
 		_ = p.Stop()
-		if watch.seen() {
+		if bindFailed() {
 			err = fmt.Errorf("%w: %w", ErrAddressInUse, err)
 		}
 		return nil, nil, err
@@ -297,6 +298,42 @@ func (p *Process) Stop() error {
 // Mark writes a line of ours into the server's output, timed.
 func Mark(w io.Writer, msg string) {
 	_, _ = fmt.Fprintf(w, "--- devserver %s: %s\n", time.Now().Format("15:04:05.000"), msg)
+}
+
+// bindFailPhrase is how the server says it could not bind an address.
+var bindFailPhrase = []byte("address already in use")
+
+// output is what the server writes to for out, and a function that says,
+// once the server has exited, whether it failed to bind an address. A file
+// (a regular one) is handed to the server as it is, so that the server
+// writes its own log, with nothing of ours in between: a server the
+// parent-death signal stops still logs its shutdown there rather than die
+// on a broken pipe. Anything else gets a pipe through a phraseWatch.
+func output(out io.Writer) (io.Writer, func() bool) {
+	if f, ok := out.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if from, err := f.Seek(0, io.SeekCurrent); err == nil {
+				return f, func() bool { return fileContains(f.Name(), from, bindFailPhrase) }
+			}
+		}
+	}
+	w := &phraseWatch{w: out, phrase: bindFailPhrase}
+	return w, w.seen
+}
+
+// fileContains reports whether phrase is in the file at path from offset
+// on; a file it cannot read contains nothing.
+func fileContains(path string, from int64, phrase []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 16<<20))
+	return err == nil && bytes.Contains(b, phrase)
 }
 
 // phraseWatch passes writes on and remembers whether phrase went by (in

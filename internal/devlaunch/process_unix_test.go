@@ -4,7 +4,9 @@ package devlaunch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,4 +171,33 @@ func TestDieWithParentHelper(t *testing.T) {
 	}()
 	readPid(t, os.Getenv("DEVLAUNCH_HELPER_PIDFILE"))
 	os.Exit(7)
+}
+
+// A file as Out is the server's own stdout and stderr: what it wrote is
+// there, and a bind it failed is still told from another failure.
+func TestFileOut(t *testing.T) {
+	for _, tc := range []struct {
+		say   string
+		inUse bool
+	}{
+		{"listen tcp 127.0.0.1:7233: bind: address already in use", true},
+		{"cannot open database", false},
+	} {
+		cli, _ := fakeCLI(t, fmt.Sprintf("echo %q >&2; exit 1", tc.say))
+		path := filepath.Join(t.TempDir(), "temporal.log")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		require.NoError(t, err)
+		_, err = f.WriteString("an earlier run: address already in use\n")
+		require.NoError(t, err)
+		w, _ := output(f)
+		assert.True(t, w == io.Writer(f), "the file itself, not a pipe to it")
+		_, _, err = Launch(context.Background(), Options{CLI: cli, HostPort: "127.0.0.1:1", Out: f})
+		require.NoError(t, f.Close())
+		require.Error(t, err)
+		assert.Equal(t, tc.inUse, errors.Is(err, ErrAddressInUse), "%s: only this run's output counts", tc.say)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "starting "+cli+" server start-dev on 127.0.0.1:1")
+		assert.True(t, strings.HasSuffix(string(b), tc.say+"\n"), string(b))
+	}
 }
