@@ -185,9 +185,9 @@ func launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 	return p, c, nil
 }
 
-// start starts the process and a goroutine that waits for it. With
-// lockThread that goroutine starts it too and keeps its OS thread until the
-// process has exited, since the parent-death signal follows the thread.
+// start has a goroutine start the process and wait for it. With
+// lockThread that goroutine keeps its OS thread until the process has
+// exited, since the parent-death signal follows the thread that started it.
 func (p *Process) start(lockThread bool) error {
 	started := make(chan error, 1)
 	go func() {
