@@ -1,13 +1,16 @@
 // Package devlaunch starts the Temporal CLI's dev server (`temporal server
-// start-dev`) as a child process and waits until it answers, for the tests'
-// servers (package devserver) and the bench's.
+// start-dev`) as a child process, waits until it answers, watches it, and
+// stops it: the one launcher of that server, for the tests' servers
+// (package devserver), the bench's and the dev stack's (`worker --dev`).
 //
 // It exists because the SDK's testsuite.StartDevServer keeps dialling for a
 // minute after the server has exited, and a server whose port was picked
 // free but taken before it bound it exits at once: on a box running tests
 // in parallel, where every server's internal ports are picked the same way,
 // that happens. Launch notices the exit, and when it picked the port itself
-// it picks another and starts again.
+// it picks another and starts again. It is one package rather than one per
+// caller so that a start that fails is noticed, and said, the same way
+// everywhere.
 package devlaunch
 
 import (
@@ -19,16 +22,32 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
+	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
 
 // Attempts bounds the starts on fresh ports when the one picked was taken
 // before the server bound it.
 const Attempts = 4
+
+// Defaults of Options.
+const (
+	// DefaultTimeout bounds one attempt: the CLI's first start on a loaded
+	// box can take a minute.
+	DefaultTimeout = 2 * time.Minute
+	// DefaultStopGrace is how long Stop lets the server finish writing its
+	// database after an interrupt before it kills it.
+	DefaultStopGrace = time.Minute
+)
+
+// killWait bounds the wait for a server killed after its grace: a process
+// that outlives SIGKILL that long is reported rather than waited for.
+const killWait = 10 * time.Second
 
 // ErrAddressInUse marks a start that failed because the server could not
 // bind one of its addresses.
@@ -39,22 +58,43 @@ type Options struct {
 	// CLI is the temporal binary.
 	CLI string
 	// HostPort is the frontend's address. Empty picks a free loopback port,
-	// and another when that one was taken before the server bound it.
+	// and another when that one was taken before the server bound it; an
+	// address named here is never swapped for another.
 	HostPort string
-	// Args follow `temporal server start-dev --ip <host> --port <port>`.
+	// Args follow `temporal server start-dev --ip <host> --port <port>`:
+	// the namespace, the Web UI's port or --headless, a --db-filename to
+	// persist to, dynamic config, search attributes.
 	Args []string
-	// Client is how to dial the server; Launch sets its HostPort.
+	// Client is how to dial the server; Launch sets its HostPort. The
+	// server is ready once a client dials and its Namespace (default
+	// "default") is known.
 	Client client.Options
-	// Out takes the server's output and a line per attempt.
+	// Out takes the server's output and a line per attempt (Mark). A
+	// file is written by the server itself (see output).
 	Out io.Writer
-	// Timeout bounds one attempt. Default 2 minutes.
+	// Timeout bounds one attempt (default DefaultTimeout).
 	Timeout time.Duration
+	// StopGrace is the server's time to stop after an interrupt before it
+	// is killed (default DefaultStopGrace).
+	StopGrace time.Duration
+	// OwnProcessGroup starts the server in a process group of its own
+	// (where there are process groups), so that the terminal's Ctrl-C
+	// reaches only the caller, which stops the server when it chooses: the
+	// dev stack stops it last, after the worker that uses it.
+	OwnProcessGroup bool
+	// DieWithParent asks the kernel (Linux; elsewhere it is not done) to
+	// send the server SIGTERM should the caller die without stopping it,
+	// so that no orphaned server keeps the ports. It holds an OS thread
+	// while the server runs: the signal follows the thread that started
+	// the server, not the process.
+	DieWithParent bool
 }
 
 // Process is a dev server Launch started.
 type Process struct {
 	cmd      *exec.Cmd
 	hostPort string
+	grace    time.Duration
 	// done is closed once the process has exited; err is then its Wait
 	// error.
 	done chan struct{}
@@ -75,10 +115,15 @@ func FreeHostPort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Launch starts the server and returns it with a client dialled to it.
-func Launch(o Options) (*Process, client.Client, error) {
+// Launch starts the server and returns it with a client dialled to it. A
+// server that exits before it answers fails the launch at once, not at the
+// timeout; so does ctx ending. A failed launch leaves no process behind.
+func Launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Minute
+		o.Timeout = DefaultTimeout
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -92,7 +137,7 @@ func Launch(o Options) (*Process, client.Client, error) {
 			}
 			o.HostPort = hp
 		}
-		p, c, err := launch(o)
+		p, c, err := launch(ctx, o)
 		if err == nil || fixed || attempt == Attempts || !errors.Is(err, ErrAddressInUse) {
 			return p, c, err
 		}
@@ -100,33 +145,38 @@ func Launch(o Options) (*Process, client.Client, error) {
 	}
 }
 
-func launch(o Options) (*Process, client.Client, error) {
+func launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 	host, port, err := net.SplitHostPort(o.HostPort)
 	if err != nil {
 		return nil, nil, fmt.Errorf("address %q: %w", o.HostPort, err)
 	}
 	args := append([]string{"server", "start-dev", "--ip", host, "--port", port}, o.Args...)
-	Mark(o.Out, fmt.Sprintf("starting %s server start-dev on %s", o.CLI, o.HostPort))
-	watch := &phraseWatch{w: o.Out, phrase: []byte("address already in use")}
+	Mark(o.Out, fmt.Sprintf("starting %s server start-dev on %s (%s)", o.CLI, o.HostPort, strings.Join(o.Args, " ")))
 	cmd := exec.Command(o.CLI, args...)
-	cmd.Stdout, cmd.Stderr = watch, watch
-	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("running %s: %w", o.CLI, err)
+	out, bindFailed := output(o.Out)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = sysProcAttr(o.OwnProcessGroup, o.DieWithParent)
+	p := &Process{cmd: cmd, hostPort: o.HostPort, grace: o.StopGrace, done: make(chan struct{})}
+	if err := p.start(o.DieWithParent); err != nil {
+		return nil, nil, fmt.Errorf("start the Temporal dev server (%s): %w", o.CLI, err)
 	}
-	p := &Process{cmd: cmd, hostPort: o.HostPort, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	co := o.Client
 	co.HostPort = o.HostPort
-	c, err := p.waitReady(ctx, co, o.Timeout)
+	if co.Namespace == "" {
+		co.Namespace = client.DefaultNamespace
+	}
+	c, err := p.waitReady(tctx, co)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("the Temporal dev server was starting: %w", ctx.Err())
+		} else if tctx.Err() != nil {
+			err = fmt.Errorf("the Temporal dev server did not answer on %s (namespace %s) within %s: %w", o.HostPort, co.Namespace, o.Timeout, err)
+		}
 		_ = p.Stop()
-		if watch.seen() {
+		if bindFailed() {
 			err = fmt.Errorf("%w: %w", ErrAddressInUse, err)
 		}
 		return nil, nil, err
@@ -135,41 +185,96 @@ func launch(o Options) (*Process, client.Client, error) {
 	return p, c, nil
 }
 
-// waitReady dials the frontend until it answers, the process exits, or ctx
-// ends.
-func (p *Process) waitReady(ctx context.Context, co client.Options, timeout time.Duration) (client.Client, error) {
+// start has a goroutine start the process and wait for it. With
+// lockThread that goroutine keeps its OS thread until the process has
+// exited, since the parent-death signal follows the thread that started it.
+func (p *Process) start(lockThread bool) error {
+	started := make(chan error, 1)
+	go func() {
+		if lockThread {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return <-started
+}
+
+// waitReady dials the frontend until it answers and knows co's namespace,
+// the process exits, or ctx ends; the error is the last dial's, or the
+// exit.
+func (p *Process) waitReady(ctx context.Context, co client.Options) (client.Client, error) {
 	var last error
 	for {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := client.DialContext(dctx, co)
-		cancel()
+		c, err := dial(ctx, co)
 		if err == nil {
 			return c, nil
 		}
 		last = err
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("the server exited before answering (%v); last dial: %w", p.err, last)
+			return nil, fmt.Errorf("the Temporal dev server exited before answering (%w)", p.ExitErr())
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no answer within %s: %w", timeout, last)
+			return nil, last
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
+// dial is one try: a client, and the namespace described through it (the
+// frontend answers before the namespaces named at start exist).
+func dial(ctx context.Context, co client.Options) (client.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, co)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: co.Namespace}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("namespace %s: %w", co.Namespace, err)
+	}
+	return c, nil
+}
+
 // HostPort is the frontend's address.
 func (p *Process) HostPort() string { return p.hostPort }
 
+// Done is closed once the server has exited, whoever stopped it: a caller
+// that runs alongside the server watches it to notice a server that died.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitErr is why the server exited, once Done is closed: its wait error,
+// or "exit status 0" (never nil, so that it can be wrapped into a message
+// saying the server is gone). Before that it is nil.
+func (p *Process) ExitErr() error {
+	select {
+	case <-p.done:
+	default:
+		return nil
+	}
+	if p.err == nil {
+		return errors.New("exit status 0")
+	}
+	return p.err
+}
+
 // Stop interrupts the server as Ctrl-C would and waits for it to exit; it
-// kills it after a minute. An exit already over, or caused by the
-// interrupt, is no error.
+// kills it after the options' StopGrace. An exit already over, or caused by
+// the interrupt, is no error.
 func (p *Process) Stop() error {
 	select {
 	case <-p.done:
 		return nil
 	default:
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := interrupt(p.cmd.Process); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		_ = p.cmd.Process.Kill()
 	}
 	select {
@@ -179,16 +284,56 @@ func (p *Process) Stop() error {
 			return nil
 		}
 		return p.err
-	case <-time.After(time.Minute):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return errors.New("server did not exit within a minute of SIGINT and was killed")
+	case <-time.After(p.grace):
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return fmt.Errorf("the Temporal dev server did not stop within %s of an interrupt and was killed", p.grace)
+	case <-time.After(killWait):
+		return fmt.Errorf("the Temporal dev server (pid %d) survived SIGKILL", p.cmd.Process.Pid)
 	}
 }
 
 // Mark writes a line of ours into the server's output, timed.
 func Mark(w io.Writer, msg string) {
 	_, _ = fmt.Fprintf(w, "--- devserver %s: %s\n", time.Now().Format("15:04:05.000"), msg)
+}
+
+// bindFailPhrase is how the server says it could not bind an address.
+var bindFailPhrase = []byte("address already in use")
+
+// output is what the server writes to for out, and a function that says,
+// once the server has exited, whether it failed to bind an address. A file
+// (a regular one) is handed to the server as it is, so that the server
+// writes its own log, with nothing of ours in between: a server the
+// parent-death signal stops still logs its shutdown there rather than die
+// on a broken pipe. Anything else gets a pipe through a phraseWatch.
+func output(out io.Writer) (io.Writer, func() bool) {
+	if f, ok := out.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if from, err := f.Seek(0, io.SeekCurrent); err == nil {
+				return f, func() bool { return fileContains(f.Name(), from, bindFailPhrase) }
+			}
+		}
+	}
+	w := &phraseWatch{w: out, phrase: bindFailPhrase}
+	return w, w.seen
+}
+
+// fileContains reports whether phrase is in the file at path from offset
+// on; a file it cannot read contains nothing.
+func fileContains(path string, from int64, phrase []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 16<<20))
+	return err == nil && bytes.Contains(b, phrase)
 }
 
 // phraseWatch passes writes on and remembers whether phrase went by (in

@@ -1,6 +1,7 @@
 package devlaunch
 
 import (
+	"context"
 	"net"
 	"os"
 	"strings"
@@ -76,7 +77,7 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 	t.Cleanup(func() { PickHostPort = FreeHostPort })
 
 	var out syncBuffer
-	p, c, err := Launch(Options{CLI: path, Args: headless, Out: &out})
+	p, c, err := Launch(context.Background(), Options{CLI: path, Args: headless, Out: &out})
 	require.NoError(t, err, out.String())
 	t.Cleanup(func() {
 		c.Close()
@@ -98,7 +99,7 @@ func TestNamedAddressTakenFails(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = taken.Close() })
 	var out syncBuffer
-	_, _, err = Launch(Options{CLI: path, HostPort: taken.Addr().String(), Args: headless, Out: &out, Timeout: 10 * time.Minute})
+	_, _, err = Launch(context.Background(), Options{CLI: path, HostPort: taken.Addr().String(), Args: headless, Out: &out, Timeout: 10 * time.Minute})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrAddressInUse)
 	assert.Contains(t, err.Error(), "exited before answering", "given up when the server exited, not at the timeout")

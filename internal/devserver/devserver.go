@@ -18,6 +18,7 @@
 package devserver
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -185,7 +186,7 @@ func (s *Server) start() (*devlaunch.Process, client.Client, error) {
 		args = append(args, "--search-attribute", name+"=Keyword")
 	}
 	args = append(args, s.opts.ExtraArgs...)
-	proc, c, err := devlaunch.Launch(devlaunch.Options{
+	proc, c, err := devlaunch.Launch(context.Background(), devlaunch.Options{
 		CLI: s.cliPath, HostPort: s.hostPort, Args: args, Out: s.log, Timeout: s.opts.StartTimeout,
 		Client: client.Options{Namespace: s.opts.Namespace, Logger: s.opts.Logger},
 	})

@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case <-srv.done:
+	case <-srv.Done():
 		runErr = srv.exitError("while the stack was running")
 	case err := <-serveErr:
 		runErr = err
@@ -308,17 +308,9 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	args, err := devServerArgs(s.cfg.Temporal, s.o.UIPort, filepath.Join(s.state, "temporal.db"))
-	if err != nil {
-		return nil, nil, err
-	}
 	logPath := filepath.Join(s.state, "logs", "temporal.log")
-	srv, err := startDevServer(cli, args, logPath)
+	srv, err := s.startDevServer(ctx, cli, logPath)
 	if err != nil {
-		return nil, nil, err
-	}
-	s.onStop("Temporal dev server", func() error { return srv.stop(s.o.StopGrace) })
-	if err := srv.waitReady(ctx, s.cfg.Temporal.Address, s.cfg.Temporal.Namespace, s.o.StartTimeout); err != nil {
 		return nil, nil, err
 	}
 	host, _, _ := net.SplitHostPort(s.cfg.Temporal.Address)

@@ -211,18 +211,14 @@ func TestChangeNamesOverridingVariable(t *testing.T) {
 }
 
 func TestDevServerArgs(t *testing.T) {
-	args, err := devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "default"}, 8233, "/s/temporal.db")
-	require.NoError(t, err)
-	line := strings.Join(args, " ")
-	assert.True(t, strings.HasPrefix(line, "server start-dev --ip 127.0.0.1 --port 7233 --ui-port 8233 --db-filename /s/temporal.db --log-level warn"), line)
+	line := strings.Join(devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "default"}, 8233, "/s/temporal.db"), " ")
+	assert.True(t, strings.HasPrefix(line, "--ui-port 8233 --db-filename /s/temporal.db --log-level warn"), line)
 	assert.NotContains(t, line, "--namespace", "the default namespace always exists")
 	assert.Contains(t, line, "--search-attribute MeshrollMachines=KeywordList")
 	assert.Contains(t, line, "--search-attribute MeshrollModule=Keyword")
 	assert.Contains(t, line, "matching.numTaskqueueReadPartitions=1")
 
-	args, err = devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "mesh"}, 8233, "db")
-	require.NoError(t, err)
-	assert.Contains(t, strings.Join(args, " "), "--namespace mesh")
+	assert.Contains(t, strings.Join(devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "mesh"}, 8233, "db"), " "), "--namespace mesh")
 }
 
 func TestTailFile(t *testing.T) {
@@ -231,6 +227,10 @@ func TestTailFile(t *testing.T) {
 	assert.Equal(t, "  line 2\n  line 3", tailFile(p, 0, 2))
 	assert.Equal(t, "  line 1\n  line 2\n  line 3", tailFile(p, int64(len("old run\n")), 10), "only this run's lines")
 	assert.Equal(t, "  (nothing)", tailFile(p, 32, 10))
+	require.NoError(t, os.WriteFile(p, []byte("--- meshroll dev stack 2026-01-02T03:04:05Z\n--- devserver 03:04:05.000: starting temporal server start-dev on 127.0.0.1:7233 (--ui-port 8233)\nbind failed\n"), 0o644))
+	assert.Equal(t, "  bind failed", tailFile(p, 0, 10), "our own lines are not the server's")
+	require.NoError(t, os.WriteFile(p, []byte("--- devserver 03:04:05.000: starting temporal\n"), 0o644))
+	assert.Equal(t, "  (nothing)", tailFile(p, 0, 10))
 }
 
 func TestDisplayAndDialable(t *testing.T) {

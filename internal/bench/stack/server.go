@@ -77,7 +77,7 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if err != nil {
 		return nil, err
 	}
-	dev, c, err := devlaunch.Launch(devlaunch.Options{CLI: cli, Args: args, Client: co, Out: out})
+	dev, c, err := devlaunch.Launch(ctx, devlaunch.Options{CLI: cli, Args: args, Client: co, Out: out})
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}

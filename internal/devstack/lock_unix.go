@@ -9,9 +9,6 @@ import (
 	"syscall"
 )
 
-// interrupt asks a process to stop as Ctrl-C would.
-func interrupt(p *os.Process) error { return p.Signal(os.Interrupt) }
-
 // lockState takes an exclusive lock on the state directory, so that two dev
 // stacks never share a Temporal database, a catalogue or host journals. The
 // kernel drops the lock when the process dies, so a killed stack leaves no
