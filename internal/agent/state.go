@@ -96,3 +96,87 @@ func writeCheckpoint(dir string, cp checkpoint) error {
 	}
 	return nil
 }
+
+// replayLocked redoes what a journal entry the checkpoint lacks did to the
+// ledger, exactly as Apply and observeLocked did it when it was written.
+func (a *Agent) replayLocked(e Entry) {
+	switch e.Outcome {
+	case OutcomeApplied:
+		a.ledger.Record(declarationOf(e))
+	case OutcomeRunning, OutcomeFloorRaised:
+		for _, c := range e.Containers {
+			// Running raised the floor only for a container without a
+			// check (every container, in journals from before health).
+			if e.Outcome == OutcomeFloorRaised || c.Health == nil {
+				a.ledger.Ran(mesh.RunningContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
+			}
+		}
+	}
+}
+
+// appendLocked fills in what every entry carries and journals e.
+func (a *Agent) appendLocked(e *Entry) error {
+	e.Time = time.Now().UTC()
+	e.Runtime = a.rt.Name()
+	e.LastSeq = a.ledger.LastSeq
+	if e.Outcome == OutcomeApplied {
+		e.LastSeq = e.Seq
+	}
+	broken, err := a.journal.append(e, a.crash)
+	switch {
+	case errors.Is(err, errCrashed):
+		a.dead = true
+	case broken:
+		a.broken = err
+		a.log.Error().Err(err).Msg("journal is in an unknown state; refusing declarations until restarted")
+	}
+	return err
+}
+
+// checkpointLocked writes ledger.json as of the journal's last entry.
+func (a *Agent) checkpointLocked() error {
+	cp := checkpoint{
+		Version:      checkpointVersion,
+		JournalIndex: uint64(len(a.journal.offs)),
+		Written:      time.Now().UTC(),
+		Ledger:       a.ledger,
+		Containers:   a.containers,
+	}
+	if cp.Containers == nil {
+		cp.Containers = []mesh.RunningContainer{}
+	}
+	if err := writeCheckpoint(a.dir, cp); err != nil {
+		return err
+	}
+	a.checkpointed = cp.JournalIndex
+	return nil
+}
+
+// crashedAt stops the agent, as a kill would, if the test hook says so.
+func (a *Agent) crashedAt(point string) bool {
+	if a.crash != nil && a.crash(point) {
+		a.dead = true
+		return true
+	}
+	return false
+}
+
+func (a *Agent) readableLocked() error {
+	switch {
+	case a.dead:
+		return errCrashed
+	case a.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+func (a *Agent) writableLocked() error {
+	if err := a.readableLocked(); err != nil {
+		return err
+	}
+	if a.broken != nil {
+		return fmt.Errorf("agent takes no declaration until restarted, since its journal could not be written: %w", a.broken)
+	}
+	return nil
+}
