@@ -231,3 +231,26 @@ func pingRegistry(ctx context.Context, o registry.Options) error {
 	}
 	return resp.Body.Close()
 }
+
+// scratchDir makes (or checks) the scratch directory; the cleanup removes
+// it when it was made here.
+func scratchDir(dir string) (string, func(), error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "meshroll-demo-")
+		if err != nil {
+			return "", nil, fmt.Errorf("scratch directory: %w", err)
+		}
+		return d, func() { _ = os.RemoveAll(d) }, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if es, err := os.ReadDir(abs); err == nil && len(es) > 0 {
+		return "", nil, fmt.Errorf("--dir %s is not empty; give an empty or new directory for the scratch repository", dir)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	return abs, func() {}, nil
+}

@@ -30,7 +30,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,11 +185,6 @@ type stack struct {
 	// stops undo what was started, in start order; stopAll runs them
 	// backwards.
 	stops []stopStep
-}
-
-type stopStep struct {
-	what string
-	stop func() error
 }
 
 // prepare reads the config and checks everything that can be checked
@@ -433,86 +427,6 @@ func (s *stack) startAgent(ctx context.Context, name string, serveErr chan<- err
 		return errors.Join(herr, a.Close(sctx))
 	})
 	return nil
-}
-
-// onStop records how to undo a step just taken.
-func (s *stack) onStop(what string, stop func() error) {
-	s.stops = append(s.stops, stopStep{what: what, stop: stop})
-}
-
-// stopAll undoes every step, the last taken first, and says what failed.
-func (s *stack) stopAll() error {
-	var errs []error
-	for i := len(s.stops) - 1; i >= 0; i-- {
-		st := s.stops[i]
-		if err := st.stop(); err != nil {
-			errs = append(errs, fmt.Errorf("stop %s: %w", st.what, err))
-		}
-	}
-	s.stops = nil
-	return errors.Join(errs...)
-}
-
-func (s *stack) closeRuntimes() error {
-	var errs []error
-	for name, rt := range s.runtimes {
-		ctx, cancel := context.WithTimeout(context.Background(), agentShutdownGrace)
-		if err := rt.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("runtime of %s: %w", name, err))
-		}
-		cancel()
-		delete(s.runtimes, name)
-	}
-	return errors.Join(errs...)
-}
-
-// catalogue says where the catalogue is, without a DSN's password.
-func (s *stack) catalogue() string {
-	dsn := s.cfg.Catalogue.DSN
-	if dsn == "" {
-		return "sqlite:" + s.display(filepath.Join(s.state, "catalogue.db"))
-	}
-	if strings.HasPrefix(dsn, "sqlite:") {
-		return dsn
-	}
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		return u.Redacted() + "  (catalogue.dsn)"
-	}
-	return "catalogue.dsn"
-}
-
-// say prints one aligned line of the account: what, then where.
-func (s *stack) say(what, format string, args ...any) {
-	s.line(strings.TrimRight(fmt.Sprintf("%-10s %s", what, fmt.Sprintf(format, args...)), " "))
-}
-
-func (s *stack) line(l string) { _, _ = fmt.Fprintln(s.o.Out, l) }
-
-// display shortens a path under the working directory to the relative form
-// a person typed.
-func (s *stack) display(p string) string {
-	abs, err := filepath.Abs(p)
-	if err != nil || s.cwd == "" {
-		return p
-	}
-	rel, err := filepath.Rel(s.cwd, abs)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return abs
-	}
-	return rel
-}
-
-// dialable is addr as a browser or client can reach it: an unspecified
-// host (all interfaces) becomes loopback.
-func dialable(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // machineOrder is the machines in push order: by tier, then by name.

@@ -1,0 +1,141 @@
+package fleetui
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/meshroll/meshroll/internal/machines"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// matrixPage is the matrix and what sits above it.
+type matrixPage struct {
+	Matrix  matrixView
+	Plans   []planView
+	Holds   holdsView
+	Modules []string
+}
+
+// holdsView is what holds roll-outs now: freezes and windows.
+type holdsView struct {
+	Freezes      []mesh.Freeze
+	FreezesError string
+	Windows      Windows
+}
+
+func holdsOf(snap *Snapshot) holdsView {
+	return holdsView{Freezes: snap.Freezes, FreezesError: snap.FreezesError, Windows: snap.Windows}
+}
+
+func (s *Server) matrix(w http.ResponseWriter, r *http.Request) {
+	snap, since, ok := s.snapshot(w, r)
+	if !ok {
+		return
+	}
+	modules := fleetModules(s.modules, snap)
+	m := buildMatrix(snap, modules, parseFilter(r.URL.Query(), modules))
+	s.render(w, r, http.StatusOK, "matrix", page{
+		Title: "Fleet", Nav: "matrix", Fresh: s.freshness(snap, since),
+		Body: matrixPage{Matrix: m, Plans: buildPlans(snap, s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace), Holds: holdsOf(snap), Modules: modules},
+	})
+}
+
+// fleetModules are the config's modules and any a host runs that the
+// config does not name, sorted.
+func fleetModules(config []string, snap *Snapshot) []string {
+	set := map[string]bool{}
+	for _, m := range config {
+		set[m] = true
+	}
+	for _, r := range snap.Status.Rows {
+		set[r.Module] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// plansPage is the plans in flight, what holds them and the latest ended.
+type plansPage struct {
+	Plans      []planView
+	PlansError string
+	Holds      holdsView
+	Recent     []recentView
+}
+
+func (s *Server) plans(w http.ResponseWriter, r *http.Request) {
+	snap, since, ok := s.snapshot(w, r)
+	if !ok {
+		return
+	}
+	ui, ns := s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace
+	s.render(w, r, http.StatusOK, "plans", page{
+		Title: "Plans in flight", Nav: "plans", Fresh: s.freshness(snap, since),
+		Body: plansPage{Plans: buildPlans(snap, ui, ns), PlansError: snap.PlansError, Holds: holdsOf(snap), Recent: buildRecent(snap, ui, ns)},
+	})
+}
+
+func (s *Server) machine(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, ok := s.o.Config.Machines[name]; !ok {
+		s.message(w, r, http.StatusNotFound, "No such machine", "The mesh config has no machine "+strconv.Quote(name)+".")
+		return
+	}
+	var before uint64
+	if b := r.URL.Query().Get("before"); b != "" {
+		n, err := strconv.ParseUint(b, 10, 64)
+		if err != nil {
+			s.message(w, r, http.StatusBadRequest, "Not a journal page", "before="+strconv.Quote(b)+" is not an entry index; follow the page's own older and newer links.")
+			return
+		}
+		before = n
+	}
+	snap, since, ok := s.snapshot(w, r)
+	if !ok {
+		return
+	}
+	v, fresh := s.readMachine(r.Context(), name, before, snap)
+	fresh.Problems = append(fresh.Problems, s.freshness(snap, since).Problems...)
+	s.render(w, r, http.StatusOK, "machine", page{Title: name, Nav: "machine", Fresh: fresh, Body: v})
+}
+
+// readMachine reads one machine now (its report, workflow and journal are
+// one host and one query: cheap enough to read at every look), with the
+// fleet's snapshot for its cells and plans.
+func (s *Server) readMachine(ctx context.Context, name string, before uint64, snap *Snapshot) (machineView, freshness) {
+	started := s.o.Clock()
+	ch := make(chan struct{}, 3)
+	var (
+		d       machines.Detail
+		why, jp machines.JournalPage
+		whyErr  error
+		jpErr   error
+	)
+	go func() { d, _ = s.o.Source.Machine(ctx, name); ch <- struct{}{} }()
+	go func() { why, whyErr = s.o.Source.Journal(ctx, name, 0, whyDepth); ch <- struct{}{} }()
+	if before != 0 {
+		go func() { jp, jpErr = s.o.Source.Journal(ctx, name, before, journalPageSize); ch <- struct{}{} }()
+	} else {
+		ch <- struct{}{}
+	}
+	for range 3 {
+		<-ch
+	}
+	if before == 0 {
+		// The newest page is the start of what "why" read.
+		jp.Entries, jpErr = why.Entries[:min(len(why.Entries), journalPageSize)], whyErr
+		jp.NextBefore = why.NextBefore
+		if len(why.Entries) > journalPageSize {
+			jp.NextBefore = why.Entries[journalPageSize-1].Index
+		}
+	}
+	v := buildMachine(name, d, why, jp, before, snap)
+	v.WorkflowLink = webUILink(s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace, meshapi.MachineID(name))
+	if jpErr != nil && d.HostError == "" {
+		v.JournalError = jpErr.Error()
+	}
+	took := s.o.Clock().Sub(started)
+	return v, freshness{ReadAt: started, Took: took}
+}
