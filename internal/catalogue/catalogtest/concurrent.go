@@ -37,9 +37,11 @@ func testSharedVisibility(t *testing.T, a, b catalogue.Catalogue) {
 	expect(t, "NewestConverged via the other handle", b.NewestConverged, "host", mesh.Build{})
 }
 
-// parallel runs fn(i, handle) for i in [0, n) at once, each goroutine on one
-// of cs in turn, and fails the test with every error.
-func parallel(t *testing.T, cs []catalogue.Catalogue, n int, fn func(ctx context.Context, i int, c catalogue.Catalogue) error) {
+// Parallel runs fn(i, handle) for i in [0, n) at once, each goroutine on one
+// of cs in turn, and fails the test with every error. It is exported for
+// implementations' own races (two pools of one store, say), so that they
+// start their goroutines together and report errors as the suite does.
+func Parallel(t *testing.T, cs []catalogue.Catalogue, n int, fn func(ctx context.Context, i int, c catalogue.Catalogue) error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -97,7 +99,7 @@ func checkExactly(t *testing.T, cs []catalogue.Catalogue, module string, want []
 // them in one order (so that they collide on every build, as retried
 // activities do), half each in its own.
 func testConcurrentSame(t *testing.T, cs []catalogue.Catalogue) {
-	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+	Parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
 		order := shuffled(sharedBuildCount, i)
 		if i%2 == 0 {
 			slices.Sort(order)
@@ -114,7 +116,7 @@ func testConcurrentSame(t *testing.T, cs []catalogue.Catalogue) {
 }
 
 func testConcurrentDifferent(t *testing.T, cs []catalogue.Catalogue) {
-	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+	Parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
 		for k := range buildsPerWorker {
 			gen := int64(i*buildsPerWorker + k + 1)
 			if err := c.Record(ctx, Build("host", gen), fmt.Sprintf("plan/%d", i)); err != nil {
@@ -131,7 +133,7 @@ func testConcurrentDifferent(t *testing.T, cs []catalogue.Catalogue) {
 // machine, all at once.
 func testConcurrentMixed(t *testing.T, cs []catalogue.Catalogue) {
 	const ownBase = 1000
-	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+	Parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
 		machine := fmt.Sprintf("edge-%d", i)
 		for k, gen := range shuffled(sharedBuildCount, i) {
 			b := Build("host", gen)
@@ -189,7 +191,7 @@ func testConcurrentReject(t *testing.T, cs []catalogue.Catalogue) {
 		markConverged(t, cs[0], Build("host", gen).Digest, "edge-1")
 	}
 	got := make([][2]catalogue.Rejection, workers)
-	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+	Parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
 		for k, gen := range []int64{1, int64(2 + i%others)} {
 			b := Build("host", gen)
 			r, err := c.Reject(ctx, b.Module, b.Commit, fmt.Sprintf("op-%d", i), fmt.Sprintf("reason %d", i))
@@ -240,13 +242,13 @@ func sorted(s []string) []string {
 // testConcurrentUnfreeze has every goroutine take a freeze of one scope,
 // then all lift it at once: every freeze is lifted by exactly one caller.
 func testConcurrentUnfreeze(t *testing.T, cs []catalogue.Catalogue) {
-	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+	Parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
 		_, err := c.Freeze(ctx, "host", "", fmt.Sprintf("op-%d", i), fmt.Sprintf("reason %d", i))
 		return err
 	})
 	var mu sync.Mutex
 	lifted := map[int64]int{}
-	parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+	Parallel(t, cs, workers, func(ctx context.Context, i int, c catalogue.Catalogue) error {
 		got, err := c.Unfreeze(ctx, "host", "", fmt.Sprintf("op-%d", i))
 		mu.Lock()
 		defer mu.Unlock()

@@ -188,38 +188,28 @@ func TestSQLiteTwoRecorders(t *testing.T) {
 // and no recorder may see an error.
 func testTwoRecorders(t *testing.T, a, b *Catalogue) {
 	const goroutines, count = 12, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	start := make(chan struct{})
-	for i := range goroutines {
-		c := a
-		if i%2 == 1 {
-			c = b
-		}
-		wg.Go(func() {
-			<-start
-			for gen := int64(1); gen <= count; gen++ {
-				if err := c.Record(t.Context(), catalogtest.Build("host", gen), fmt.Sprintf("plan/%d", i)); err != nil {
-					errs <- err
-					return
-				}
+	catalogtest.Parallel(t, []catalogue.Catalogue{a, b}, goroutines, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+		for gen := int64(1); gen <= count; gen++ {
+			if err := c.Record(ctx, catalogtest.Build("host", gen), fmt.Sprintf("plan/%d", i)); err != nil {
+				return err
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	var rows, keys int
-	if err := a.db.QueryRowContext(t.Context(),
-		`SELECT count(*), count(DISTINCT module || '/' || "commit") FROM builds`).Scan(&rows, &keys); err != nil {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
+	rows, keys := rowsAndKeys(t, a, "builds")
 	if rows != count || keys != count {
 		t.Errorf("builds has %d rows for %d module/commit pairs; want %d and %d", rows, keys, count, count)
 	}
+}
+
+// rowsAndKeys counts table's rows and its distinct module/commit pairs.
+func rowsAndKeys(t *testing.T, c *Catalogue, table string) (rows, keys int) {
+	t.Helper()
+	if err := c.db.QueryRowContext(t.Context(),
+		`SELECT count(*), count(DISTINCT module || '/' || "commit") FROM `+table).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	return rows, keys
 }
 
 func TestSQLiteTwoRejecters(t *testing.T) {
@@ -238,36 +228,17 @@ func testTwoRejecters(t *testing.T, a, b *Catalogue) {
 		}
 	}
 	answers := make([][count]catalogue.Rejection, goroutines)
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	start := make(chan struct{})
-	for i := range goroutines {
-		c := a
-		if i%2 == 1 {
-			c = b
-		}
-		wg.Go(func() {
-			<-start
-			for k := range count {
-				r, err := c.Reject(t.Context(), "host", catalogtest.Build("host", int64(k+1)).Commit,
-					fmt.Sprintf("op-%d", i), fmt.Sprintf("reason %d", i))
-				if err != nil {
-					errs <- err
-					return
-				}
-				answers[i][k] = r
+	catalogtest.Parallel(t, []catalogue.Catalogue{a, b}, goroutines, func(ctx context.Context, i int, c catalogue.Catalogue) error {
+		for k := range count {
+			r, err := c.Reject(ctx, "host", catalogtest.Build("host", int64(k+1)).Commit,
+				fmt.Sprintf("op-%d", i), fmt.Sprintf("reason %d", i))
+			if err != nil {
+				return err
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+			answers[i][k] = r
+		}
+		return nil
+	})
 	for k := range count {
 		first := answers[0][k]
 		for i := range goroutines {
@@ -276,11 +247,7 @@ func testTwoRejecters(t *testing.T, a, b *Catalogue) {
 			}
 		}
 	}
-	var rows, keys int
-	if err := a.db.QueryRowContext(t.Context(),
-		`SELECT count(*), count(DISTINCT module || '/' || "commit") FROM rejections`).Scan(&rows, &keys); err != nil {
-		t.Fatal(err)
-	}
+	rows, keys := rowsAndKeys(t, a, "rejections")
 	if rows != count || keys != count {
 		t.Errorf("rejections has %d rows for %d builds; want %d and %d", rows, keys, count, count)
 	}
