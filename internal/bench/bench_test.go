@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshroll/meshroll/internal/bench/stack"
-	"github.com/meshroll/meshroll/internal/temporalcli"
+	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
 )
 
 // TestMain lets the footprint scenario re-execute this test binary as its
@@ -31,15 +31,7 @@ func TestMain(m *testing.M) {
 // speed; the one bound it holds (the batched scenario fails the run when
 // its plan beats its batches' health waits) is correctness, not speed.
 func TestSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("bench smoke starts a Temporal dev server; skipped with -short")
-	}
-	if _, err := temporalcli.Path(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("bench smoke: %v", err)
-		}
-		t.Skipf("bench smoke: %v", err)
-	}
+	devlaunchtest.TemporalCLI(t, "bench smoke")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

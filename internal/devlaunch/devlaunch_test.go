@@ -3,7 +3,6 @@ package devlaunch
 import (
 	"context"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,42 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/meshroll/meshroll/internal/temporalcli"
+	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
 )
-
-// cli is the Temporal CLI, or skips the test (fails it on CI) without one.
-func cli(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("devlaunch: Temporal dev server tests are skipped with -short")
-	}
-	p, err := temporalcli.Path()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return p
-}
-
-// syncBuffer is an output both the server's pipes and the test use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var headless = []string{"--namespace", "default", "--headless", "--log-level", "warn"}
 
@@ -56,7 +21,7 @@ var headless = []string{"--namespace", "default", "--headless", "--log-level", "
 // another port and starts again, at once, rather than failing after the
 // client's connect timeout.
 func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
-	path := cli(t)
+	path := devlaunchtest.TemporalCLI(t, "devlaunch")
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = taken.Close() })
@@ -76,7 +41,7 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 	}
 	t.Cleanup(func() { PickHostPort = FreeHostPort })
 
-	var out syncBuffer
+	var out devlaunchtest.Buffer
 	p, c, err := Launch(context.Background(), Options{CLI: path, Args: headless, Out: &out})
 	require.NoError(t, err, out.String())
 	t.Cleanup(func() {
@@ -94,11 +59,11 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 // An address the caller named is not changed: a server that cannot bind
 // it fails the launch as soon as it exits, not after the connect timeout.
 func TestNamedAddressTakenFails(t *testing.T) {
-	path := cli(t)
+	path := devlaunchtest.TemporalCLI(t, "devlaunch")
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = taken.Close() })
-	var out syncBuffer
+	var out devlaunchtest.Buffer
 	_, _, err = Launch(context.Background(), Options{CLI: path, HostPort: taken.Addr().String(), Args: headless, Out: &out, Timeout: 10 * time.Minute})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrAddressInUse)

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 )
 
@@ -449,52 +449,17 @@ func TestOptionsDefaults(t *testing.T) {
 	assert.Equal(t, DefaultStartTimeout, o.StartTimeout)
 }
 
-// realCLI is the Temporal CLI for the tests that run a real dev server:
-// skipped with -short or when missing, failing when missing in CI.
-func realCLI(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs a Temporal dev server; skipped with -short")
-	}
-	cli, err := temporalcli.Path()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return cli
-}
-
-// syncBuffer is a bytes.Buffer safe for Run's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // runUntilReady runs the stack in the background on a real dev server,
 // wrapped so that the server's pid lands in a file, and waits for ready.
-func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, out *syncBuffer, pid func() int, result <-chan error) {
+func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, out *devlaunchtest.Buffer, pid func() int, result <-chan error) {
 	t.Helper()
-	cli := realCLI(t)
+	cli := devlaunchtest.TemporalCLI(t, "devstack")
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	fakeCLI(t, fmt.Sprintf("echo $$ > %q\nexec %q \"$@\"", pidFile, cli))
 	p = freePorts(t)
 	path := writeMesh(t, p)
 	state = t.TempDir()
-	out = &syncBuffer{}
+	out = &devlaunchtest.Buffer{}
 	res := make(chan error, 1)
 	go func() {
 		res <- Run(ctx, Options{ConfigPath: path, StateDir: state, UIPort: p.ui, MetricsListen: fmt.Sprintf("127.0.0.1:%d", p.metrics), Out: out})
