@@ -164,28 +164,27 @@ rejected keeps the first rejection and prints it.
 // config before connecting (an unknown one is a usage error), then runs fn
 // with the config and a client, bounded by LeverTimeout.
 func (a *app) leverCall(ctx context.Context, module, machine string, fn func(context.Context, *config.Config, client.Client) error) error {
-	cfg, path, err := a.loadConfig()
-	if err != nil {
-		return err
-	}
+	check := func(cfg *config.Config, path string) error { return knownScope(cfg, path, module, machine) }
+	return a.withConfig(ctx, check, func(ctx context.Context, cfg *config.Config, c client.Client) error {
+		ctx, cancel := context.WithTimeout(ctx, LeverTimeout)
+		defer cancel()
+		return fn(ctx, cfg, c)
+	})
+}
+
+// knownScope checks a module and a machine ("" for none) that narrow a
+// command against the config: naming one the mesh lacks is a usage error,
+// the module's said first.
+func knownScope(cfg *config.Config, path, module, machine string) error {
 	if module != "" {
 		if _, err := moduleTargets(cfg, path, module); err != nil {
 			return err
 		}
 	}
 	if machine != "" {
-		if err := knownMachine(cfg, path, machine); err != nil {
-			return err
-		}
+		return knownMachine(cfg, path, machine)
 	}
-	c, err := a.dial(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, LeverTimeout)
-	defer cancel()
-	return fn(ctx, cfg, c)
+	return nil
 }
 
 // operator names the person running the starter: $USER, else the account.

@@ -174,6 +174,23 @@ func (a *app) printJSON(v any) error {
 	return nil
 }
 
+// printRead prints what a read got, as JSON or by write, then returns
+// partial: the error of a read that got only some of its answer (a host or
+// Temporal unreachable), which fails the command only after what was read
+// is shown.
+func printRead[T any](a *app, v T, write func(io.Writer, T) error, partial error) error {
+	var err error
+	if a.json() {
+		err = a.printJSON(v)
+	} else {
+		err = write(a.stdout, v)
+	}
+	if err != nil {
+		return err
+	}
+	return partial
+}
+
 func (a *app) printf(format string, args ...any) error {
 	if _, err := fmt.Fprintf(a.stdout, format, args...); err != nil {
 		return fmt.Errorf("write output: %w", err)

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -50,24 +53,17 @@ may not be listed yet, and a state may be a step behind "starter plan show".`,
 		if err := f.Validate(); err != nil {
 			return &UsageError{Err: err}
 		}
-		cfg, _, err := a.loadConfig()
-		if err != nil {
-			return err
-		}
-		f.TaskQueue = cfg.Temporal.TaskQueue
-		c, err := a.dial(cmd.Context(), cfg)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		list, err := plans.List(cmd.Context(), c, cfg.Temporal.Namespace, f)
-		if err != nil {
-			return err
-		}
-		if a.json() {
-			return a.printJSON(list)
-		}
-		return writePlanList(a.stdout, list)
+		return a.withConfig(cmd.Context(), nil, func(ctx context.Context, cfg *config.Config, c client.Client) error {
+			f.TaskQueue = cfg.Temporal.TaskQueue
+			list, err := plans.List(ctx, c, cfg.Temporal.Namespace, f)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(list)
+			}
+			return writePlanList(a.stdout, list)
+		})
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.Module, "module", "", "only plans of this module")

@@ -60,15 +60,7 @@ the hosts are still listed, then list exits 1.`,
 				return err
 			}
 			rows, terr := machines.List(cmd.Context(), cfg, a.dialer(cfg))
-			if a.json() {
-				err = a.printJSON(rows)
-			} else {
-				err = writeMachineList(a.stdout, rows)
-			}
-			if err != nil {
-				return err
-			}
-			return terr
+			return printRead(a, rows, writeMachineList, terr)
 		}),
 	}
 }
@@ -177,14 +169,7 @@ error.`,
 		}
 		m := cfg.Machines[name]
 		v, err := machines.Show(cmd.Context(), a.dialer(cfg), name, m, entries)
-		if a.json() {
-			if perr := a.printJSON(v); perr != nil {
-				return perr
-			}
-		} else if perr := writeMachineView(a.stdout, v); perr != nil {
-			return perr
-		}
-		return err
+		return printRead(a, v, writeMachineView, err)
 	})
 	cmd.Flags().IntVar(&entries, "journal", DefaultJournalEntries, "how many of the host journal's latest entries to show (0 for none)")
 	return cmd

@@ -84,27 +84,27 @@ type mergeResult struct {
 
 func (a *app) merge(ctx context.Context, o mergeOpts) error {
 	began := time.Now()
-	cfg, path, err := a.loadConfig()
-	if err != nil {
+	var in meshapi.PlanInput
+	check := func(cfg *config.Config, path string) (err error) {
+		in, err = planInput(cfg, path, o)
 		return err
 	}
-	in, err := planInput(cfg, path, o)
-	if err != nil {
-		return err
-	}
-	c, err := a.dial(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return a.withConfig(ctx, check, func(ctx context.Context, cfg *config.Config, c client.Client) error {
+		return a.startPlan(ctx, c, cfg.Temporal.TaskQueue, in, o.wait, began)
+	})
+}
 
-	started, err := plans.Start(ctx, c, cfg.Temporal.TaskQueue, in)
+// startPlan starts the merge's plan and says so; with wait it follows the
+// plan to its end, timed from when the command began (or the plan's own
+// start on the server, when that is known).
+func (a *app) startPlan(ctx context.Context, c client.Client, taskQueue string, in meshapi.PlanInput, wait bool, began time.Time) error {
+	started, err := plans.Start(ctx, c, taskQueue, in)
 	if err != nil {
 		return err
 	}
 	res := mergeResult{Plan: started.ID, RunID: started.RunID, Existing: started.Existing}
 
-	if !o.wait {
+	if !wait {
 		if !a.json() {
 			return a.printStarted(started)
 		}

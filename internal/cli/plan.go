@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -294,16 +295,31 @@ func controlError(ctx context.Context, c client.Client, id string, err error) er
 
 // withClient loads the config, dials Temporal and runs fn.
 func (a *app) withClient(ctx context.Context, fn func(context.Context, client.Client) error) error {
-	cfg, _, err := a.loadConfig()
+	return a.withConfig(ctx, nil, func(ctx context.Context, _ *config.Config, c client.Client) error {
+		return fn(ctx, c)
+	})
+}
+
+// withConfig loads the config and runs check on it (when not nil) before
+// Temporal is dialled, so that what the command line got wrong fails
+// without a connection; then it dials and runs fn with the config and the
+// client, which it closes after.
+func (a *app) withConfig(ctx context.Context, check func(cfg *config.Config, path string) error, fn func(context.Context, *config.Config, client.Client) error) error {
+	cfg, path, err := a.loadConfig()
 	if err != nil {
 		return err
+	}
+	if check != nil {
+		if err := check(cfg, path); err != nil {
+			return err
+		}
 	}
 	c, err := a.dial(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return fn(ctx, c)
+	return fn(ctx, cfg, c)
 }
 
 // planIDArg takes exactly one non-empty plan ID.

@@ -98,15 +98,8 @@ so, and exits 0 when interrupted.`,
 		}
 		// Checked before Temporal is dialled or a host asked: a filter
 		// naming nothing in the mesh is the command line's fault.
-		if f.Module != "" {
-			if _, err := moduleTargets(cfg, path, f.Module); err != nil {
-				return err
-			}
-		}
-		if f.Machine != "" {
-			if err := knownMachine(cfg, path, f.Machine); err != nil {
-				return err
-			}
+		if err := knownScope(cfg, path, f.Module, f.Machine); err != nil {
+			return err
 		}
 		if watch {
 			return a.watchStatus(cmd.Context(), cfg, f, interval)
@@ -115,15 +108,7 @@ so, and exits 0 when interrupted.`,
 		defer d.close()
 		st, terr := machines.ReadStatus(cmd.Context(), cfg, d.Dial, f)
 		st.SetFreezes(readFreezes(cmd.Context(), cfg, d.Dial))
-		if a.json() {
-			err = a.printJSON(st)
-		} else {
-			err = writeStatus(a.stdout, st)
-		}
-		if err != nil {
-			return err
-		}
-		return terr
+		return printRead(a, st, writeStatus, terr)
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.Module, "module", "", "only this module's rows")
