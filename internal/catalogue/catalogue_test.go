@@ -14,27 +14,30 @@ import (
 
 var build = catalogtest.Build
 
+// openFile opens the file catalogue at path, failing the test if it cannot.
+func openFile(t *testing.T, path string) *catalogue.Memory {
+	t.Helper()
+	c, err := catalogue.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestMemoryConformance(t *testing.T) {
 	catalogtest.Run(t, func(t *testing.T) catalogue.Catalogue { return catalogue.NewMemory() })
 }
 
 func TestFileConformance(t *testing.T) {
 	catalogtest.Run(t, func(t *testing.T) catalogue.Catalogue {
-		c, err := catalogue.OpenFile(filepath.Join(t.TempDir(), "state", "catalogue.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return openFile(t, filepath.Join(t.TempDir(), "state", "catalogue.json"))
 	})
 }
 
 func TestFileCatalogueSurvivesReopen(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "catalogue.json")
-	c, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openFile(t, path)
 	for _, b := range []mesh.Build{build("host", 1), build("host", 2), build("host", 3)} {
 		if err := c.Record(ctx, b, "plan/test"); err != nil {
 			t.Fatal(err)
@@ -43,10 +46,7 @@ func TestFileCatalogueSurvivesReopen(t *testing.T) {
 	if err := c.MarkConverged(ctx, build("host", 2).Digest, "edge-1"); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := openFile(t, path)
 	got, ok, _ := c2.Lookup(ctx, build("host", 3).Digest)
 	if !ok || got != build("host", 3) {
 		t.Errorf("Lookup after reopen = %+v, %v; want %+v", got, ok, build("host", 3))
@@ -92,10 +92,7 @@ func TestFileCatalogueRejectionsAcrossVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c2, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := openFile(t, path)
 	got, ok, err := c2.Rejected(ctx, b2.Digest)
 	if err != nil || !ok || got.By != "alice" || got.Reason != r.Reason || !got.At.Equal(r.At) || got.Commit != b2.Commit {
 		t.Fatalf("Rejected after reopen = %+v, %v, %v; want %+v", got, ok, err, r)
@@ -126,10 +123,7 @@ func TestFileCatalogueRejectionsAcrossVersions(t *testing.T) {
 func TestFileRejectNotKeptWhenUnsaved(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "catalogue.json")
-	c, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openFile(t, path)
 	b := build("host", 1)
 	if err := c.Record(ctx, b, "plan/test"); err != nil {
 		t.Fatal(err)
@@ -154,10 +148,7 @@ func TestFileRejectNotKeptWhenUnsaved(t *testing.T) {
 	if _, err := c.Reject(ctx, "host", b.Commit, "alice", "bad"); err != nil {
 		t.Fatalf("Reject once the file can be written: %v", err)
 	}
-	c2, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := openFile(t, path)
 	if _, ok, _ := c2.Rejected(ctx, b.Digest); !ok {
 		t.Fatal("not rejected after a successful Reject and a reopen")
 	}
@@ -168,10 +159,7 @@ func TestFileRejectNotKeptWhenUnsaved(t *testing.T) {
 func TestFileCatalogueFreezesSurviveReopen(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "catalogue.json")
-	c, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openFile(t, path)
 	if err := c.Record(ctx, build("host", 1), "plan/test"); err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +176,7 @@ func TestFileCatalogueFreezesSurviveReopen(t *testing.T) {
 	if _, err := c.Unfreeze(ctx, "host", "", "carol"); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := catalogue.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := openFile(t, path)
 	fs, err := c2.Freezes(ctx)
 	if err != nil || len(fs) != 1 || fs[0].ID != kept.ID || fs[0].Reason != "release week" {
 		t.Fatalf("Freezes after reopen = %+v, %v; want only %+v", fs, err, kept)

@@ -286,22 +286,40 @@ func fakeTemporal(t *testing.T, dir, version, script string) string {
 	return p
 }
 
+// failedRun is a run of the stack that failed before it was ready.
+type failedRun struct {
+	p     ports
+	path  string // the mesh config
+	state string
+	out   string // the stack's account
+	err   error
+}
+
+// runToFailure runs the stack on a mesh of free ports with a state
+// directory of its own, and requires that the run fails.
+func runToFailure(t *testing.T) failedRun {
+	t.Helper()
+	r := failedRun{p: freePorts(t), state: t.TempDir()}
+	r.path = writeMesh(t, r.p)
+	var out bytes.Buffer
+	r.err = Run(context.Background(), Options{ConfigPath: r.path, StateDir: r.state, UIPort: r.p.ui, Out: &out})
+	r.out = out.String()
+	require.Error(t, r.err)
+	return r
+}
+
 // A dev server that dies at start is an error naming its log, with its last
 // lines; everything is stopped and the ports are free again.
 func TestRunDevServerExits(t *testing.T) {
 	cli := fakeCLI(t, `echo "fake server: cannot open database" >&2; exit 3`)
-	p := freePorts(t)
-	path := writeMesh(t, p)
-	state := t.TempDir()
-	var out bytes.Buffer
-	err := Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
-	require.Error(t, err)
-	assert.Contains(t, out.String(), "temporal   "+cli+"  (Temporal CLI "+temporalcli.Version+", found $"+temporalcli.Env+")\n",
+	r := runToFailure(t)
+	p, path, state, out, err := r.p, r.path, r.state, r.out, r.err
+	assert.Contains(t, out, "temporal   "+cli+"  (Temporal CLI "+temporalcli.Version+", found $"+temporalcli.Env+")\n",
 		"the account says which binary it runs")
 	assert.Contains(t, err.Error(), "the Temporal dev server exited before answering (exit status 3)")
 	assert.Contains(t, err.Error(), filepath.Join(state, "logs", "temporal.log"))
 	assert.Contains(t, err.Error(), "fake server: cannot open database")
-	assert.NotContains(t, out.String(), "ready")
+	assert.NotContains(t, out, "ready")
 	require.NoError(t, checkPorts([]bind{{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}}))
 	// The lock is released: a second run gets as far as the server again.
 	err = Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui})
@@ -362,16 +380,12 @@ chmod +x "$GOBIN/temporal"
 	t.Setenv("GOBIN", "")
 	t.Setenv("GOPATH", t.TempDir())
 
-	p := freePorts(t)
-	path := writeMesh(t, p)
-	state := t.TempDir()
-	var out bytes.Buffer
-	err := Run(context.Background(), Options{ConfigPath: path, StateDir: state, UIPort: p.ui, Out: &out})
-	require.Error(t, err)
+	r := runToFailure(t)
+	state, out, err := r.state, r.out, r.err
 	assert.Contains(t, err.Error(), "installed fake server", "the installed CLI is the one run")
-	assert.Contains(t, out.String(), "temporal   passing over "+old+" (on PATH) is Temporal CLI v1.1.0: the stack runs "+temporalcli.Version+"\n")
-	assert.Contains(t, out.String(), "installing the Temporal CLI "+temporalcli.Version+" into "+filepath.Join(state, "bin")+" with go install (none of that version found; a few minutes the first time")
-	assert.Contains(t, out.String(), "temporal   "+filepath.Join(state, "bin", "temporal")+"  (Temporal CLI "+temporalcli.Version+", installed in ")
+	assert.Contains(t, out, "temporal   passing over "+old+" (on PATH) is Temporal CLI v1.1.0: the stack runs "+temporalcli.Version+"\n")
+	assert.Contains(t, out, "installing the Temporal CLI "+temporalcli.Version+" into "+filepath.Join(state, "bin")+" with go install (none of that version found; a few minutes the first time")
+	assert.Contains(t, out, "temporal   "+filepath.Join(state, "bin", "temporal")+"  (Temporal CLI "+temporalcli.Version+", installed in ")
 	assert.FileExists(t, filepath.Join(state, "bin", "temporal"))
 	log, err := os.ReadFile(filepath.Join(state, "logs", "install-temporal.log"))
 	require.NoError(t, err)
@@ -402,15 +416,12 @@ func TestRunMistypedModulePath(t *testing.T) {
 func TestRunRefusesAnotherVersionOfTheCLI(t *testing.T) {
 	cli := fakeTemporal(t, t.TempDir(), "1.1.0", `echo "the old CLI was run"; exit 5`)
 	t.Setenv(temporalcli.Env, cli)
-	p := freePorts(t)
-	path := writeMesh(t, p)
-	var out bytes.Buffer
-	err := Run(context.Background(), Options{ConfigPath: path, StateDir: t.TempDir(), UIPort: p.ui, Out: &out})
-	require.Error(t, err)
+	r := runToFailure(t)
+	out, err := r.out, r.err
 	assert.Contains(t, err.Error(), cli+" ($"+temporalcli.Env+") is Temporal CLI v1.1.0; meshroll runs Temporal CLI "+temporalcli.Version)
 	assert.Contains(t, err.Error(), "point "+temporalcli.Env+" at a "+temporalcli.Version+" binary, or unset it")
 	assert.NotContains(t, err.Error(), "the old CLI was run")
-	assert.NotContains(t, out.String(), "ready")
+	assert.NotContains(t, out, "ready")
 }
 
 // A missing tool is one line naming it and the fix.
