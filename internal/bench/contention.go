@@ -56,11 +56,7 @@ func (b *bench) contention(ctx context.Context, run int) error {
 		return err
 	}
 	t0 := time.Now()
-	ids, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), mods, commit)
-	if err != nil {
-		return err
-	}
-	if err := waitPlans(ctx, c, ids); err != nil {
+	if _, err := rollOut(ctx, c, m, mods, commit); err != nil {
 		return err
 	}
 	all := time.Since(t0)

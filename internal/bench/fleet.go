@@ -49,11 +49,8 @@ func (b *bench) planFleet(ctx context.Context, m *stack.Mesh) ([]*historypb.Hist
 		return nil, err
 	}
 	c := b.srv.Client()
-	ids, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), []string{fleetModule}, commit)
+	ids, err := rollOut(ctx, c, m, []string{fleetModule}, commit)
 	if err != nil {
-		return nil, err
-	}
-	if err := waitPlans(ctx, c, ids); err != nil {
 		return nil, err
 	}
 	return hist.Events(ctx, c, ids[0])

@@ -45,11 +45,7 @@ func (b *bench) footprint(ctx context.Context, run int) error {
 	}
 	t0 := time.Now()
 	c := b.srv.Client()
-	ids, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), mods, commit)
-	if err != nil {
-		return err
-	}
-	if err := waitPlans(ctx, c, ids); err != nil {
+	if _, err := rollOut(ctx, c, m, mods, commit); err != nil {
 		return err
 	}
 	wall := time.Since(t0)

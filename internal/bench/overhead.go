@@ -66,11 +66,7 @@ func (b *bench) overheadWith(ctx context.Context, run int, tag, what string, bui
 		return err
 	}
 	t0 = time.Now()
-	ids, err := startPlans(ctx, b.srv.Client(), m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), []string{"app"}, c2)
-	if err != nil {
-		return err
-	}
-	if err := waitPlans(ctx, b.srv.Client(), ids); err != nil {
+	if _, err := rollOut(ctx, b.srv.Client(), m, []string{"app"}, c2); err != nil {
 		return err
 	}
 	planTime := time.Since(t0)

@@ -215,6 +215,16 @@ func profile(dir string) (func(), error) {
 	}, nil
 }
 
+// rollOut starts one plan per module at commit on m's task queue, with
+// its push policy, and waits until each converged; it returns the plans.
+func rollOut(ctx context.Context, c client.Client, m *stack.Mesh, modules []string, commit string) ([]string, error) {
+	ids, err := startPlans(ctx, c, m.Config.Temporal.TaskQueue, m.Config.PushPolicy(), modules, commit)
+	if err != nil {
+		return nil, err
+	}
+	return ids, waitPlans(ctx, c, ids)
+}
+
 // startPlans starts one plan per module at commit, all at once.
 func startPlans(ctx context.Context, c client.Client, queue string, policy meshapi.PushPolicy, modules []string, commit string) ([]string, error) {
 	ids := make([]string, len(modules))
