@@ -16,15 +16,23 @@ import (
 
 var headless = []string{"--namespace", "default", "--headless", "--log-level", "warn"}
 
+// takenAddr holds a loopback port until the test ends and returns its
+// address, which a server then cannot bind.
+func takenAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l.Addr().String()
+}
+
 // The port picked for a server can be taken before the CLI binds it
 // (another test's server took it). The CLI then exits; Launch picks
 // another port and starts again, at once, rather than failing after the
 // client's connect timeout.
 func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 	path := devlaunchtest.TemporalCLI(t, "devlaunch")
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = taken.Close() })
+	taken := takenAddr(t)
 
 	var mu sync.Mutex
 	var handed []string
@@ -32,8 +40,8 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(handed) == 0 {
-			handed = append(handed, taken.Addr().String())
-			return taken.Addr().String(), nil
+			handed = append(handed, taken)
+			return taken, nil
 		}
 		p, err := FreeHostPort()
 		handed = append(handed, p)
@@ -60,11 +68,9 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 // it fails the launch as soon as it exits, not after the connect timeout.
 func TestNamedAddressTakenFails(t *testing.T) {
 	path := devlaunchtest.TemporalCLI(t, "devlaunch")
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = taken.Close() })
+	taken := takenAddr(t)
 	var out devlaunchtest.Buffer
-	_, _, err = Launch(context.Background(), Options{CLI: path, HostPort: taken.Addr().String(), Args: headless, Out: &out, Timeout: 10 * time.Minute})
+	_, _, err := Launch(context.Background(), Options{CLI: path, HostPort: taken, Args: headless, Out: &out, Timeout: 10 * time.Minute})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrAddressInUse)
 	assert.Contains(t, err.Error(), "exited before answering", "given up when the server exited, not at the timeout")

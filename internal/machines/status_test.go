@@ -27,6 +27,13 @@ func healthy(module string, gen int64, plan string, seq uint64) mesh.RunningCont
 		State: mesh.StateRunning, Health: mesh.HealthHealthy, HealthySince: "2026-01-02T03:04:05Z"}
 }
 
+// but is c changed by change: a container like a healthy one but for what
+// the case is about.
+func but(c mesh.RunningContainer, change func(*mesh.RunningContainer)) mesh.RunningContainer {
+	change(&c)
+	return c
+}
+
 // machine is a reading of a machine the config gives modules whose host
 // reports cs.
 func machine(name string, tier int, modules []string, cs ...mesh.RunningContainer) reading {
@@ -79,16 +86,12 @@ func TestStatusRows(t *testing.T) {
 		{
 			name: "a build not yet healthy is not what others are behind",
 			rs: []reading{
-				machine("edge-1", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 7, hostPlanB, 6)
+				machine("edge-1", 1, []string{"host"}, but(healthy("host", 7, hostPlanB, 6), func(c *mesh.RunningContainer) {
 					c.State, c.Health, c.HealthySince = mesh.StateStarting, mesh.HealthUnknown, ""
-					return c
-				}()),
-				machine("edge-2", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 7, hostPlanB, 2)
+				})),
+				machine("edge-2", 1, []string{"host"}, but(healthy("host", 7, hostPlanB, 2), func(c *mesh.RunningContainer) {
 					c.State, c.Health = mesh.StateCrashLooping, mesh.HealthUnhealthy
-					return c
-				}()),
+				})),
 				machine("control-node", 2, []string{"host"}, healthy("host", 5, hostPlanA, 3)),
 			},
 			want: map[string]cell{
@@ -101,11 +104,9 @@ func TestStatusRows(t *testing.T) {
 		{
 			name: "a host that does not judge health counts what runs as healthy",
 			rs: []reading{
-				machine("edge-1", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 9, hostPlanB, 1)
+				machine("edge-1", 1, []string{"host"}, but(healthy("host", 9, hostPlanB, 1), func(c *mesh.RunningContainer) {
 					c.Health, c.HealthySince = "", ""
-					return c
-				}()),
+				})),
 				machine("edge-2", 1, []string{"host"}, healthy("host", 8, hostPlanA, 1)),
 			},
 			want: map[string]cell{
@@ -117,11 +118,9 @@ func TestStatusRows(t *testing.T) {
 		{
 			name: "healthy nowhere: behind is unknown",
 			rs: []reading{
-				machine("edge-1", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 3, hostPlanA, 1)
+				machine("edge-1", 1, []string{"host"}, but(healthy("host", 3, hostPlanA, 1), func(c *mesh.RunningContainer) {
 					c.State, c.Health = mesh.StateExited, mesh.HealthUnhealthy
-					return c
-				}()),
+				})),
 			},
 			want:   map[string]cell{"edge-1/host": {gen: num(3), commit: commitA, plan: hostPlanA}},
 			newest: map[string]int64{},
@@ -150,11 +149,9 @@ func TestStatusRows(t *testing.T) {
 					// not told commits.
 					healthy("host", 4, ctlPlan, 2),
 					healthy("mesh-controller", 3, ctlPlan, 2)),
-				machine("edge-1", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 4, ctlPlan, 2)
+				machine("edge-1", 1, []string{"host"}, but(healthy("host", 4, ctlPlan, 2), func(c *mesh.RunningContainer) {
 					c.Commit = commitA
-					return c
-				}()),
+				})),
 			},
 			want: map[string]cell{
 				"control-node/host":            {gen: num(4), plan: ctlPlan, behind: num(0)},
@@ -169,17 +166,13 @@ func TestStatusRows(t *testing.T) {
 				// edge-1 was put back by hostPlanB's revert (sequence 3), on a
 				// host not told commits; edge-2 was too, and then the
 				// controller's plan kept it as it ran (sequence 4).
-				machine("edge-1", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 4, hostPlanB, 3)
+				machine("edge-1", 1, []string{"host"}, but(healthy("host", 4, hostPlanB, 3), func(c *mesh.RunningContainer) {
 					c.Introduced = &mesh.Introduction{Plan: hostPlanB, Seq: 3, Revert: true}
-					return c
-				}()),
-				machine("edge-2", 1, []string{"host"}, func() mesh.RunningContainer {
-					c := healthy("host", 4, ctlPlan, 4)
+				})),
+				machine("edge-2", 1, []string{"host"}, but(healthy("host", 4, ctlPlan, 4), func(c *mesh.RunningContainer) {
 					c.Commit = commitA
 					c.Introduced = &mesh.Introduction{Plan: hostPlanB, Seq: 3, Revert: true}
-					return c
-				}()),
+				})),
 			},
 			want: map[string]cell{
 				"edge-1/host": {gen: num(4), plan: hostPlanB, behind: num(0), putBack: true},
