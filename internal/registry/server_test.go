@@ -41,6 +41,21 @@ func serve(t *testing.T, dir, what string) (*Server, *httptest.Server, client) {
 	return s, hs, client{t: t, opts: Options{Address: hs.URL}}
 }
 
+// start opens the registry stored in dir and starts it on a free loopback
+// port, returning it and its URL; the caller closes it.
+func start(t *testing.T, dir string) (*Server, string) {
+	t.Helper()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, url
+}
+
 // client is a registry as the tests reach it.
 type client struct {
 	t    *testing.T
@@ -135,14 +150,7 @@ func (c client) layerBytes(ref string) [][]byte {
 
 func TestServerKeepsImagesAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	s1, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url, err := s1.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1, url := start(t, dir)
 	before := client{t: t, opts: Options{Address: url}}
 
 	tagged := randomImage(t)
@@ -389,15 +397,8 @@ func TestServerFailedBlobUploadLeavesNothing(t *testing.T) {
 
 func TestServerLifecycle(t *testing.T) {
 	dir := t.TempDir()
-	s, err := New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Closed right after Start: the listener must not outlive Close.
-	url, err := s.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, url := start(t, dir)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
