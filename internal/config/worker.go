@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -73,10 +74,7 @@ type Tracing struct {
 // Service is ServiceName or, when empty, the default, so that a config
 // built in code needs neither.
 func (t Tracing) Service() string {
-	if t.ServiceName == "" {
-		return DefaultTracingServiceName
-	}
-	return t.ServiceName
+	return cmp.Or(t.ServiceName, DefaultTracingServiceName)
 }
 
 // Versioning is Temporal Worker Versioning: with it on, a plan stays on the
@@ -95,8 +93,5 @@ type Versioning struct {
 
 // Deployment is DeploymentName or, when empty, the default.
 func (v Versioning) Deployment() string {
-	if v.DeploymentName == "" {
-		return DefaultDeploymentName
-	}
-	return v.DeploymentName
+	return cmp.Or(v.DeploymentName, DefaultDeploymentName)
 }
