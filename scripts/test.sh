@@ -9,6 +9,11 @@
 # (./..., ./x, ../x or github.com/meshroll/meshroll/...), ./... is tested.
 # MESHROLL_TEMPORAL_CLI is set via scripts/install-temporal.sh when unset
 # (which installs the CLI if needed).
+#
+# Tests marked parallel run four at a time (MESHROLL_TEST_PARALLEL, or a
+# -parallel argument, says otherwise): the integration tests spend most of
+# their time waiting on timers, bakes and probes, not on the CPU, so four
+# fit a two-core box.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,4 +30,4 @@ for a in "$@"; do
 	esac
 done
 
-exec go test -race -count=1 -timeout 30m "${pkgs[@]}" "$@"
+exec go test -race -count=1 -timeout 30m -parallel "${MESHROLL_TEST_PARALLEL:-4}" "${pkgs[@]}" "$@"

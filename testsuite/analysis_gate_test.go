@@ -19,14 +19,7 @@ import (
 // real Prometheus while callers send it requests.
 func analysisMesh(t *testing.T, interval string, count, failureLimit int) (*stack, *promServer, *fleetTraffic) {
 	prom := startPrometheus(t)
-	o := imageMesh()
-	o.exec = true
-	o.modules = []string{"host"}
-	o.machines = []machineSpec{
-		{name: "edge-1", tier: 1, modules: []string{"host"}},
-		{name: "edge-2", tier: 1, modules: []string{"host"}},
-		{name: "control-node", tier: 2, modules: []string{"host"}},
-	}
+	o := execHostMesh(hostFleet(2))
 	o.health = requestsServerHealth
 	o.tiers = "{1: {analysis: [error-rate]}}"
 	// The first measurement waits for the new build's series to have a
@@ -42,6 +35,7 @@ func analysisMesh(t *testing.T, interval string, count, failureLimit int) (*stac
 // machine workflows (journalled by each host as a rollback naming the
 // check), the bad build is rejected, and tier 2 is never told anything.
 func TestAnalysisStopsABadBuildAfterItsFirstTier(t *testing.T) {
+	t.Parallel()
 	s, _, _ := analysisMesh(t, "2s", 3, 0)
 
 	good := s.commitSource("host", requestsServer("host good", 0))
@@ -123,6 +117,7 @@ func TestAnalysisStopsABadBuildAfterItsFirstTier(t *testing.T) {
 // after ErrorLimit tries in a row the plan waits at a gate naming the
 // provider; approved, it goes on, the check journalled as passed by who.
 func TestAnalysisWithPrometheusDownWaitsForAPerson(t *testing.T) {
+	t.Parallel()
 	s, prom, _ := analysisMesh(t, "1s", 6, 0)
 	s.converge("host", s.commitSource("host", requestsServer("host good", 0)))
 
@@ -161,6 +156,7 @@ func TestAnalysisWithPrometheusDownWaitsForAPerson(t *testing.T) {
 // first two measurements would need two more from the provider than the
 // four it asks for, and would not keep their times.
 func TestAnalysisResumesAfterTheWorkerIsKilled(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	served := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -179,12 +175,12 @@ func TestAnalysisResumesAfterTheWorkerIsKilled(t *testing.T) {
 	o.tiers = "{1: {analysis: [error-rate]}}"
 	o.analysis = fmt.Sprintf(`{providers: {status: {web: {url: "%s/{{.Module}}", json_path: "$.error_rate"}}},
   checks: {error-rate: {provider: status, success: "result < 0.5", interval: 1s, count: 4, failure_limit: 1}}}`, srv.URL)
-	fs := newFaultStack(t, faultStackOptions{stackOptions: o})
+	fs := newStack(t, withFaults(o))
 	fs.workers.start()
 
 	id := fs.start("host", fs.commit("host")).ID
 	var before []meshapi.Measurement
-	waitUntil(t, fs.stack, id, "two measurements", func(st meshapi.PlanState) bool {
+	waitUntil(t, fs, id, "two measurements", func(st meshapi.PlanState) bool {
 		if len(st.Tiers) == 0 || len(st.Tiers[0].Analysis) == 0 || len(st.Tiers[0].Analysis[0].Measurements) < 2 {
 			return false
 		}

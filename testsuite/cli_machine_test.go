@@ -62,6 +62,7 @@ type machineShowJSON struct {
 // them there), the machine workflow's side, and the journal's entries;
 // `machine list` gives both machines with their last sequence.
 func TestStarterMachineShowAndList(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	k1 := s.commit("mesh-controller")
 	h1 := s.commit("host")
@@ -186,6 +187,7 @@ func TestStarterMachineShowAndList(t *testing.T) {
 
 // A fresh mesh: no plan has pushed anything, so no machine workflow exists.
 func TestStarterMachineShowBeforeAnyPlan(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	out, err := s.starter("machine", "show", "edge-1")
 	require.NoError(t, err, out)
@@ -201,6 +203,7 @@ func TestStarterMachineShowBeforeAnyPlan(t *testing.T) {
 // on a running one it follows it through the gate to its end, each line
 // timed from the plan's start.
 func TestStarterPlanWatch(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_ = s.commit("mesh-controller")
 	h1 := s.commit("host")
@@ -250,6 +253,7 @@ func TestStarterPlanWatch(t *testing.T) {
 // plan list finds plans from the visibility store, newest first, and
 // narrows them by module, commit, machine and state.
 func TestStarterPlanList(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	k1 := s.commit("mesh-controller")
 	h1 := s.commit("host")

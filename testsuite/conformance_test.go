@@ -45,6 +45,7 @@ func (c conformanceTally) String() string {
 }
 
 func TestRegistryConformance(t *testing.T) {
+	t.Parallel()
 	suite := os.Getenv(conformanceSuiteEnv)
 	if suite == "" {
 		t.Skipf("the OCI conformance suite is not here: set %s to the conformance/ directory of distribution-spec v1.1.1", conformanceSuiteEnv)

@@ -29,6 +29,7 @@ import (
 // controller rebased, and the control node must end on a newer controller
 // than the one the host plan recorded.
 func TestDemoShowsStalePlanRebased(t *testing.T) {
+	t.Parallel()
 	srv := devserver.Start(t, devserver.Options{})
 	reg, err := registry.New(t.TempDir())
 	require.NoError(t, err)
@@ -99,6 +100,7 @@ machines:
 
 // Without the dev stack the demo fails in one line saying what to start.
 func TestDemoSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	closed := closedAddr(t)
 	reg, err := registry.New(t.TempDir())
 	require.NoError(t, err)

@@ -14,12 +14,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
 	"github.com/meshroll/meshroll/internal/devserver"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -32,6 +32,7 @@ import (
 // and started again on the same state directory while the plan waits, and
 // the plan approved and converged after the restart.
 func TestDevstackMergeRestartConverges(t *testing.T) {
+	t.Parallel()
 	cli := dsTemporalCLI(t)
 	bins := dsBuild(t, "worker", "starter")
 	m := dsScratchMesh(t)
@@ -84,6 +85,7 @@ func TestDevstackMergeRestartConverges(t *testing.T) {
 // A port in use is one line on stderr naming the port and its setting, and
 // a non-zero exit, before anything starts.
 func TestDevstackPortInUse(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the worker binary; skipped with -short")
 	}
@@ -113,16 +115,9 @@ func TestDevstackPortInUse(t *testing.T) {
 // skipped with -short or when missing, failing when missing in CI.
 func dsTemporalCLI(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("the dev stack test runs a Temporal dev server; skipped with -short")
-	}
+	devserver.Require(t)
 	cli, err := devserver.CLIPath()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("devstack: %v", err)
-		}
-		t.Skipf("devstack: %v", err)
-	}
+	require.NoError(t, err)
 	return cli
 }
 
@@ -426,23 +421,9 @@ func dsWaitPlan(t *testing.T, bins string, m *dsMesh, id string, state meshapi.P
 	return st
 }
 
-// dsBuffer is a concurrency-safe output buffer.
-type dsBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *dsBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *dsBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// dsBuffer is a process's output, written by its pipes while the test
+// reads it.
+type dsBuffer struct{ devlaunchtest.Buffer }
 
 func (b *dsBuffer) hasLine(line string) bool {
 	for _, l := range strings.Split(b.String(), "\n") {

@@ -20,6 +20,7 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 // the repository: none points outside it (a clone has nothing there), and
 // none names a file that moved.
 func TestDocsLinksResolveInsideTheRepository(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	var docs []string

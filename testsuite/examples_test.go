@@ -14,6 +14,7 @@ import (
 // a merge from the starter would plan against machines the dev stack does
 // not run.
 func TestExampleMeshesAgree(t *testing.T) {
+	t.Parallel()
 	root, err := config.Load(filepath.Join("..", "mesh.yaml"))
 	require.NoError(t, err)
 	ex, err := config.Load(filepath.Join("..", "examples", "mesh.yaml"))

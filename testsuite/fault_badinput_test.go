@@ -20,6 +20,7 @@ import (
 // points at an address nothing listens on and is lazy, so any call that got
 // through would fail with a connection error instead.
 func TestBadInputPlansStartRefusesBeforeDialing(t *testing.T) {
+	t.Parallel()
 	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
 	require.NoError(t, err)
 	defer c.Close()
@@ -52,6 +53,7 @@ func TestBadInputPlansStartRefusesBeforeDialing(t *testing.T) {
 // separators never get that far: the starter refuses them as unknown
 // modules before it connects.
 func TestBadInputCommitThatDoesNotExist(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	ghost := strings.Repeat("de", 20)
 	out, err := s.starter("merge", "--module", "host", "--commit", ghost, "--wait")

@@ -86,31 +86,29 @@ const faultHealthProbe = "{http: {port: auto, path: /healthz}, interval: 100ms, 
 // faultHealthProbeName is how a plan names faultHealthProbe.
 const faultHealthProbeName = "http probe (GET :$MESHROLL_PORT/healthz)"
 
-// healthFault is a fault stack whose two machines run the host binary
+// healthFault is a stack with faults whose two machines run the host binary
 // with the exec runtime: edge-1 in tier 1, control-node in tier 2, both
 // running module host.
 type healthFault struct {
-	*faultStack
-	hosts map[string]*hostProc
+	*stack
+	// procs are the machines' host binaries (the stack's own agents are off).
+	procs map[string]*hostProc
 }
 
 func newHealthFault(t *testing.T, tiers string) *healthFault {
 	t.Helper()
-	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
-		images:  true,
-		modules: []string{"host"},
-		machines: []machineSpec{
-			{name: "edge-1", tier: 1, modules: []string{"host"}},
-			{name: "control-node", tier: 2, modules: []string{"host"}},
-		},
-		health: faultHealthProbe,
-		tiers:  tiers,
-	}}
-	fs := newFaultStack(t, o)
+	o := stackOptions{faults: true, noAgents: true,
+		images:   true,
+		modules:  []string{"host"},
+		machines: hostFleet(1),
+		health:   faultHealthProbe,
+		tiers:    tiers,
+	}
+	fs := newStack(t, o)
 	bin := filepath.Join(dsBuild(t, "host"), "host")
-	hf := &healthFault{faultStack: fs, hosts: map[string]*hostProc{}}
+	hf := &healthFault{stack: fs, procs: map[string]*hostProc{}}
 	for _, m := range o.machines {
-		hf.hosts[m.name] = newHostProc(t, bin, m.name, fs.regAddr, fs.proxies[m.name])
+		hf.procs[m.name] = newHostProc(t, bin, m.name, fs.regAddr, fs.proxies[m.name])
 	}
 	fs.workers.start()
 	return hf
@@ -134,7 +132,7 @@ func (hf *healthFault) converged(src string) mesh.Build {
 // journal is machine's whole journal, oldest first, from its agent's API.
 func (hf *healthFault) journal(machine string) []agent.Entry {
 	hf.t.Helper()
-	return journalOver(hf.t, hf.hosts[machine].client())
+	return journalOver(hf.t, hf.procs[machine].client())
 }
 
 // checkJournals asserts the invariants every machine's journal keeps
@@ -142,7 +140,7 @@ func (hf *healthFault) journal(machine string) []agent.Entry {
 // (a revert only back to it), and no request is applied twice.
 func (hf *healthFault) checkJournals() {
 	hf.t.Helper()
-	for machine := range hf.hosts {
+	for machine := range hf.procs {
 		entries := hf.journal(machine)
 		checkJournalEntries(hf.t, machine, entries)
 		applied := map[string]uint64{}
@@ -164,7 +162,7 @@ func (hf *healthFault) untouched(machine, id string, b mesh.Build) {
 	for _, e := range hf.journal(machine) {
 		require.NotEqual(hf.t, id, e.Plan, "%s was told something by plan %s: %s entry %d", machine, id, e.Outcome, e.Index)
 	}
-	rep := hf.hosts[machine].report()
+	rep := hf.procs[machine].report()
 	runsBuild(hf.t, machine, rep, b)
 	r, _ := rep.Running("host")
 	require.Equal(hf.t, mesh.HealthHealthy, r.Health, "%s's host", machine)
@@ -226,7 +224,7 @@ func TestFaultHealthHostRestartedMidBake(t *testing.T) {
 	t.Parallel()
 	hf := newHealthFault(t, "{1: {bake: 20s}}")
 	v1 := hf.converged(fmt.Sprintf(healthServer, "host v1", 200, 200))
-	e1 := hf.hosts["edge-1"]
+	e1 := hf.procs["edge-1"]
 
 	for i, round := range []struct {
 		name   string
@@ -357,7 +355,7 @@ func TestFaultHealthProbeFlapping(t *testing.T) {
 	require.Equal(t, good.Digest, last.Containers[0].Digest, "back on the build it ran")
 	require.Contains(t, last.Reason, faultHealthProbeName)
 	eventually(t, time.Minute, "edge-1 healthy again on the good build", func() bool {
-		r, ok := hf.hosts["edge-1"].report().Running("host")
+		r, ok := hf.procs["edge-1"].report().Running("host")
 		return ok && r.Digest == good.Digest && r.Health == mesh.HealthHealthy
 	})
 
@@ -401,7 +399,7 @@ func TestFaultHealthProbeFlappingDuringBake(t *testing.T) {
 	for _, e := range entries {
 		require.False(t, e.Revert, "nothing goes below the floor: entry %d (%s, seq %d) is a revert", e.Index, e.Outcome, e.Seq)
 	}
-	r, ok := hf.hosts["edge-1"].report().Running("host")
+	r, ok := hf.procs["edge-1"].report().Running("host")
 	require.True(t, ok)
 	require.Equal(t, flaps.Digest, r.Digest, "edge-1 keeps the build its floor rose to")
 

@@ -36,10 +36,10 @@ import (
 // dead one.
 func TestFaultHeartbeatTimedOutAttemptOverlapsRetry(t *testing.T) {
 	t.Parallel()
-	fs := newFaultStack(t, faultStackOptions{stackOptions: stackOptions{
+	fs := newStack(t, stackOptions{faults: true,
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
-	}})
+	})
 	seed := faultSeedFor(t)
 	late := []string{"repeat", "stale"}[rand.New(rand.NewPCG(uint64(seed), 0x6c617465)).IntN(2)]
 	t.Logf("the frozen attempt's declaration lands late as a %s", late)

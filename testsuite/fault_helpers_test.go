@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,14 +21,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/agent"
-	"github.com/meshroll/meshroll/internal/catalogue"
-	"github.com/meshroll/meshroll/internal/config"
-	"github.com/meshroll/meshroll/internal/devserver"
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
-	"github.com/meshroll/meshroll/internal/registry"
 )
 
 // The fault suite's knobs, like the race suite's: test-binary flags that
@@ -297,147 +290,13 @@ func (w *workerProc) stop() {
 	stopGently(w.cmd.Process, w.done, os.Interrupt)
 }
 
-// faultStackOptions shapes a faultStack: the stackOptions it embeds, of
-// which it reads modules, controlPlane, machines, health, tiers, analysis,
-// push, persist (the dev server's state in a file, for Restart) and images
-// (real Go programs in OCI images; otherwise a command builder makes a
-// digest from the commit at once), and what only a faultStack has. It
-// declares none of stackOptions' fields again: an outer field of the same
-// name would hide the inner one, and setting either would look right.
-type faultStackOptions struct {
-	stackOptions
-	// noAgents leaves the machines' agents to the test (setAgent); every
-	// machine still gets its proxy.
-	noAgents bool
-	// startDelay is how long the agents' noop runtime reports a container
-	// starting before it runs, so that pushes stay in flight that long.
-	startDelay time.Duration
-}
-
-// faultStack is meshroll as it is deployed, every piece real: a Temporal dev
-// server, a git repository of the modules, an embedded registry, one real
-// host agent per machine behind a faultProxy, and the real worker binary as
-// a separate process on a config file. The embedded *stack gives the
-// repository and plan helpers; its worker field is unused.
-type faultStack struct {
-	*stack
-	proxies map[string]*faultProxy
-	workers *faultWorkers
-	// regDir and regAddr are the embedded registry's directory and address,
-	// so that it can be stopped and started again on both.
-	regDir, regAddr string
-	reg             *registry.Server
-	stateDir        string
-}
-
-func newFaultStack(t *testing.T, o faultStackOptions) *faultStack {
-	t.Helper()
-	dsTemporalCLI(t) // skips (or fails in CI) as the other integration tests do
-	bins := dsBuild(t, "worker")
-	var dbFile string
-	if o.persist {
-		dbFile = filepath.Join(t.TempDir(), "temporal.db")
-	}
-	srv := devserver.Start(t, devserver.Options{DBFile: dbFile})
-	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*agentHost{}, cat: catalogue.NewMemory()}
-	fs := &faultStack{stack: s, proxies: map[string]*faultProxy{}, regDir: t.TempDir(), stateDir: t.TempDir()}
-	s.git("init", "-q", "-b", "main")
-	require.NoError(t, os.WriteFile(filepath.Join(s.repo, "go.mod"), []byte("module example.com/mesh\n\ngo 1.26\n"), 0o644))
-	for _, m := range o.modules {
-		s.commit(m)
-	}
-	fs.startRegistry()
-	t.Cleanup(fs.stopRegistry)
-	s.registry = registry.Options{Address: "http://" + fs.regAddr}
-
-	var y strings.Builder
-	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q}\n", srv.HostPort(), "meshroll-"+strings.ToLower(sanitize(t.Name())))
-	fmt.Fprintf(&y, "state_dir: %q\n", fs.stateDir)
-	fmt.Fprintf(&y, "registry: {address: %q, repository: meshroll}\n", "http://"+fs.regAddr)
-	if o.push != "" {
-		fmt.Fprintf(&y, "push: %s\n", o.push)
-	}
-	y.WriteString("modules:\n")
-	for _, m := range o.modules {
-		cp := false
-		for _, c := range o.controlPlane {
-			cp = cp || c == m
-		}
-		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, control_plane: %v, health: %s", m, s.repo, m, cp, o.healthYAML())
-		if !o.images {
-			// A digest made from module and commit at once: the tests
-			// that do not run images need no image, and so spend no
-			// time compiling.
-			script := `printf 'fault.invalid/meshroll/%s@sha256:%s\n' "$MESHROLL_MODULE" "$(printf '%s %s' "$MESHROLL_MODULE" "$MESHROLL_COMMIT" | sha256sum | cut -c1-64)" > "$MESHROLL_DIGEST_FILE"`
-			fmt.Fprintf(&y, ", builder: command, command: [sh, -c, %s]", strconv.Quote(script))
-		}
-		y.WriteString("}\n")
-	}
-	y.WriteString("machines:\n")
-	for _, m := range o.machines {
-		p := newFaultProxy(t, "http://127.0.0.1:1")
-		fs.proxies[m.name] = p
-		if !o.noAgents {
-			h := newAgentHost(t, m.name, func(string) agent.Runtime { return agent.NewNoopRuntime(o.startDelay) })
-			s.hosts[m.name] = h
-			p.setBackend(h.URL())
-		}
-		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", m.name, p.URL(), m.tier, strings.Join(m.modules, ", "))
-	}
-	if o.tiers != "" {
-		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
-	}
-	if o.analysis != "" {
-		fmt.Fprintf(&y, "analysis:\n%s", sectionYAML(o.analysis))
-	}
-	cfg, err := config.Parse("fault mesh.yaml", []byte(y.String()))
-	require.NoError(t, err, "fault mesh config:\n%s", y.String())
-	s.cfg = cfg
-	s.configPath = filepath.Join(t.TempDir(), "mesh.yaml")
-	require.NoError(t, os.WriteFile(s.configPath, []byte(y.String()), 0o644))
-	fs.workers = newFaultWorkers(t, filepath.Join(bins, "worker"), s.configPath)
-	return fs
-}
-
-// startRegistry serves the embedded registry from its directory, on the
-// address it had before (a free one the first time).
-func (fs *faultStack) startRegistry() {
-	fs.t.Helper()
-	srv, err := registry.New(fs.regDir)
-	require.NoError(fs.t, err)
-	addr := fs.regAddr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	var url string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		url, err = srv.Start(addr)
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the old listener's port is being released
-	}
-	require.NoError(fs.t, err, "registry on %s", addr)
-	fs.regAddr = strings.TrimPrefix(url, "http://")
-	fs.reg = srv
-}
-
-// stopRegistry stops serving; everything it acknowledged stays on disk.
-func (fs *faultStack) stopRegistry() {
-	if fs.reg != nil {
-		require.NoError(fs.t, fs.reg.Close())
-		fs.reg = nil
-	}
-}
-
 // planState reads a plan's state, or fails the test.
-func (fs *faultStack) planState(id string) meshapi.PlanState {
-	fs.t.Helper()
+func (s *stack) planState(id string) meshapi.PlanState {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := plans.State(ctx, fs.c, id)
-	require.NoError(fs.t, err, "state of %s", id)
+	st, err := plans.State(ctx, s.c, id)
+	require.NoError(s.t, err, "state of %s", id)
 	return st
 }
 

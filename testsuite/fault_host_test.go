@@ -21,7 +21,7 @@ import (
 )
 
 // hostProc is the real host binary serving one machine on its state
-// directory with the exec runtime, pulling from the fault stack's registry.
+// directory with the exec runtime, pulling from the stack's registry.
 // It is started again on the same directory after a kill; its faultProxy
 // keeps the worker's view of its address stable.
 type hostProc struct {
@@ -143,12 +143,12 @@ func cleanHostEnv() []string { return dsEnv("") }
 // machine runs the newest build.
 func TestFaultHostKilledMidApply(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+	o := stackOptions{faults: true, noAgents: true,
 		images:   true,
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
-	}}
-	fs := newFaultStack(t, o)
+	}
+	fs := newStack(t, o)
 	bin := filepath.Join(dsBuild(t, "host"), "host")
 	h := newHostProc(t, bin, "edge-1", fs.regAddr, fs.proxies["edge-1"])
 	fs.workers.start()

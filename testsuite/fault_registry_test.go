@@ -16,7 +16,7 @@ import (
 // buildAttempt is the attempt number of the plan's pending build activity
 // (Build, or BuildAndCompose for a plan of up to 100 machines)
 // and its last failure, if it has one pending.
-func (fs *faultStack) buildAttempt(id string) (int32, string) {
+func (fs *stack) buildAttempt(id string) (int32, string) {
 	fs.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -50,13 +50,13 @@ func (fs *faultStack) buildAttempt(id string) (int32, string) {
 //     converges.
 func TestFaultRegistryDown(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{noAgents: true, stackOptions: stackOptions{
+	o := stackOptions{faults: true, noAgents: true,
 		images:   true,
 		push:     "{running_timeout: 2m, retry_budget: 1m}",
 		modules:  []string{"host"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}},
-	}}
-	fs := newFaultStack(t, o)
+	}
+	fs := newStack(t, o)
 	h := newHostProc(t, filepath.Join(dsBuild(t, "host"), "host"), "edge-1", fs.regAddr, fs.proxies["edge-1"])
 	fs.workers.start()
 
@@ -94,9 +94,9 @@ func TestFaultRegistryDown(t *testing.T) {
 	// plan converge.
 	c3 := fs.commit("host")
 	id = fs.start("host", c3, 1).ID
-	waitFor(t, fs.stack, id, meshapi.PlanGated)
+	waitFor(t, fs, id, meshapi.PlanGated)
 	fs.stopRegistry()
-	_, err := controlPlan(fs.stack, id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "fault test"})
+	_, err := controlPlan(fs, id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "fault test"})
 	require.NoError(t, err)
 	eventually(t, time.Minute, "edge-1's exec runtime failing to pull", func() bool {
 		return strings.Contains(h.log.String(), fs.regAddr) && strings.Contains(h.log.String(), "retrying in")

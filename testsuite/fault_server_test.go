@@ -21,7 +21,7 @@ import (
 // worker process that lived through both restarts did it all.
 func TestFaultServerRestartedMidPush(t *testing.T) {
 	t.Parallel()
-	o := faultStackOptions{startDelay: 2 * time.Second, stackOptions: stackOptions{
+	o := stackOptions{faults: true, startDelay: 2 * time.Second,
 		persist: true,
 		modules: []string{"host"},
 		machines: []machineSpec{
@@ -29,8 +29,8 @@ func TestFaultServerRestartedMidPush(t *testing.T) {
 			{name: "e2", tier: 1, modules: []string{"host"}},
 			{name: "control-node", tier: 2, modules: []string{"host"}},
 		},
-	}}
-	fs := newFaultStack(t, o)
+	}
+	fs := newStack(t, o)
 	fs.workers.start()
 
 	tier1 := make(chan struct{})

@@ -94,7 +94,7 @@ func faultWorkerKilled(t *testing.T, push string) {
 	// nothing twice.
 	o.health = "{min_healthy: 1s}"
 	o.push = push
-	fs := newFaultStack(t, faultStackOptions{stackOptions: o})
+	fs := newStack(t, withFaults(o))
 	fs.workers.start()
 
 	// Both modules run everywhere they should before the faults start.

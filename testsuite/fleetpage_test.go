@@ -42,6 +42,7 @@ const envWriteScreenshots = "MESHROLL_WRITE_SCREENSHOTS"
 // swapped in, which must have grown. The new generation can only have
 // arrived through those swaps.
 func TestFleetPageFollowsAGatedPlan(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	cli := dsTemporalCLI(t)
 	bins := dsBuild(t, "worker", "starter")

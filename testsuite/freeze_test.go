@@ -17,12 +17,12 @@ import (
 // before tier 2, says so in plan show, and the control node is sent
 // nothing; unfreezing tells it and it converges by itself.
 func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	h1 := s.commit("host")
 	s.converge("host", h1)
 	h2 := s.commit("host")
-	held := s.start("host", h2, 2).ID
-	waitFor(t, s, held, meshapi.PlanGated)
+	held := s.startGated("host", h2, 2)
 	before := len(s.hosts["control-node"].Applied())
 
 	out, err := s.starter("freeze", "--module", "host", "--reason", "incident 42", "--by", "alice", "--output", "json")
@@ -62,10 +62,7 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	st = s.wait(held)
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	b2 := s.build("host", h2)
-	for m := range s.hosts {
-		s.runs(m, b2)
-		s.checkJournal(m)
-	}
+	s.everywhere(b2)
 	out, err = s.starter("freeze", "list", "--output", "json")
 	require.NoError(t, err, out)
 	var fs meshapi.FreezesResult
@@ -80,6 +77,7 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 // durable timer when it closes. The test waits on the plan's state, never
 // on a sleep.
 func TestDenyWindowHoldsAMergeUntilItCloses(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	var closes time.Time
 	o.windows = func() string {
@@ -117,6 +115,7 @@ func TestDenyWindowHoldsAMergeUntilItCloses(t *testing.T) {
 // and every host journals who overrode it and why; another merge, without
 // it, holds.
 func TestOverrideFreezePassesAndIsJournalled(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_, err := s.starter("freeze", "--reason", "release week", "--by", "alice")
 	require.NoError(t, err)

@@ -70,6 +70,7 @@ func main() {
 // the build fails on the first, which is put back on the build it ran, the
 // plan halts saying why, and the second machine and tier 2 are untouched.
 func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		health    string
@@ -85,21 +86,15 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 		},
 		{
 			name:   "an http probe that answers 500",
-			health: "{http: {port: auto, path: /healthz}, interval: 200ms, min_healthy: 1s, deadline: 6s}",
+			health: "{http: {port: auto, path: /healthz}, interval: 200ms, min_healthy: 1s, deadline: 15s}",
 			good:   func(v string) string { return fmt.Sprintf(healthServer, v, 200, 200) },
 			bad:    func(v string) string { return fmt.Sprintf(healthServer, v, 500, 500) },
 			why:    "http probe (GET :$MESHROLL_PORT/healthz)",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := imageMesh()
-			o.exec = true
-			o.modules = []string{"host"}
-			o.machines = []machineSpec{
-				{name: "edge-1", tier: 1, modules: []string{"host"}},
-				{name: "edge-2", tier: 1, modules: []string{"host"}},
-				{name: "control-node", tier: 2, modules: []string{"host"}},
-			}
+			t.Parallel()
+			o := execHostMesh(hostFleet(2))
 			o.tiers = "{1: {max_parallel: 1}}"
 			o.health = tc.health
 			s := newStack(t, o)
@@ -170,14 +165,10 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 // the hosts' own journals tell it: each machine's window, from the applied
 // entry to the floor-raised entry, ends before the next machine's begins.
 func TestMaxParallelOneNeverOverlapsInTheJournals(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	o.modules = []string{"host"}
-	o.machines = []machineSpec{
-		{name: "edge-1", tier: 1, modules: []string{"host"}},
-		{name: "edge-2", tier: 1, modules: []string{"host"}},
-		{name: "edge-3", tier: 1, modules: []string{"host"}},
-		{name: "control-node", tier: 2, modules: []string{"host"}},
-	}
+	o.machines = hostFleet(3)
 	o.tiers = "{1: {max_parallel: 1}}"
 	o.health = "{min_healthy: 1s}"
 	s := newStack(t, o)
@@ -218,14 +209,14 @@ func TestMaxParallelOneNeverOverlapsInTheJournals(t *testing.T) {
 // say that the host lost its state: in the plan's words, the machine
 // workflow's state, and the first entry of the host's new journal.
 func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	k1, h1 := s.commit("mesh-controller"), s.commit("host")
 	s.converge("mesh-controller", k1)
 	s.converge("host", h1)
 
 	h2 := s.commit("host")
-	held := s.start("host", h2, 2).ID
-	waitFor(t, s, held, meshapi.PlanGated)
+	held := s.startGated("host", h2, 2)
 	k2 := s.commit("mesh-controller")
 	s.converge("mesh-controller", k2)
 	s.runs("control-node", s.build("mesh-controller", k2), s.build("host", h1))
@@ -299,6 +290,7 @@ func main() {
 // ran and the plan goes on and converges naming it; two failing halt the
 // plan at tier 1, the control node untouched.
 func TestMaxFailedOneOfFourWithAnExecProbe(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		failing []string
@@ -311,18 +303,13 @@ func TestMaxFailedOneOfFourWithAnExecProbe(t *testing.T) {
 			"tier 1 halted: 2 of its 4 machines failed, more than the 1 it may lose"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := imageMesh()
-			o.exec = true
-			o.modules = []string{"host"}
-			o.machines = []machineSpec{
-				{name: "edge-1", tier: 1, modules: []string{"host"}},
-				{name: "edge-2", tier: 1, modules: []string{"host"}},
-				{name: "edge-3", tier: 1, modules: []string{"host"}},
-				{name: "edge-4", tier: 1, modules: []string{"host"}},
-				{name: "control-node", tier: 2, modules: []string{"host"}},
-			}
+			t.Parallel()
+			o := execHostMesh(hostFleet(4))
 			o.tiers = "{1: {max_failed: 1}}"
-			o.health = "{exec: [/app/host, probe], interval: 200ms, min_healthy: 1s, deadline: 4s}"
+			// A deadline that a healthy build meets on a loaded box (the
+			// suite's tests run side by side): the failing machines wait it
+			// out, the others are healthy a second after they start.
+			o.health = "{exec: [/app/host, probe], interval: 200ms, min_healthy: 1s, deadline: 15s}"
 			s := newStack(t, o)
 
 			good := s.commitSource("host", fmt.Sprintf(probedProgram, "host good", ""))

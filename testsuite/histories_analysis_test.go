@@ -19,6 +19,7 @@ import (
 // test serves (its answer is what the test sets), so that the capture
 // needs no Prometheus. It runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureAnalysisHistories(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	var rate atomic.Value // the error rate the provider answers, as JSON; "down" answers 503
 	rate.Store("0")
@@ -38,6 +39,7 @@ func TestCaptureAnalysisHistories(t *testing.T) {
 	o.analysis = fmt.Sprintf(`{providers: {status: {web: {url: "%s/{{.Module}}", json_path: "$.error_rate"}}},
   checks: {error-rate: {provider: status, success: "result < 0.5", interval: 200ms, count: 2}}}`, srv.URL)
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	s := newStack(t, o)
 
 	passed := s.start("host", s.commit("host")).ID
@@ -49,8 +51,7 @@ func TestCaptureAnalysisHistories(t *testing.T) {
 	require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
 
 	rate.Store("down")
-	approved := s.start("host", s.commit("host")).ID
-	waitFor(t, s, approved, meshapi.PlanGated)
+	approved := s.startGated("host", s.commit("host"))
 	rate.Store("0")
 	_, err := controlPlan(s, approved, meshapi.UpdateApprove, meshapi.ApproveInput{By: "capture"})
 	require.NoError(t, err)

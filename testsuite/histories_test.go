@@ -67,6 +67,7 @@ func writeIndex(t *testing.T, idx map[string]execution) {
 // plan or machine workflow already running: every committed history must
 // replay without a non-determinism error.
 func TestReplayHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(historyDir, "*.json"))
 	require.NoError(t, err)
 	idx := readIndex(t)
@@ -106,12 +107,14 @@ func TestReplayHistories(t *testing.T) {
 // from the code that made them, and rewritten only on purpose (a new
 // workflow type or a GetVersion gate, with the old files kept).
 func TestCaptureHistories(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	o := exampleMesh()
 	o.machines = append(o.machines, machineSpec{name: "edge-2", tier: 1, modules: []string{"host"}})
 	o.tiers = "{1: {max_parallel: 1, bake: 1s}}"
 	o.push = "{retry_budget: 2s, running_timeout: 30s}"
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	s := newStack(t, o)
 	ctx := context.Background()
 
@@ -125,8 +128,7 @@ func TestCaptureHistories(t *testing.T) {
 	s.converge("host", h1)
 	// Gated host plan composed before a newer controller: rebased at push.
 	h2 := s.commit("host")
-	gated := s.start("host", h2, 2).ID
-	waitFor(t, s, gated, meshapi.PlanGated)
+	gated := s.startGated("host", h2, 2)
 	kOld := s.commit("mesh-controller") // merged, but its plan comes late
 	k2 := s.commit("mesh-controller")
 	s.converge("mesh-controller", k2)
@@ -138,8 +140,7 @@ func TestCaptureHistories(t *testing.T) {
 	require.Equal(t, meshapi.PlanSuperseded, s.wait(superseded).State)
 	// Aborted at a gate.
 	h3 := s.commit("host")
-	aborted := s.start("host", h3, 1).ID
-	waitFor(t, s, aborted, meshapi.PlanGated)
+	aborted := s.startGated("host", h3, 1)
 	_, err = controlPlan(s, aborted, meshapi.UpdateAbort, meshapi.AbortInput{By: "capture", Reason: "recording"})
 	require.NoError(t, err)
 	require.Equal(t, meshapi.PlanAborted, s.wait(aborted).State)
@@ -180,9 +181,11 @@ func TestCaptureHistories(t *testing.T) {
 // (Plans whose input takes them down another path than the build). Like it,
 // it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureLeverHistories(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	s := newStack(t, o)
 	h1 := s.commit("host")
 	s.converge("host", h1)
@@ -211,9 +214,11 @@ func TestCaptureLeverHistories(t *testing.T) {
 // than a signal). Like the others it runs only with
 // MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureWindowHistory(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	o.windows = func() string {
 		now := time.Now().UTC()
 		start := now.Truncate(time.Minute)
@@ -236,9 +241,11 @@ func TestCaptureWindowHistory(t *testing.T) {
 // restarts with push.local_activity and the same run pushes the third
 // locally. Like the others it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCapturePushModesHistory(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	s := newStack(t, o)
 	s.converge("host", s.commit("host"))
 	s.converge("mesh-controller", s.commit("mesh-controller"))
@@ -261,9 +268,11 @@ func TestCapturePushModesHistory(t *testing.T) {
 // and continues as new. Like the others it runs only with
 // MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureSignalBudgetHistory(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	o := exampleMesh()
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	s := newStack(t, o)
 	run, err := s.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: meshapi.MachineID("control-node"), TaskQueue: s.cfg.Temporal.TaskQueue},
 		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "control-node", SignalBudget: 2})
@@ -284,9 +293,11 @@ func TestCaptureSignalBudgetHistory(t *testing.T) {
 // (two activities) and the control node. Like the others it
 // runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureHandActivitiesHistory(t *testing.T) {
+	t.Parallel()
 	capturing(t)
 	o := largeTierMesh(120)
 	o.identity = "meshroll-capture"
+	o.ownServer = true
 	s := newStack(t, o)
 	st := s.converge("host", s.commit("host"))
 	hand, answers, _ := s.planTasks(st.Plan)

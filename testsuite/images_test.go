@@ -27,6 +27,17 @@ func imageMesh() stackOptions {
 	return o
 }
 
+// execHostMesh is module host built into real images and run by the exec
+// runtime on machines (hostFleet's, most often): the health, analysis and
+// Prometheus tests' mesh, each adding its probe, tiers and checks.
+func execHostMesh(machines []machineSpec) stackOptions {
+	o := imageMesh()
+	o.exec = true
+	o.modules = []string{"host"}
+	o.machines = machines
+	return o
+}
+
 // pullAndRun pulls a build's image by digest from the stack's registry,
 // takes the binary out of its layer and runs it, returning what it printed.
 func (s *stack) pullAndRun(b mesh.Build) (string, map[string]string) {
@@ -82,6 +93,7 @@ func (s *stack) pullAndRun(b mesh.Build) (string, map[string]string) {
 // pushes it, records it with its generation, and rolls it out; the image
 // pulled back by digest runs the code of that commit.
 func TestMergeBuildsRealImages(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, imageMesh())
 	h1 := s.commit("host")
 	s.converge("host", h1)
@@ -106,6 +118,7 @@ func TestMergeBuildsRealImages(t *testing.T) {
 // A compile error ends the plan halted at the build tier, with the
 // compiler's message in the plan's state, and nothing pushed.
 func TestBrokenBuildHaltsWithCompilerMessage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, imageMesh())
 	bad := s.commitSource("host", "package main\n\nfunc main() { undefinedThing() }\n")
 	st := s.wait(s.start("host", bad).ID)
@@ -119,6 +132,7 @@ func TestBrokenBuildHaltsWithCompilerMessage(t *testing.T) {
 // A registry that cannot be reached is retried, then the plan halts naming
 // the address it tried.
 func TestUnreachableRegistryHalts(t *testing.T) {
+	t.Parallel()
 	o := imageMesh()
 	o.registry = "http://127.0.0.1:1"
 	s := newStack(t, o)
@@ -133,6 +147,7 @@ func TestUnreachableRegistryHalts(t *testing.T) {
 // digest by the host agents' exec runtime and run; the next merge replaces
 // the running process.
 func TestMergeRunsRealProcesses(t *testing.T) {
+	t.Parallel()
 	o := imageMesh()
 	o.exec = true
 	s := newStack(t, o)

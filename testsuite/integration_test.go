@@ -12,6 +12,17 @@ import (
 
 // exampleMesh is the example: the control node runs the controller
 // and the host module and is pushed last; edge-1 runs the host module.
+// hostFleet is edges machines edge-1, edge-2, ... in tier 1 and
+// control-node in tier 2, every one running module host: the fleet the
+// health and lever tests roll one module over.
+func hostFleet(edges int) []machineSpec {
+	ms := make([]machineSpec, 0, edges+1)
+	for i := 1; i <= edges; i++ {
+		ms = append(ms, machineSpec{name: fmt.Sprintf("edge-%d", i), tier: 1, modules: []string{"host"}})
+	}
+	return append(ms, machineSpec{name: "control-node", tier: 2, modules: []string{"host"}})
+}
+
 func exampleMesh() stackOptions {
 	return stackOptions{
 		modules:      []string{"mesh-controller", "host"},
@@ -28,6 +39,7 @@ func exampleMesh() stackOptions {
 // only grow, no generation goes down, and every machine ends on the newest
 // build of each module.
 func TestOverlappingPlansNeverOverlapOrDowngrade(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	h1, k1 := s.commit("host"), s.commit("mesh-controller")
 	h2, k2 := s.commit("host"), s.commit("mesh-controller")
@@ -58,14 +70,14 @@ func TestOverlappingPlansNeverOverlapOrDowngrade(t *testing.T) {
 // rolls k2 out; when the host plan goes on, it must send k2 (rebased), never
 // the k1 it recorded.
 func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	h1, k1 := s.commit("host"), s.commit("mesh-controller")
 	s.converge("mesh-controller", k1)
 	s.converge("host", h1)
 
 	h2 := s.commit("host")
-	hostPlan := s.start("host", h2, 2).ID
-	waitFor(t, s, hostPlan, meshapi.PlanGated)
+	hostPlan := s.startGated("host", h2, 2)
 
 	k2 := s.commit("mesh-controller")
 	s.converge("mesh-controller", k2)
@@ -87,6 +99,7 @@ func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
 // An old build of the plan's own module ends superseded where a newer one
 // already runs, and sends nothing there.
 func TestOldBuildOfOwnModuleIsSuperseded(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_ = s.commit("mesh-controller")
 	h1, h2 := s.commit("host"), s.commit("host")
@@ -103,6 +116,7 @@ func TestOldBuildOfOwnModuleIsSuperseded(t *testing.T) {
 // Re-delivering a merge never starts a second plan, while it runs or after
 // it ended.
 func TestRedeliveredMergeFindsThePlanAlreadyStarted(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_ = s.commit("mesh-controller")
 	h1 := s.commit("host")
@@ -121,6 +135,7 @@ func TestRedeliveredMergeFindsThePlanAlreadyStarted(t *testing.T) {
 // A host unreachable for longer than the retry budget halts its tier; later
 // tiers are untouched and the plan names the machine.
 func TestUnreachableHostHaltsTier(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	o.push = "{retry_budget: 3s, running_timeout: 30s}"
 	s := newStack(t, o)
@@ -137,6 +152,7 @@ func TestUnreachableHostHaltsTier(t *testing.T) {
 // Fifty plans waiting on one machine at once are all served, none refused
 // by the server's in-flight update limit, one at a time, in sequence.
 func TestFiftyPlansOnOneMachineAllServed(t *testing.T) {
+	t.Parallel()
 	o := stackOptions{}
 	for i := range 50 {
 		o.modules = append(o.modules, fmt.Sprintf("m%02d", i))
@@ -164,13 +180,13 @@ func TestFiftyPlansOnOneMachineAllServed(t *testing.T) {
 // is replaced while the plan waits at a gate, the server is restarted on its
 // database, and the plan still converges with nothing applied twice.
 func TestPlanSurvivesWorkerReplacementAndServerRestart(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	o.persist = true
 	s := newStack(t, o)
 	_ = s.commit("mesh-controller")
 	h1 := s.commit("host")
-	id := s.start("host", h1, 2).ID
-	waitFor(t, s, id, meshapi.PlanGated)
+	id := s.startGated("host", h1, 2)
 
 	s.worker.Stop()
 	s.srv.Restart(t)

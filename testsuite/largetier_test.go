@@ -53,6 +53,7 @@ func (s *stack) planTasks(id string) (handActivities, answers, failedTasks int) 
 // box loaded enough to time one out; it loses nothing, and the plan's
 // answers show whether anything was handed twice.)
 func TestLargeTierHandedOverOnce(t *testing.T) {
+	t.Parallel()
 	const n = 600
 	s := newStack(t, largeTierMesh(n))
 	st := s.converge("host", s.commit("host"))

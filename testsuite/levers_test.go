@@ -19,12 +19,12 @@ import (
 // machines already running it keep it; build list says who rejected it and
 // why; a second rejection keeps the first; a bad rejection changes nothing.
 func TestRejectedBuildIsNeverSent(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	h1 := s.commit("host")
 	s.converge("host", h1)
 	h2 := s.commit("host")
-	held := s.start("host", h2, 2).ID
-	waitFor(t, s, held, meshapi.PlanGated)
+	held := s.startGated("host", h2, 2)
 	b1, b2 := s.build("host", h1), s.build("host", h2)
 	s.runs("edge-1", b2)
 	before := len(s.hosts["control-node"].Applied())
@@ -94,10 +94,7 @@ func TestRejectedBuildIsNeverSent(t *testing.T) {
 	// A newer merge rolls forward as usual.
 	h3 := s.commit("host")
 	s.converge("host", h3)
-	for m := range s.hosts {
-		s.runs(m, s.build("host", h3))
-		s.checkJournal(m)
-	}
+	s.everywhere(s.build("host", h3))
 }
 
 // A rollback (issue 14), as an operator runs it, on real agents: g2 runs
@@ -109,22 +106,19 @@ func TestRejectedBuildIsNeverSent(t *testing.T) {
 // else below a floor. Targets that are not below what runs, or rejected,
 // are refused and change nothing.
 func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	o.exec = true
 	o.images = true
 	o.modules = []string{"host"}
 	o.controlPlane = nil
-	o.machines = []machineSpec{
-		{name: "edge-1", tier: 1, modules: []string{"host"}},
-		{name: "control-node", tier: 2, modules: []string{"host"}},
-	}
+	o.machines = hostFleet(1)
 	o.health = "{min_healthy: 1s}"
 	s := newStack(t, o)
 	g2 := s.commit("host")
 	s.converge("host", g2)
 	g3 := s.commit("host")
-	held := s.start("host", g3, 2).ID
-	waitFor(t, s, held, meshapi.PlanGated)
+	held := s.startGated("host", g3, 2)
 	b2, b3 := s.build("host", g2), s.build("host", g3)
 	s.runs("edge-1", b3)
 	s.runs("control-node", b2)
@@ -190,10 +184,7 @@ func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
 
 	g4 := s.commit("host")
 	s.converge("host", g4)
-	for m := range s.hosts {
-		s.runs(m, s.build("host", g4))
-		s.checkJournal(m)
-	}
+	s.everywhere(s.build("host", g4))
 }
 
 // Syncing a machine (issue 14): edge-1's agent comes back re-imaged,
@@ -202,6 +193,7 @@ func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
 // build that ran healthy and is not rejected: g1, never g2. Bad input is
 // refused before anything starts.
 func TestMachineSyncBringsAReimagedMachineToTheNewestHealthyBuild(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	g1 := s.commit("host")
 	s.converge("host", g1)

@@ -23,6 +23,7 @@ const localActivityMarker = "LocalActivity"
 // Then the operator turns the setting off, and back on: the machine
 // workflows already running follow it at their next push.
 func TestLocalPushConverges(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	o.push = "{local_activity: true}"
 	s := newStack(t, o)

@@ -41,7 +41,7 @@ func observedWorker(t *testing.T, s *stack, exp *tracetest.InMemoryExporter) (ba
 	tel, err := telemetry.New(telemetry.Options{Worker: s.cfg.Worker, Log: log, Help: workflows.MetricHelp, SpanExporter: exp})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	c, err := client.NewClientFromExisting(s.c, tel.ClientOptions(s.srv.ClientOptions()))
+	c, err := client.NewClientFromExisting(s.c, tel.ClientOptions(s.clientOptions()))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	ready := workerapp.NewReadiness(c)
@@ -95,6 +95,7 @@ func metricUntil(t *testing.T, url, name string, labels map[string]string, what 
 }
 
 func TestMetricsDuringAPlan(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{
 		modules: []string{"svc", "side"},
 		machines: []machineSpec{
@@ -177,6 +178,7 @@ func TestMetricsDuringAPlan(t *testing.T) {
 }
 
 func TestRefusalMetrics(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{
 		modules:  []string{"svc"},
 		machines: []machineSpec{{name: "edge-1", tier: 0, modules: []string{"svc"}}},
@@ -240,6 +242,7 @@ func promtoolCheck(t *testing.T, what, url string) {
 // An analysis check's verdict is a metric of the worker, by module, tier,
 // check and verdict: what an alert on failed or inconclusive checks reads.
 func TestAnalysisMetrics(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `{"error_rate": 0.01}`)
 	}))

@@ -60,6 +60,7 @@ import (
 // or with -short or MESHROLL_SKIP_PRODUCTION=1, it skips locally; with CI
 // set it fails instead.
 func TestProductionTopology(t *testing.T) {
+	t.Parallel()
 	p := newProdStack(t)
 	p.startTemporal()
 	p.registerNamespace()

@@ -23,6 +23,7 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/meshfile"
 )
 
 // prometheusEnv names a Prometheus server binary to use instead of the one
@@ -285,14 +286,12 @@ func errorRateAnalysis(prom *promServer, interval string, count, failureLimit in
 // measures nothing (an error, not a pass); started again, it measures
 // again from the storage it kept.
 func TestPrometheusSeesABadBuildItsProbeDoesNot(t *testing.T) {
+	t.Parallel()
 	prom := startPrometheus(t)
-	o := imageMesh()
-	o.exec = true
-	o.modules = []string{"host"}
-	o.machines = []machineSpec{
+	o := execHostMesh([]machineSpec{
 		{name: "edge-1", tier: 1, modules: []string{"host"}},
 		{name: "edge-2", tier: 1, modules: []string{"host"}},
-	}
+	})
 	o.health = requestsServerHealth
 	// A dry run: the plans report the check and go on, so that the bad
 	// build converges and is measured here.
@@ -369,9 +368,10 @@ func TestPrometheusSeesABadBuildItsProbeDoesNot(t *testing.T) {
 }
 
 // A test mesh's analysis option reads as the mesh.yaml a person writes:
-// sectionYAML takes the section in block style from a Go raw string
+// meshfile takes the section in block style from a Go raw string
 // indented with tabs, or in flow style, and the tiers name its checks.
 func TestAnalysisOptionOfATestMesh(t *testing.T) {
+	t.Parallel()
 	prom := &promServer{listen: "127.0.0.1:9"} // only its address is read
 	for _, tc := range []struct {
 		name     string
@@ -381,11 +381,13 @@ func TestAnalysisOptionOfATestMesh(t *testing.T) {
 		{"flow style", fmt.Sprintf(`{providers: {prom: {prometheus: {address: %q}}}, checks: {error-rate: {provider: prom, query: 'sum(up)', success: 'result < 0.05', interval: 2s, count: 4, failure_limit: 1}}}`, prom.Address())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			y := "temporal: {address: 127.0.0.1:7233, namespace: default, task_queue: q}\n" +
-				"modules:\n  host: {repo: ., path: examples/host}\n" +
-				"machines:\n  edge-1: {host: \"http://127.0.0.1:1\", tier: 1, modules: [host]}\n" +
-				"tiers: {1: {max_parallel: 1, bake: 5s, analysis: [error-rate]}}\n" +
-				"analysis:\n" + sectionYAML(tc.analysis)
+			y := meshfile.File{
+				Address: "127.0.0.1:7233", TaskQueue: "q",
+				Modules:  []meshfile.Module{{Name: "host", Repo: "."}},
+				Machines: []meshfile.Machine{{Name: "edge-1", Host: "http://127.0.0.1:1", Tier: 1, Modules: []string{"host"}}},
+				Tiers:    "{1: {max_parallel: 1, bake: 5s, analysis: [error-rate]}}",
+				Analysis: tc.analysis,
+			}.String()
 			cfg, err := config.Parse("test mesh.yaml", []byte(y))
 			require.NoError(t, err, y)
 			require.Equal(t, []string{"error-rate"}, cfg.Tiers[1].Analysis)

@@ -37,6 +37,7 @@ type raceRejection struct {
 // superseded, or refused because its build was rejected; and every machine
 // ends on the newest build of every module it runs.
 func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
+	t.Parallel()
 	seed := *raceSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
@@ -51,12 +52,7 @@ func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 
 	o := raceMesh()
 	s := newStack(t, o)
-	lastTier := map[string]int{}
-	for _, m := range o.machines {
-		for _, mod := range m.modules {
-			lastTier[mod] = max(lastTier[mod], m.tier)
-		}
-	}
+	lastTier := raceLastTiers(o.machines)
 	for _, mod := range o.modules { // every machine runs every module it should
 		s.converge(mod, s.commit(mod))
 	}
@@ -71,15 +67,7 @@ func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 	var rejections []raceRejection
 	var rollbacks, refused int
 	for round := range rounds {
-		mods := slices.Clone(o.modules)
-		for len(mods) < merges {
-			mods = append(mods, o.modules[rng.IntN(len(o.modules))])
-		}
-		rng.Shuffle(len(mods), func(i, j int) { mods[i], mods[j] = mods[j], mods[i] })
-		ms := make([]*raceMerge, len(mods))
-		for i, mod := range mods {
-			ms[i] = &raceMerge{module: mod, commit: s.commit(mod)}
-		}
+		ms := raceCommits(s, rng, o.modules, merges)
 		gated := ms[rng.IntN(len(ms))]
 		gated.gated = true
 

@@ -68,6 +68,34 @@ func raceMesh() stackOptions {
 }
 
 // raceMerge is one merge of a round and what became of its plan.
+// raceLastTiers is, by module, the last tier with a machine running it.
+func raceLastTiers(machines []machineSpec) map[string]int {
+	last := map[string]int{}
+	for _, m := range machines {
+		for _, mod := range m.modules {
+			last[mod] = max(last[mod], m.tier)
+		}
+	}
+	return last
+}
+
+// raceCommits makes a round's merges: every module at least once (so that
+// every machine runs every module it should from the first round on), the
+// rest at random up to merges, committed in a random order; the order of
+// commits is the order of generations.
+func raceCommits(s *stack, rng *rand.Rand, modules []string, merges int) []*raceMerge {
+	mods := slices.Clone(modules)
+	for len(mods) < merges {
+		mods = append(mods, modules[rng.IntN(len(modules))])
+	}
+	rng.Shuffle(len(mods), func(i, j int) { mods[i], mods[j] = mods[j], mods[i] })
+	ms := make([]*raceMerge, len(mods))
+	for i, mod := range mods {
+		ms[i] = &raceMerge{module: mod, commit: s.commit(mod)}
+	}
+	return ms
+}
+
 type raceMerge struct {
 	module string
 	commit string
@@ -89,6 +117,7 @@ type raceMerge struct {
 // plan ends converged or superseded, and every machine ends on the newest
 // build of every module it runs.
 func TestRaceSuite(t *testing.T) {
+	t.Parallel()
 	seed := *raceSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
@@ -116,28 +145,14 @@ func TestRaceSuite(t *testing.T) {
 			runsOn[mod] = append(runsOn[mod], m.name)
 		}
 	}
-	lastTier := map[string]int{}
-	for _, m := range o.machines {
-		for _, mod := range m.modules {
-			lastTier[mod] = max(lastTier[mod], m.tier)
-		}
-	}
+	lastTier := raceLastTiers(o.machines)
 
 	newest := map[string]string{} // module -> newest commit made so far
 	var all []*raceMerge
 	for round := range rounds {
-		// Commits: every module at least once (so every machine runs every
-		// module it should from the first round on), the rest at random, in
-		// a random order; the order of commits is the order of generations.
-		mods := slices.Clone(o.modules)
-		for len(mods) < merges {
-			mods = append(mods, o.modules[rng.IntN(len(o.modules))])
-		}
-		rng.Shuffle(len(mods), func(i, j int) { mods[i], mods[j] = mods[j], mods[i] })
-		ms := make([]*raceMerge, len(mods))
-		for i, mod := range mods {
-			ms[i] = &raceMerge{module: mod, commit: s.commit(mod)}
-			newest[mod] = ms[i].commit
+		ms := raceCommits(s, rng, o.modules, merges)
+		for _, m := range ms {
+			newest[m.module] = m.commit
 		}
 
 		// Start order: a different shuffle. Some plans are gated before

@@ -28,12 +28,12 @@ func (s *stack) list(query string) []string {
 // workflows by machine, through registered search attributes — what the Web
 // UI's filters and `starter plan list` are built on.
 func TestPlansFindableBySearchAttributes(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_ = s.commit("mesh-controller")
 	h1 := s.commit("host")
 	id := s.converge("host", h1).Plan
-	gated := s.start("host", s.commit("host"), 2).ID
-	waitFor(t, s, gated, meshapi.PlanGated)
+	gated := s.startGated("host", s.commit("host"), 2)
 
 	// Visibility is eventually consistent: wait for it, with a deadline.
 	find := func(query string, want string) {

@@ -19,6 +19,7 @@ import (
 // that require tokens converges, and no event of the plan's history or of
 // its machine workflows' histories holds any token.
 func TestTokensNeverInHistory(t *testing.T) {
+	t.Parallel()
 	// The base64 search finds a token at every alignment in a payload.
 	for _, prefix := range []string{`{"t":"`, `{"to":"`, `{"tok":"`} {
 		require.True(t, containsBase64([]byte(base64Std(prefix+machineToken("m")+`"}`)), machineToken("m")), prefix)

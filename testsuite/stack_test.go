@@ -2,11 +2,15 @@ package testsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 	"github.com/meshroll/meshroll/internal/devserver"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/meshfile"
 	"github.com/meshroll/meshroll/internal/plans"
 	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/workerapp"
@@ -34,27 +39,44 @@ type machineSpec struct {
 	modules []string
 }
 
-// stack is a whole meshroll on loopback: a Temporal dev server, a git
-// repository holding the modules, one real host agent per machine, and the
-// real worker.
+// stack is a whole meshroll on loopback: a Temporal dev server (a
+// namespace of its own on the package's shared server, unless the test
+// restarts the server or watches its Web UI), a git repository holding the
+// modules, one real host agent per machine, and the real worker: in this
+// process, or with faults the built binary on the written config, its
+// agents behind fault proxies. newStack builds every one; see doc.go.
 type stack struct {
 	t   *testing.T
 	srv *devserver.Server
 	c   client.Client
-	cfg *config.Config
-	// configPath is the mesh config written out for the starter CLI.
+	// namespace is the stack's namespace on srv.
+	namespace string
+	cfg       *config.Config
+	// configPath is the mesh config written out for the starter CLI (and
+	// the worker binary).
 	configPath string
 	repo       string
 	hosts      map[string]*agentHost
 	cat        *catalogue.Memory
-	// worker is the worker started last.
+	// worker is the in-process worker started last.
 	worker worker.Worker
-	// builder is what the worker builds with.
+	// builder is what the in-process worker builds with.
 	builder build.Builder
-	// registry is the embedded registry's options when images are built.
+	// registry is the embedded registry's options when there is one.
 	registry registry.Options
+
+	// With faults: each machine's proxy, the worker processes, and the
+	// embedded registry's directory and address, so that it can be
+	// stopped and started again on both.
+	proxies         map[string]*faultProxy
+	workers         *faultWorkers
+	regDir, regAddr string
+	reg             *registry.Server
+	stateDir        string
 }
 
+// stackOptions shapes a stack. The zero value is a stack of no machines
+// running no images, its worker in this process.
 type stackOptions struct {
 	// health is every module's health key in YAML flow style (default:
 	// healthYAML's).
@@ -65,7 +87,7 @@ type stackOptions struct {
 	tiers string
 	// analysis is the analysis: section's value, if any: YAML in flow
 	// style or block style (a Go raw string indented with tabs will do;
-	// see sectionYAML), with providers and checks as in the issue:
+	// see meshfile.Section), with providers and checks:
 	//
 	//	providers:
 	//	  prom: {prometheus: {address: http://127.0.0.1:9090}}
@@ -80,16 +102,21 @@ type stackOptions struct {
 	// identity, when set, is the worker's and client's identity (recorded in
 	// histories; the default names the machine's host).
 	identity string
-	// persist keeps the dev server's state in a SQLite file, so that the
-	// server can be restarted.
+	// persist gives the stack a dev server of its own keeping its state
+	// in a SQLite file, so that the server can be restarted.
 	persist bool
 	// images builds real OCI images of real Go programs (the go builder)
 	// into an embedded registry, instead of digests without images.
 	images bool
 	// registry, when set, is where the go builder pushes instead.
 	registry string
-	// uiPort, when set, serves the Temporal Web UI there.
+	// uiPort, when set, gives the stack a dev server of its own serving
+	// the Temporal Web UI there.
 	uiPort string
+	// ownServer gives the stack a dev server of its own, its plans in
+	// namespace default as in a first deployment: the histories the
+	// capture tests record for the replay tests come from one.
+	ownServer bool
 	// exec runs the host agents with the exec runtime (real processes of
 	// the built images); it needs images.
 	exec bool
@@ -100,6 +127,21 @@ type stackOptions struct {
 	// is called as the config is written, just before the worker starts,
 	// so that a window can be a few seconds from then.
 	windows func() string
+
+	// faults is meshroll as deployed, with doors for faults: the worker
+	// is the built binary, run by the test (s.workers.start()) on the
+	// written config with a state directory and the embedded registry
+	// (which stopRegistry and startRegistry take down and bring back on
+	// its address); each machine's agent sits behind a faultProxy
+	// (s.proxies); without images a command builder makes a digest from
+	// the commit at once.
+	faults bool
+	// noAgents leaves the machines' agents to the test (with faults:
+	// proxies start pointing nowhere, for setBackend).
+	noAgents bool
+	// startDelay is how long the agents' noop runtime reports a container
+	// starting before it runs, so that pushes stay in flight that long.
+	startDelay time.Duration
 }
 
 // healthYAML is every module's health key: the test's own, or no probe
@@ -115,88 +157,132 @@ func (o stackOptions) healthYAML() string {
 // machineToken is the host token of machine in a stack with tokens.
 func machineToken(machine string) string { return "host-token-" + machine + "-0f9e8d7c" }
 
+// commandDigest is the command builder of a stack with faults and no
+// images: a digest made from module and commit at once, so that the tests
+// that run no image spend no time compiling.
+const commandDigest = `printf 'fault.invalid/meshroll/%s@sha256:%s\n' "$MESHROLL_MODULE" "$(printf '%s %s' "$MESHROLL_MODULE" "$MESHROLL_COMMIT" | sha256sum | cut -c1-64)" > "$MESHROLL_DIGEST_FILE"`
+
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
-	var dbFile string
-	if o.persist {
-		dbFile = filepath.Join(t.TempDir(), "temporal.db")
-	}
-	srv := devserver.Start(t, devserver.Options{DBFile: dbFile, UIPort: o.uiPort})
-	s := &stack{t: t, srv: srv, c: srv.Client(), repo: t.TempDir(), hosts: map[string]*agentHost{}, cat: catalogue.NewMemory()}
-	if o.identity != "" {
-		opts := srv.ClientOptions()
-		opts.Identity = o.identity
-		c, err := client.Dial(opts)
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		s.c = c
+	s := &stack{t: t, repo: t.TempDir(), hosts: map[string]*agentHost{}, cat: catalogue.NewMemory(), proxies: map[string]*faultProxy{}}
+	s.connect(o)
+	var bins string
+	if o.faults {
+		bins = dsBuild(t, "worker")
+		s.stateDir = t.TempDir()
 	}
 	s.git("init", "-q", "-b", "main")
 	s.builder = build.GitDigest{}
-	if o.images {
+	if o.images || o.faults {
 		require.NoError(t, os.WriteFile(filepath.Join(s.repo, "go.mod"), []byte("module example.com/mesh\n\ngo 1.26\n"), 0o644))
-		srv, err := registry.New(t.TempDir())
-		require.NoError(t, err)
-		url, err := srv.Start("127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = srv.Close() })
-		s.registry = registry.Options{Address: url}
+		s.regDir = t.TempDir()
+		s.startRegistry()
+		t.Cleanup(s.stopRegistry)
+		s.registry = registry.Options{Address: "http://" + s.regAddr}
 		if o.registry != "" {
 			s.registry.Address = o.registry
 		}
+	}
+	if o.images {
 		s.builder = &build.Go{Options: build.Options{Registry: s.registry}}
 	}
 	for _, m := range o.modules {
 		s.commit(m)
 	}
 
-	var y strings.Builder
-	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q}\n", srv.HostPort(), "meshroll-"+strings.ToLower(sanitize(t.Name())))
-	if o.push != "" {
-		fmt.Fprintf(&y, "push: %s\n", o.push)
+	f := meshfile.File{
+		Address: s.srv.HostPort(), Namespace: s.namespace, TaskQueue: "meshroll-" + strings.ToLower(sanitize(t.Name())),
+		Push: o.push, Tiers: o.tiers, Analysis: o.analysis,
 	}
-	y.WriteString("modules:\n")
+	if o.faults {
+		f.StateDir, f.Registry = s.stateDir, s.registry.Address
+	}
 	for _, m := range o.modules {
-		cp := false
-		for _, c := range o.controlPlane {
-			cp = cp || c == m
+		mod := meshfile.Module{Name: m, Repo: s.repo, ControlPlane: slices.Contains(o.controlPlane, m), Health: o.healthYAML()}
+		if o.faults && !o.images {
+			mod.Extra = "builder: command, command: [sh, -c, " + strconv.Quote(commandDigest) + "]"
 		}
-		fmt.Fprintf(&y, "  %s: {repo: ., path: examples/%s, control_plane: %v, health: %s}\n", m, m, cp, o.healthYAML())
+		f.Modules = append(f.Modules, mod)
 	}
-	y.WriteString("machines:\n")
 	for _, m := range o.machines {
 		token := ""
 		if o.tokens {
 			token = machineToken(m.name)
 		}
-		h := newAgentHostWithToken(t, m.name, s.runtime(o, m.name), token)
-		s.hosts[m.name] = h
-		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s], token: %q}\n", m.name, h.URL(), m.tier, strings.Join(m.modules, ", "), token)
-	}
-	if o.tiers != "" {
-		fmt.Fprintf(&y, "tiers: %s\n", o.tiers)
-	}
-	if o.analysis != "" {
-		fmt.Fprintf(&y, "analysis:\n%s", sectionYAML(o.analysis))
+		host := ""
+		if !o.noAgents {
+			h := newAgentHostWithToken(t, m.name, s.runtime(o, m.name), token)
+			s.hosts[m.name] = h
+			host = h.URL()
+		}
+		if o.faults {
+			p := newFaultProxy(t, "http://127.0.0.1:1")
+			if host != "" {
+				p.setBackend(host)
+			}
+			s.proxies[m.name] = p
+			host = p.URL()
+		}
+		f.Machines = append(f.Machines, meshfile.Machine{Name: m.name, Host: host, Tier: m.tier, Modules: m.modules, Token: token})
 	}
 	if o.windows != nil {
-		fmt.Fprintf(&y, "windows: %s\n", o.windows())
+		f.Windows = o.windows()
 	}
-	cfg, err := config.Parse("test mesh.yaml", []byte(y.String()))
-	require.NoError(t, err, "test mesh config:\n%s", y.String())
+	y := f.String()
+	cfg, err := config.Parse("test mesh.yaml", []byte(y))
+	require.NoError(t, err, "test mesh config:\n%s", y)
 	s.cfg = cfg
 	s.configPath = filepath.Join(t.TempDir(), "mesh.yaml")
-	require.NoError(t, os.WriteFile(s.configPath, []byte(y.String()), 0o644))
+	require.NoError(t, os.WriteFile(s.configPath, []byte(y), 0o644))
 
+	if o.faults {
+		s.workers = newFaultWorkers(t, filepath.Join(bins, "worker"), s.configPath)
+		return s
+	}
 	s.startWorker()
 	return s
+}
+
+// connect gives the stack its server, namespace and client: a namespace
+// of the package's shared server, or a server of its own when the test
+// restarts it (persist), watches its Web UI or records histories.
+func (s *stack) connect(o stackOptions) {
+	t := s.t
+	t.Helper()
+	if !o.persist && o.uiPort == "" && !o.ownServer {
+		s.srv = sharedServer(t)
+		s.namespace, s.c = s.srv.NewNamespace(t, o.identity)
+		return
+	}
+	var dbFile string
+	if o.persist {
+		dbFile = filepath.Join(t.TempDir(), "temporal.db")
+	}
+	s.srv = devserver.Start(t, devserver.Options{DBFile: dbFile, UIPort: o.uiPort})
+	s.namespace, s.c = s.srv.Namespace(), s.srv.Client()
+	if o.identity != "" {
+		opts := s.srv.ClientOptions()
+		opts.Identity = o.identity
+		c, err := client.Dial(opts)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		s.c = c
+	}
+}
+
+// clientOptions dials the stack's server and namespace, for code under
+// test that builds its own client.
+func (s *stack) clientOptions() client.Options {
+	o := s.srv.ClientOptions()
+	o.Namespace = s.namespace
+	return o
 }
 
 // runtime is machine's host agent's runtime for the options.
 func (s *stack) runtime(o stackOptions, machine string) func(dir string) agent.Runtime {
 	return func(dir string) agent.Runtime {
 		if !o.exec {
-			return agent.NewNoopRuntime(0)
+			return agent.NewNoopRuntime(o.startDelay)
 		}
 		rt, err := agent.NewRuntime(agent.RuntimeExec, agent.RuntimeOptions{
 			Machine: machine, StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
@@ -219,35 +305,36 @@ func (s *stack) startWorker() worker.Worker {
 	return w
 }
 
-// sectionYAML is a section's value as written under its key: val's lines
-// with their common leading whitespace removed, any tab left at the start
-// of a line (YAML indents with spaces only) as two spaces, and all of it
-// indented two spaces. Blank lines are dropped.
-func sectionYAML(val string) string {
-	var lines []string
-	for _, l := range strings.Split(val, "\n") {
-		if strings.TrimSpace(l) != "" {
-			lines = append(lines, strings.TrimRight(l, " \t\r"))
-		}
+// startRegistry serves the embedded registry from its directory, on the
+// address it had before (a free one the first time).
+func (s *stack) startRegistry() {
+	s.t.Helper()
+	srv, err := registry.New(s.regDir)
+	require.NoError(s.t, err)
+	addr := s.regAddr
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	common := ""
-	for i, l := range lines {
-		lead := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
-		if i == 0 {
-			common = lead
-			continue
+	var url string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		url, err = srv.Start(addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			break
 		}
-		for !strings.HasPrefix(lead, common) {
-			common = common[:len(common)-1]
-		}
+		time.Sleep(50 * time.Millisecond) // the old listener's port is being released
 	}
-	var b strings.Builder
-	for _, l := range lines {
-		l = strings.TrimPrefix(l, common)
-		rest := strings.TrimLeft(l, "\t")
-		fmt.Fprintf(&b, "  %s%s\n", strings.Repeat("  ", len(l)-len(rest)), rest)
+	require.NoError(s.t, err, "registry on %s", addr)
+	s.regAddr = strings.TrimPrefix(url, "http://")
+	s.reg = srv
+}
+
+// stopRegistry stops serving; everything it acknowledged stays on disk.
+func (s *stack) stopRegistry() {
+	if s.reg != nil {
+		require.NoError(s.t, s.reg.Close())
+		s.reg = nil
 	}
-	return b.String()
 }
 
 func sanitize(name string) string {
@@ -325,6 +412,15 @@ func (s *stack) start(module, commit string, gates ...int) plans.Started {
 	})
 	require.NoError(s.t, err)
 	return st
+}
+
+// startGated starts a plan of module at commit that waits at gates (tier
+// numbers: before each) and returns its ID once it waits at the first.
+func (s *stack) startGated(module, commit string, gates ...int) string {
+	s.t.Helper()
+	id := s.start(module, commit, gates...).ID
+	waitFor(s.t, s, id, meshapi.PlanGated)
+	return id
 }
 
 func (s *stack) wait(id string) meshapi.PlanState {
@@ -420,6 +516,16 @@ func checkJournalEntries(t *testing.T, machine string, entries []agent.Entry) {
 	}
 }
 
+// everywhere asserts that every machine of the stack runs b, by its own
+// report, and that its journal keeps the invariants (checkJournal).
+func (s *stack) everywhere(b mesh.Build) {
+	s.t.Helper()
+	for m := range s.hosts {
+		s.runs(m, b)
+		s.checkJournal(m)
+	}
+}
+
 // runs asserts what a machine runs now, by its own report.
 func (s *stack) runs(machine string, want ...mesh.Build) {
 	s.t.Helper()
@@ -430,4 +536,11 @@ func (s *stack) runs(machine string, want ...mesh.Build) {
 		require.Equal(s.t, b.Digest, r.Digest, "%s runs %s generation %d, want %d", machine, b.Module, r.Generation, b.Generation)
 		require.Equal(s.t, mesh.StateRunning, r.State)
 	}
+}
+
+// withFaults is o with faults on: the same mesh, deployed (see
+// stackOptions.faults).
+func withFaults(o stackOptions) stackOptions {
+	o.faults = true
+	return o
 }

@@ -27,6 +27,7 @@ func (s *stack) starter(args ...string) (string, error) {
 // prints one JSON object; delivering the same merge again says the plan
 // exists; plan show gives the tiers and machines.
 func TestStarterMergeWaitAndShow(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_ = s.commit("mesh-controller")
 	h1 := s.commit("host")
@@ -63,6 +64,7 @@ func TestStarterMergeWaitAndShow(t *testing.T) {
 
 // A --wait merge whose plan halts exits non-zero (code 3) and says where.
 func TestStarterWaitExitsNonZeroWhenHalted(t *testing.T) {
+	t.Parallel()
 	o := exampleMesh()
 	o.push = "{retry_budget: 2s, running_timeout: 30s}"
 	s := newStack(t, o)
@@ -79,6 +81,7 @@ func TestStarterWaitExitsNonZeroWhenHalted(t *testing.T) {
 // gate, approve lets it through, and approving again is refused with the
 // plan's own words.
 func TestStarterGateApprove(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	_ = s.commit("mesh-controller")
 	h1 := s.commit("host")

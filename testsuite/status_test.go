@@ -18,7 +18,6 @@ import (
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cli"
 	"github.com/meshroll/meshroll/internal/mesh"
-	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
 // statusJSON is the part of `status --output json` scripts rely on.
@@ -93,12 +92,12 @@ func (s *stack) addMachine(name string, tier int, modules ...string) *agentHost 
 // does not run is missing, what a host runs that the config does not give
 // it is unexpected; a host down is named and the rest still shown.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, exampleMesh())
 	h1 := s.commit("host")
 	p1 := s.converge("host", h1).Plan
 	h2 := s.commit("host")
-	p2 := s.start("host", h2, 2).ID
-	waitFor(t, s, p2, meshapi.PlanGated)
+	p2 := s.startGated("host", h2, 2)
 	g1, g2 := s.build("host", h1), s.build("host", h2)
 	require.Equal(t, int64(1), g2.Generation-g1.Generation, "consecutive commits")
 

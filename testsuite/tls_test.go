@@ -108,6 +108,7 @@ func mtlsFront(t *testing.T, target string, server tls.Certificate, clients *x50
 // config's CA, client certificate and server name; without the client
 // certificate they are refused.
 func TestTemporalClientMTLS(t *testing.T) {
+	t.Parallel()
 	srv := devserver.Start(t, devserver.Options{})
 	dir := t.TempDir()
 	ca := newTestCA(t)
@@ -137,6 +138,7 @@ func TestTemporalClientMTLS(t *testing.T) {
 }
 
 func TestTemporalClientOptions(t *testing.T) {
+	t.Parallel()
 	o, err := temporalx.Options(config.Temporal{Address: "127.0.0.1:7233", Namespace: "default"}, zerolog.Nop())
 	require.NoError(t, err)
 	require.Nil(t, o.ConnectionOptions.TLS, "a dev server on loopback is plain")

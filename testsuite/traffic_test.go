@@ -146,7 +146,7 @@ func (s *stack) startTraffic(prom *promServer, module string) *fleetTraffic {
 
 // startTraffic starts a fleetTraffic for module on the machines whose host
 // agents hosts reach (by machine), feeding prom; it stops when t ends. On
-// a faultStack, give it clients of the machines' proxies
+// a stack with faults, give it clients of the machines' proxies
 // (fs.proxies[m].URL()): they stay where they are while a host process is
 // killed and started again (healthFault's), and discovery follows.
 func startTraffic(t *testing.T, prom *promServer, module string, hosts map[string]*host.HTTPClient) *fleetTraffic {

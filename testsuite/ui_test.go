@@ -52,6 +52,7 @@ func freePort(t *testing.T) string {
 // for approval; a plan aborted at its gate is not a green "Completed"; and a
 // machine workflow's page says what the machine runs.
 func TestWebUIFindsPlanByModule(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	o := exampleMesh()
 	o.uiPort = freePort(t)

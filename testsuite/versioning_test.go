@@ -73,6 +73,7 @@ func runsOnUntil(t *testing.T, s *stack, id, buildID string) enumspb.VersioningB
 }
 
 func TestWorkerVersioningUpgrade(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{
 		modules: []string{"svc"},
 		machines: []machineSpec{

@@ -29,6 +29,7 @@ import (
 // from the config, and --make-current making its build the deployment's
 // current version.
 func TestWorkerBinaryServesProbesAndJoinsItsDeployment(t *testing.T) {
+	t.Parallel()
 	srv := devserver.Start(t, devserver.Options{})
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "worker")

@@ -23,15 +23,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/devlaunch"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/temporalcli"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // CLIEnv names the environment variable that points at the temporal binary.
@@ -92,18 +96,69 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Start starts a dev server for t and registers a cleanup that stops it (and
 // writes its log to t's log if t failed). It skips or fails t when the CLI
-// is missing; see the package doc.
+// is missing; see the package doc. Tests that need no server of their own
+// (no restart, no Web UI) share one instead: see Launch and NewNamespace.
 func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	Require(t)
+	s, err := newServer(opts)
+	if err != nil {
+		t.Fatalf("devserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.shutdown(); err != nil {
+			t.Errorf("devserver: stopping server at %s: %v", s.hostPort, err)
+		}
+		if t.Failed() {
+			t.Logf("devserver: log of the Temporal dev server at %s (%s):\n%s", s.hostPort, s.describe(), s.Log())
+		}
+	})
+	if err := s.launch(); err != nil {
+		t.Fatalf("devserver: %v", err)
+	}
+	return s
+}
+
+// Require skips t with -short, and when the CLI is missing skips it, or
+// fails it when the CI environment variable is set: what every test of a
+// dev server does before it asks for one.
+func Require(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("devserver: Temporal dev server tests are skipped with -short")
 	}
-	cli, err := CLIPath()
-	if err != nil {
+	if _, err := CLIPath(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("devserver: %v", err)
 		}
 		t.Skipf("devserver: %v", err)
+	}
+}
+
+// Launch starts a dev server no test owns: one a package's tests share,
+// each in a namespace of its own (NewNamespace), so that the package pays
+// for one server start rather than one per test. Close stops it; a test
+// binary that dies first takes it along (the server gets SIGTERM when its
+// parent dies).
+func Launch(opts Options) (*Server, error) {
+	s, err := newServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.launch(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops a server from Launch and closes its client.
+func (s *Server) Close() error { return s.shutdown() }
+
+// newServer checks and completes opts.
+func newServer(opts Options) (*Server, error) {
+	cli, err := CLIPath()
+	if err != nil {
+		return nil, err
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
@@ -116,45 +171,89 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	for _, name := range opts.SearchAttributes {
 		if !identRE.MatchString(name) {
-			t.Fatalf("devserver: search attribute name %q is not an identifier", name)
+			return nil, fmt.Errorf("search attribute name %q is not an identifier", name)
 		}
 	}
 	if opts.DBFile != "" {
 		abs, err := filepath.Abs(opts.DBFile)
 		if err != nil {
-			t.Fatalf("devserver: DBFile: %v", err)
+			return nil, fmt.Errorf("DBFile: %w", err)
 		}
 		opts.DBFile = abs
 	}
-
 	s := &Server{opts: opts, cliPath: cli, hostPort: opts.HostPort, log: newLogBuffer(4 << 20)}
 	if s.opts.Logger == nil {
 		zl, err := logging.New(s.log, "info", logging.FormatConsole)
 		if err != nil {
-			t.Fatalf("devserver: %v", err)
+			return nil, err
 		}
 		s.opts.Logger = logging.Temporal(zl.With().Str("component", "sdk").Logger())
 	}
+	return s, nil
+}
 
-	t.Cleanup(func() {
-		if err := s.shutdown(); err != nil {
-			t.Errorf("devserver: stopping server at %s: %v", s.hostPort, err)
-		}
-		if t.Failed() {
-			t.Logf("devserver: log of the Temporal dev server at %s (%s):\n%s", s.hostPort, s.describe(), s.Log())
-		}
-	})
-
+// launch starts the server the first time.
+func (s *Server) launch() error {
 	proc, c, err := s.start()
 	if err != nil {
-		t.Fatalf("devserver: starting Temporal dev server (%s): %v", s.describe(), err)
+		return fmt.Errorf("starting Temporal dev server (%s): %w", s.describe(), err)
 	}
 	s.mu.Lock()
 	s.proc = proc
 	s.client = c
 	s.hostPort = proc.HostPort()
 	s.mu.Unlock()
-	return s
+	return nil
+}
+
+// NewNamespace registers a namespace of t's own on s and returns its name
+// and a client of it (with identity, when not empty), closed when t ends.
+// Tests sharing a server each take one, so that their workflow IDs (a
+// machine workflow's is its machine's name), task queues and search
+// attributes never meet. If t fails, the server's log lines that name the
+// namespace go to t's log.
+func (s *Server) NewNamespace(t testing.TB, identity string) (string, client.Client) {
+	t.Helper()
+	ns := fmt.Sprintf("t%d-%s", namespaces.Add(1), nsUnsafe.ReplaceAllString(strings.ToLower(t.Name()), "-"))
+	if len(ns) > 200 {
+		ns = ns[:200]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Client().WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	}); err != nil {
+		t.Fatalf("devserver: register namespace %s: %v", ns, err)
+	}
+	c, err := client.NewClientFromExisting(s.Client(), client.Options{Namespace: ns, Identity: identity, Logger: s.opts.Logger})
+	if err != nil {
+		t.Fatalf("devserver: client of namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if t.Failed() {
+			t.Logf("devserver: the shared Temporal dev server's log lines naming namespace %s:\n%s", ns, s.linesNaming(ns))
+		}
+	})
+	return ns, c
+}
+
+// namespaces numbers the namespaces NewNamespace registers, so that a
+// name is never taken twice however tests are named.
+var namespaces atomic.Int64
+
+// nsUnsafe is what a namespace name should not hold.
+var nsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// linesNaming is the log lines holding word.
+func (s *Server) linesNaming(word string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s.Log(), "\n") {
+		if strings.Contains(l, word) {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 func (s *Server) describe() string {

@@ -71,6 +71,36 @@ func TestRunsWorkflowToCompletion(t *testing.T) {
 	assert.Contains(t, srv.Log(), "server ready")
 }
 
+// TestNamespacesOfASharedServerAreApart runs the same workflow ID in two
+// namespaces of one launched server: tests that share a server must not
+// meet (a machine workflow's ID is its machine's name in every test).
+func TestNamespacesOfASharedServerAreApart(t *testing.T) {
+	t.Parallel()
+	devserver.Require(t)
+	srv, err := devserver.Launch(devserver.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var names []string
+	for _, who := range []string{"first", "second"} {
+		ns, c := srv.NewNamespace(t, "")
+		names = append(names, ns)
+		startWorker(t, c, "shared")
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "same-id", TaskQueue: "shared"}, "Echo", who)
+		require.NoError(t, err, "namespace %s", ns)
+		var got string
+		require.NoError(t, run.Get(ctx, &got))
+		assert.Equal(t, "echo: "+who, got)
+	}
+	assert.NotEqual(t, names[0], names[1])
+	for _, ns := range names {
+		assert.True(t, strings.HasPrefix(ns, "t"), ns)
+		assert.Contains(t, ns, "testnamespacesofasharedserverareapart")
+	}
+}
+
 func TestRestartKeepsWorkflows(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "temporal.db")

@@ -21,6 +21,7 @@ import (
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/meshfile"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -140,31 +141,29 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 		m.URLs[spec.Name] = "http://" + l.Addr().String()
 	}
 
-	var y strings.Builder
-	fmt.Fprintf(&y, "temporal: {address: %q, namespace: default, task_queue: %q, grpc_compression: %q}\n", srv.HostPort(), o.TaskQueue, srv.Compression)
-	fmt.Fprintf(&y, "state_dir: %q\n", filepath.Join(dir, "state"))
+	f := meshfile.File{Address: srv.HostPort(), TaskQueue: o.TaskQueue, Compression: srv.Compression, StateDir: filepath.Join(dir, "state")}
 	if srv.LocalPush {
-		y.WriteString("push: {local_activity: true}\n")
+		f.Push = "{local_activity: true}"
 	}
-	y.WriteString("modules:\n")
 	for _, mod := range o.Modules {
-		fmt.Fprintf(&y, "  %s: {repo: %q, path: examples/%s, health: {min_healthy: %s}}\n", mod, m.Repo, mod, o.MinHealthy)
+		f.Modules = append(f.Modules, meshfile.Module{Name: mod, Repo: m.Repo, Health: fmt.Sprintf("{min_healthy: %s}", o.MinHealthy)})
 	}
 	if len(o.MaxParallel) > 0 {
-		y.WriteString("tiers:\n")
+		var tiers []string
 		for _, tier := range slices.Sorted(maps.Keys(o.MaxParallel)) {
-			fmt.Fprintf(&y, "  %d: {max_parallel: %d}\n", tier, o.MaxParallel[tier])
+			tiers = append(tiers, fmt.Sprintf("%d: {max_parallel: %d}", tier, o.MaxParallel[tier]))
 		}
+		f.Tiers = "{" + strings.Join(tiers, ", ") + "}"
 	}
-	y.WriteString("machines:\n")
 	for _, spec := range o.Machines {
-		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]}\n", spec.Name, m.URLs[spec.Name], spec.Tier, strings.Join(spec.Modules, ", "))
+		f.Machines = append(f.Machines, meshfile.Machine{Name: spec.Name, Host: m.URLs[spec.Name], Tier: spec.Tier, Modules: spec.Modules})
 	}
+	y := f.String()
 	m.ConfigPath = filepath.Join(dir, "mesh.yaml")
-	if err := os.WriteFile(m.ConfigPath, []byte(y.String()), 0o644); err != nil {
+	if err := os.WriteFile(m.ConfigPath, []byte(y), 0o644); err != nil {
 		return nil, fmt.Errorf("bench mesh config: %w", err)
 	}
-	if m.Config, err = config.Parse(m.ConfigPath, []byte(y.String())); err != nil {
+	if m.Config, err = config.Parse(m.ConfigPath, []byte(y)); err != nil {
 		return nil, fmt.Errorf("bench mesh config: %w", err)
 	}
 	return m, nil
