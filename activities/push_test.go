@@ -52,8 +52,8 @@ type pushFixture struct {
 	cat   *catalogue.Memory
 	plans *fakePlans
 	acts  *Activities
-	// handedAt is the requests' hand-over time (zero: an older worker's
-	// request, which always asks after its plan).
+	// handedAt is the requests' hand-over time (zero: none, which always
+	// asks after its plan).
 	handedAt time.Time
 }
 
@@ -389,8 +389,7 @@ func (p *fakePlans) answered() []meshapi.PushResult {
 }
 
 // A push queued by a plan an operator terminated is not sent: one handed
-// over long ago (it waited behind other pushes) or by a worker that did not
-// stamp it.
+// over long ago (it waited behind other pushes) or one not stamped.
 func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
 	for _, handedAt := range []time.Time{{}, time.Now().Add(-time.Minute)} {
 		f := newPushFixture(t)

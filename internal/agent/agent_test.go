@@ -284,62 +284,6 @@ func TestRestartKeepsEverything(t *testing.T) {
 	assert.Equal(t, host.CodeDowngrade, r.Code)
 }
 
-// An agent whose checkpoint is from before it kept which declaration
-// introduced each container reads it from its journal at start, also over
-// entries the checkpoint lacks, and keeps it from then on.
-func TestRestartFromAnOlderCheckpointReadsIntroductionsFromTheJournal(t *testing.T) {
-	dir := t.TempDir()
-	h := newHarness(t, dir)
-	h.mustApply(decl(1, ctr("web", 5)))
-	h.mustApply(decl(2, ctr("web", 5), ctr("api", 3)))
-	h.mustApply(decl(3, ctr("web", 6), ctr("api", 3)))
-	want := map[string]*mesh.Introduction{}
-	for _, rc := range h.report().Containers {
-		want[rc.Module] = rc.Introduced
-	}
-	require.Equal(t, map[string]*mesh.Introduction{
-		"api": {Plan: decl(2).Plan, Seq: 2}, "web": {Plan: decl(3).Plan, Seq: 3},
-	}, want)
-	h.close()
-
-	// The checkpoint as an older agent wrote it: no introductions, and
-	// behind the journal by the last declaration.
-	var cp map[string]json.RawMessage
-	b, err := os.ReadFile(filepath.Join(dir, LedgerFile))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &cp))
-	var ledger map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(cp["ledger"], &ledger))
-	require.Contains(t, ledger, "introduced")
-	delete(ledger, "introduced")
-	var older Entry
-	jb, err := os.ReadFile(filepath.Join(dir, JournalFile))
-	require.NoError(t, err)
-	for line := range bytes.SplitSeq(bytes.TrimSpace(jb), []byte("\n")) {
-		var e Entry
-		require.NoError(t, json.Unmarshal(line, &e))
-		if e.Outcome == OutcomeApplied && e.Seq == 2 {
-			older = e
-		}
-	}
-	require.EqualValues(t, 2, older.Seq)
-	ledger["last_seq"], _ = json.Marshal(older.Seq)
-	ledger["last"], _ = json.Marshal(declarationOf(older))
-	cp["ledger"], _ = json.Marshal(ledger)
-	cp["journal_index"], _ = json.Marshal(older.Index)
-	b, err = json.Marshal(cp)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, LedgerFile), b, 0o600))
-
-	h.open()
-	for _, rc := range h.report().Containers {
-		assert.Equal(t, want[rc.Module], rc.Introduced, rc.Module)
-	}
-	cpb, err := os.ReadFile(filepath.Join(dir, LedgerFile))
-	require.NoError(t, err)
-	assert.Contains(t, string(cpb), `"introduced"`, "written back, so the journal is read once")
-}
-
 // TestCrash stops the agent as a kill would at each point of an apply, then
 // restarts it on the same directory: the report is the truth, and the
 // journal claims exactly the applies the report shows.
