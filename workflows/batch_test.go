@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -195,9 +194,7 @@ func TestPlanComposesAgainWhenComposingWithTheBuildFailed(t *testing.T) {
 // does, naming the build, and composes nothing.
 func TestPlanBuildFailureWhileComposingHalts(t *testing.T) {
 	h := newPlanHarness(t, tier(1, "edge-1")...)
-	h.buildFn = func() (mesh.Build, error) {
-		return mesh.Build{}, temporal.NewNonRetryableApplicationError("compile error", meshapi.ErrBuildFailed, nil)
-	}
+	h.failBuild("compile error")
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanHalted, st.State)
 	require.Contains(t, st.Reason, "build failed: compile error")

@@ -70,6 +70,14 @@ type composeCall struct {
 	Build  mesh.Build
 }
 
+// failBuild makes the build fail for good with msg, as a compile error
+// does.
+func (h *planHarness) failBuild(msg string) {
+	h.buildFn = func() (mesh.Build, error) {
+		return mesh.Build{}, temporal.NewNonRetryableApplicationError(msg, meshapi.ErrBuildFailed, nil)
+	}
+}
+
 func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 	h := &planHarness{t: t, env: quietSuite().NewTestWorkflowEnvironment(), targets: targets}
 	h.env.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
@@ -463,9 +471,7 @@ func TestPlanUnknownModuleRefused(t *testing.T) {
 
 func TestPlanBuildFailureHalts(t *testing.T) {
 	h := newPlanHarness(t, tier(1, "edge-1")...)
-	h.buildFn = func() (mesh.Build, error) {
-		return mesh.Build{}, temporal.NewNonRetryableApplicationError("commit not in repository", meshapi.ErrBuildFailed, nil)
-	}
+	h.failBuild("commit not in repository")
 	st := h.run(meshapi.PlanInput{})
 	require.Equal(t, meshapi.PlanHalted, st.State)
 	require.Contains(t, st.Reason, "build failed: commit not in repository")
