@@ -18,9 +18,6 @@ import (
 // execution, listed in the Web UI under RejectID, is the rejection's audit
 // record: who, which build and why.
 func RejectBuild(ctx workflow.Context, in meshapi.RejectInput) (mesh.Rejection, error) {
-	if err := in.Validate(); err != nil {
-		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
-	}
 	return lever[mesh.Rejection](ctx, fmt.Sprintf("reject %s at %s", in.Module, mesh.ShortCommit(in.Commit)), acts.RejectBuild, in)
 }
 
@@ -31,10 +28,16 @@ func ListBuilds(ctx workflow.Context, in meshapi.BuildsInput) (meshapi.BuildsRes
 }
 
 // lever runs a lever's one activity with in, under leverOptions, and
-// answers what it returns.
+// answers what it returns. An input with a Validate method that finds it
+// invalid fails the lever for good, before any activity runs.
 func lever[T any](ctx workflow.Context, summary string, activity, in any) (T, error) {
-	ctx = leverOptions(ctx, summary)
 	var out T
+	if v, ok := in.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return out, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
+		}
+	}
+	ctx = leverOptions(ctx, summary)
 	err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &out)
 	return out, err
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -13,9 +12,6 @@ import (
 // batch. Its execution, listed in the Web UI under FreezeID, is an audit
 // record beside the catalogue's: who, what and why.
 func Freeze(ctx workflow.Context, in meshapi.FreezeInput) (mesh.Freeze, error) {
-	if err := in.Validate(); err != nil {
-		return mesh.Freeze{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
-	}
 	return lever[mesh.Freeze](ctx, "freeze "+mesh.Freeze{Module: in.Module, Machine: in.Machine}.Scope(), acts.Freeze, in)
 }
 
