@@ -182,13 +182,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			h.handedLocally++
 		}
 	})
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.cancelled = append(h.cancelled, arg.(meshapi.CancelPush))
-			return nil
-		})
+	recordSignals(h.env, &h.mu, meshapi.SignalCancelPush, &h.cancelled)
 	return h
 }
 
