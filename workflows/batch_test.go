@@ -189,16 +189,3 @@ func TestPlanComposesAgainWhenComposingWithTheBuildFailed(t *testing.T) {
 	require.Equal(t, []int{2, 2}, h.composeBatches, "composed with the build (failed), then by ComposeTargets")
 	require.ElementsMatch(t, []string{"edge-1", "edge-2"}, h.enqueued[0])
 }
-
-// A build that fails while composing too halts the plan as a failed build
-// does, naming the build, and composes nothing.
-func TestPlanBuildFailureWhileComposingHalts(t *testing.T) {
-	h := newPlanHarness(t, tier(1, "edge-1")...)
-	h.failBuild("compile error")
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanHalted, st.State)
-	require.Contains(t, st.Reason, "build failed: compile error")
-	require.Equal(t, 1, h.buildsComposing)
-	require.Empty(t, h.composeBatches)
-	require.Empty(t, h.enqueued)
-}

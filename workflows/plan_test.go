@@ -463,13 +463,29 @@ func TestPlanUnknownModuleRefused(t *testing.T) {
 	require.Contains(t, st.Reason, `module "nope" is not in the worker's mesh config`)
 }
 
+// A build that fails halts the plan, naming the build, and composes and
+// pushes nothing: one that composes too (a plan of one compose batch), and
+// one that builds alone (a larger plan).
 func TestPlanBuildFailureHalts(t *testing.T) {
-	h := newPlanHarness(t, tier(1, "edge-1")...)
-	h.failBuild("commit not in repository")
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanHalted, st.State)
-	require.Contains(t, st.Reason, "build failed: commit not in repository")
-	require.Empty(t, h.enqueued)
+	for _, tc := range []struct {
+		name      string
+		machines  int
+		composing int // BuildAndCompose calls
+	}{
+		{"WhileComposingHalts", 1, 1},
+		{"AloneHalts", composeBatch + 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newPlanHarness(t, tier(1, manyMachines(tc.machines)...)...)
+			h.failBuild("compile error")
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanHalted, st.State)
+			require.Contains(t, st.Reason, "build failed: compile error")
+			require.Equal(t, tc.composing, h.buildsComposing)
+			require.Empty(t, h.composeBatches)
+			require.Empty(t, h.enqueued)
+		})
+	}
 }
 
 func TestPlanComposeFailureNamesMachine(t *testing.T) {
