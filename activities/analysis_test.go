@@ -102,10 +102,8 @@ func orDefault(s, def string) string {
 }
 
 func (f *analysisFixture) run(t *testing.T) meshapi.AnalysisCheck {
-	v, err := f.env.ExecuteActivity(f.acts.Analyse, f.in)
+	res, err := execute[meshapi.AnalyseResult](t, f.env, f.acts.Analyse, f.in)
 	require.NoError(t, err)
-	var res meshapi.AnalyseResult
-	require.NoError(t, v.Get(&res))
 	return res.Check
 }
 

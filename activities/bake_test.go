@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -17,10 +16,8 @@ func TestBake(t *testing.T) {
 		f := newPushFixture(t)
 		h1 := bld("host", 1)
 		f.host.Seed(running(h1))
-		v, err := f.env.ExecuteActivity(f.acts.Bake, meshapi.BakeInput{Plan: "p", Tier: 1, Machines: []string{"control-node"}, Build: h1, Bake: 50 * time.Millisecond})
+		res, err := execute[meshapi.BakeResult](t, f.env, f.acts.Bake, meshapi.BakeInput{Plan: "p", Tier: 1, Machines: []string{"control-node"}, Build: h1, Bake: 50 * time.Millisecond})
 		require.NoError(t, err)
-		var res meshapi.BakeResult
-		require.NoError(t, v.Get(&res))
 		require.Equal(t, 1, res.Machines)
 	})
 	t.Run("turning unhealthy fails the bake, naming the machine and the probe", func(t *testing.T) {
@@ -34,9 +31,7 @@ func TestBake(t *testing.T) {
 			f.host.SetHealth("host", mesh.HealthUnhealthy, &mesh.ProbeResult{Status: 500, Output: "out of file descriptors"})
 		}()
 		_, err := f.env.ExecuteActivity(f.acts.Bake, meshapi.BakeInput{Plan: "p", Tier: 1, Machines: []string{"control-node"}, Build: h1, Bake: time.Hour})
-		var appErr *temporal.ApplicationError
-		require.ErrorAs(t, err, &appErr)
-		require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+		appErr := requireAppError(t, err, meshapi.ErrUnhealthy)
 		require.Equal(t, "control-node: host turned unhealthy; last probe answered 500: out of file descriptors", appErr.Message())
 	})
 }

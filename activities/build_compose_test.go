@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/config"
@@ -25,15 +24,10 @@ func (f fixedBuilder) Build(context.Context, build.Request) (mesh.Build, error) 
 func buildCompose(f *pushFixture, b build.Builder) (meshapi.BuildComposeResult, error) {
 	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"host": {Repo: "/repo"}}}
 	f.acts.Builder = b
-	v, err := f.env.ExecuteActivity(f.acts.BuildAndCompose, meshapi.BuildComposeInput{
+	return execute[meshapi.BuildComposeResult](f.t, f.env, f.acts.BuildAndCompose, meshapi.BuildComposeInput{
 		Build:   meshapi.BuildInput{Plan: "plan/host/x", Module: "host", Commit: bld("host", 7).Commit},
 		Targets: []meshapi.Target{{Machine: "control-node", Tier: 1, Modules: []string{"host"}}},
 	})
-	var res meshapi.BuildComposeResult
-	if err == nil {
-		require.NoError(f.t, v.Get(&res))
-	}
-	return res, err
 }
 
 // BuildAndCompose records the build and composes the targets with it.
@@ -76,9 +70,7 @@ func TestBuildAndComposeLeavesATransientComposeFailureToThePlan(t *testing.T) {
 func TestBuildAndComposeFailsWithTheBuild(t *testing.T) {
 	f := newPushFixture(t)
 	_, err := buildCompose(f, fixedBuilder{err: &build.PermanentError{Err: errors.New("main.go:3: undefined: x")}})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, meshapi.ErrBuildFailed, appErr.Type())
+	appErr := requireAppError(t, err, meshapi.ErrBuildFailed)
 	require.True(t, appErr.NonRetryable())
 }
 
@@ -90,9 +82,7 @@ func TestBuildOfAURLRepoSaysWhatToSet(t *testing.T) {
 	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"host": {Repo: "https://git.example.com/org/mesh"}}}
 	f.acts.Builder = fixedBuilder{b: bld("host", 7)}
 	_, err := f.env.ExecuteActivity(f.acts.Build, meshapi.BuildInput{Plan: "plan/host/x", Module: "host", Commit: bld("host", 7).Commit})
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, meshapi.ErrBuildFailed, appErr.Type())
+	appErr := requireAppError(t, err, meshapi.ErrBuildFailed)
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Message(), `modules.host.repo: "https://git.example.com/org/mesh" is a URL`)
 	require.Contains(t, appErr.Message(), "set repo to the clone's directory")

@@ -72,10 +72,8 @@ func TestComposeNamesUnknownRunningDigests(t *testing.T) {
 // result, failing the test on any error.
 func (f *pushFixture) composeOne(t meshapi.Target, own mesh.Build) meshapi.ComposeResult {
 	f.t.Helper()
-	v, err := f.env.ExecuteActivity(f.acts.ComposeTargets, meshapi.ComposeTargetsInput{Plan: "plan/host/x", Targets: []meshapi.Target{t}, Build: own})
+	res, err := execute[meshapi.ComposeTargetsResult](f.t, f.env, f.acts.ComposeTargets, meshapi.ComposeTargetsInput{Plan: "plan/host/x", Targets: []meshapi.Target{t}, Build: own})
 	require.NoError(f.t, err)
-	var res meshapi.ComposeTargetsResult
-	require.NoError(f.t, v.Get(&res))
 	require.Len(f.t, res.Results, 1)
 	require.Empty(f.t, res.Results[0].Error)
 	return res.Results[0].ComposeResult
@@ -94,10 +92,8 @@ func TestComposeTargetsNamesWhatItCannotCompose(t *testing.T) {
 		{Machine: "control-node", Tier: 1, Modules: []string{"host"}},
 		{Machine: "nowhere", Tier: 1, Modules: []string{"host"}},
 	}
-	v, err := f.env.ExecuteActivity(f.acts.ComposeTargets, meshapi.ComposeTargetsInput{Plan: "plan/host/x", Targets: targets, Build: host7})
+	res, err := execute[meshapi.ComposeTargetsResult](t, f.env, f.acts.ComposeTargets, meshapi.ComposeTargetsInput{Plan: "plan/host/x", Targets: targets, Build: host7})
 	require.NoError(t, err)
-	var res meshapi.ComposeTargetsResult
-	require.NoError(t, v.Get(&res))
 	require.Len(t, res.Results, 2)
 	require.Empty(t, res.Results[0].Error)
 	c, ok := res.Results[0].Declaration.Container("host")

@@ -25,8 +25,8 @@ import (
 //     takes a moment to listen) until the deadline;
 //   - once healthy, any break before MinHealthy has passed (a failed probe,
 //     a new healthy_since) fails it;
-//   - declared without Health (an older worker), it counts once running,
-//     as before health existed;
+//   - declared without Health (a container kept as a host reported it
+//     without its check), it counts once running;
 //   - on a host that does not judge health (health empty in its report),
 //     the process running is the probe, and MinHealthy still applies.
 type healthWatch struct {

@@ -38,12 +38,12 @@ func (a *Activities) planGone(ctx context.Context, req meshapi.PushRequest) (str
 const PlanFresh = 5 * time.Second
 
 // mustAskPlan says whether the push must ask whether its plan still runs:
-// a retry, a request without a hand-over time (queued by an older worker),
-// one handed over longer than PlanFresh ago, or one stamped in the future
-// (clocks apart: trust nothing).
+// a retry, a request handed over longer than PlanFresh ago (one without a
+// hand-over time counts as handed over long ago), or one stamped in the
+// future (clocks apart: trust nothing).
 func mustAskPlan(r meshapi.PushRequest, attempt int32, now time.Time) bool {
 	age := now.Sub(r.HandedAt)
-	return attempt > 1 || r.HandedAt.IsZero() || age < 0 || age > PlanFresh
+	return attempt > 1 || age < 0 || age > PlanFresh
 }
 
 // hostLostState says, for the push's outcome, that the host lost its

@@ -45,6 +45,28 @@ func declared(b mesh.Build) mesh.Container {
 	return mesh.Container{Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit}
 }
 
+// execute runs activity with in in env and decodes what it returned; the
+// error is the activity's.
+func execute[T any](t *testing.T, env *testsuite.TestActivityEnvironment, activity, in any) (T, error) {
+	t.Helper()
+	var out T
+	v, err := env.ExecuteActivity(activity, in)
+	if err == nil {
+		require.NoError(t, v.Get(&out))
+	}
+	return out, err
+}
+
+// requireAppError requires err to be an application error of type typ and
+// returns it.
+func requireAppError(t *testing.T, err error, typ string, msgAndArgs ...any) *temporal.ApplicationError {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, msgAndArgs...)
+	require.Equal(t, typ, appErr.Type(), msgAndArgs...)
+	return appErr
+}
+
 type pushFixture struct {
 	t     *testing.T
 	env   *testsuite.TestActivityEnvironment
@@ -52,8 +74,8 @@ type pushFixture struct {
 	cat   *catalogue.Memory
 	plans *fakePlans
 	acts  *Activities
-	// handedAt is the requests' hand-over time (zero: an older worker's
-	// request, which always asks after its plan).
+	// handedAt is the requests' hand-over time (zero: none, which always
+	// asks after its plan).
 	handedAt time.Time
 }
 
@@ -87,12 +109,7 @@ func (f *pushFixture) push(own mesh.Build, seq uint64, cs ...mesh.Container) (me
 		Policy:      meshapi.PushPolicy{RunningTimeout: 5 * time.Second, RetryBudget: time.Second},
 		HandedAt:    f.handedAt,
 	}
-	v, err := f.env.ExecuteActivity(f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: seq})
-	var out meshapi.PushOutcome
-	if err == nil {
-		require.NoError(f.t, v.Get(&out))
-	}
-	return out, err
+	return execute[meshapi.PushOutcome](f.t, f.env, f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: seq})
 }
 
 // The 2026-10-02 race: the host plan was composed when controller 10 ran;
@@ -143,9 +160,7 @@ func TestPushRefusesUnknownRunningDigest(t *testing.T) {
 	f.host.Seed(stranger)
 
 	_, err := f.push(host7, 1, declared(host7))
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, meshapi.ErrUnknownDigest, appErr.Type())
+	appErr := requireAppError(t, err, meshapi.ErrUnknownDigest)
 	require.Contains(t, appErr.Error(), stranger.Digest)
 	require.Empty(t, f.host.Received())
 }
@@ -162,9 +177,7 @@ func TestPushOfARejectedBuildSendsNothing(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = f.push(host7, 1, declared(host7))
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, meshapi.ErrRejected, appErr.Type())
+	appErr := requireAppError(t, err, meshapi.ErrRejected)
 	require.Contains(t, appErr.Error(), "rejected by alice")
 	require.Contains(t, appErr.Error(), "crashes under load after an hour")
 	require.Empty(t, f.host.Received(), "nothing is sent to the machine")
@@ -217,9 +230,7 @@ func TestPushFailsOnCrashLoopAndPutsTheMachineBack(t *testing.T) {
 	f.host.Seed(prior)
 	f.host.SetCrash(h2.Digest, true)
 	_, err := f.push(h2, 1, declared(h2))
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+	appErr := requireAppError(t, err, meshapi.ErrUnhealthy)
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Message(), "is crash-looping")
 	require.Contains(t, appErr.Message(), "put back on what it ran (declaration 2: host generation 1")
@@ -253,9 +264,7 @@ func TestPushRetryAfterRevertSendsNothing(t *testing.T) {
 	})
 	require.NoError(t, err)
 	_, err = f.push(h2, 1, declared(h2))
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+	appErr := requireAppError(t, err, meshapi.ErrUnhealthy)
 	require.Contains(t, appErr.Message(), "an earlier attempt of this push found host unhealthy")
 	require.Len(t, f.host.Received(), 1, "nothing sent again")
 }
@@ -389,8 +398,7 @@ func (p *fakePlans) answered() []meshapi.PushResult {
 }
 
 // A push queued by a plan an operator terminated is not sent: one handed
-// over long ago (it waited behind other pushes) or by a worker that did not
-// stamp it.
+// over long ago (it waited behind other pushes) or one not stamped.
 func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
 	for _, handedAt := range []time.Time{{}, time.Now().Add(-time.Minute)} {
 		f := newPushFixture(t)
@@ -443,9 +451,7 @@ func TestPushWaitsForHealth(t *testing.T) {
 			f.host.SetHealth("host", mesh.HealthUnhealthy, &mesh.ProbeResult{Status: 503, Output: "warming caches"})
 		}()
 		_, err := f.push(h1, 1, c)
-		var appErr *temporal.ApplicationError
-		require.ErrorAs(t, err, &appErr)
-		require.Equal(t, meshapi.ErrUnhealthy, appErr.Type())
+		appErr := requireAppError(t, err, meshapi.ErrUnhealthy)
 		require.Contains(t, appErr.Error(), "host generation 1 ("+mesh.ShortDigest(h1.Digest)+") failed its http probe (GET :8080/healthz)")
 		require.Contains(t, appErr.Error(), "last probe answered 503: warming caches")
 		require.Empty(t, f.plans.answered(), "a failed push is answered by the machine workflow")
@@ -467,10 +473,8 @@ func TestPushToAHostThatLostItsStateUsesTheFloor(t *testing.T) {
 		Policy:      meshapi.PushPolicy{RunningTimeout: 5 * time.Second, RetryBudget: time.Second},
 	}
 	floor := map[string]mesh.Container{"mesh-controller": declared(ctl3)}
-	v, err := f.env.ExecuteActivity(f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: 8, Floor: floor})
+	out, err := execute[meshapi.PushOutcome](t, f.env, f.acts.PushAndAnswer, meshapi.PushInput{Request: req, Seq: 8, Floor: floor})
 	require.NoError(t, err)
-	var out meshapi.PushOutcome
-	require.NoError(t, v.Get(&out))
 
 	require.Equal(t, meshapi.MachineConverged, out.Outcome)
 	applied := f.host.Applied()

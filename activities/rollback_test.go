@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/meshroll/meshroll/internal/catalogue"
@@ -85,11 +84,9 @@ func TestRollbackTarget(t *testing.T) {
 				from := b[tc.from]
 				in.From = &from
 			}
-			v, err := env.ExecuteActivity(a.RollbackTarget, in)
+			res, err := execute[meshapi.RollbackTargetResult](t, env, a.RollbackTarget, in)
 			if tc.errType != "" {
-				var appErr *temporal.ApplicationError
-				require.ErrorAs(t, err, &appErr)
-				require.Equal(t, tc.errType, appErr.Type())
+				appErr := requireAppError(t, err, tc.errType)
 				require.True(t, appErr.NonRetryable(), "refused for good")
 				require.Contains(t, appErr.Error(), tc.says)
 				r, rejected, err := cat.Rejected(ctx, b[4].Digest)
@@ -105,8 +102,6 @@ func TestRollbackTarget(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			var res meshapi.RollbackTargetResult
-			require.NoError(t, v.Get(&res))
 			require.Equal(t, tc.want, res.Build.Generation)
 			require.Equal(t, tc.machines, res.Machines)
 			runs := map[string]mesh.Build{"edge-1": b[4], "edge-2": b[2]}
@@ -161,18 +156,14 @@ func TestSyncTarget(t *testing.T) {
 		{"host", "edge-9", mesh.Build{}, meshapi.ErrUnknownMachine, `machine "edge-9"`},
 		{"metrics", "edge-1", mesh.Build{}, meshapi.ErrUnknownBuild, "merge one first"},
 	} {
-		v, err := env.ExecuteActivity(a.SyncTarget, meshapi.SyncTargetInput{Module: tc.module, Machine: tc.machine})
+		got, err := execute[mesh.Build](t, env, a.SyncTarget, meshapi.SyncTargetInput{Module: tc.module, Machine: tc.machine})
 		if tc.errType != "" {
-			var appErr *temporal.ApplicationError
-			require.ErrorAs(t, err, &appErr, "%s on %s", tc.module, tc.machine)
-			require.Equal(t, tc.errType, appErr.Type())
+			appErr := requireAppError(t, err, tc.errType, "%s on %s", tc.module, tc.machine)
 			require.True(t, appErr.NonRetryable())
 			require.Contains(t, appErr.Error(), tc.says)
 			continue
 		}
 		require.NoError(t, err)
-		var got mesh.Build
-		require.NoError(t, v.Get(&got))
 		require.Equal(t, tc.want, got, "the newest healthy build that is not rejected")
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -189,19 +188,4 @@ func TestPlanComposesAgainWhenComposingWithTheBuildFailed(t *testing.T) {
 	require.Equal(t, 1, h.buildsComposing)
 	require.Equal(t, []int{2, 2}, h.composeBatches, "composed with the build (failed), then by ComposeTargets")
 	require.ElementsMatch(t, []string{"edge-1", "edge-2"}, h.enqueued[0])
-}
-
-// A build that fails while composing too halts the plan as a failed build
-// does, naming the build, and composes nothing.
-func TestPlanBuildFailureWhileComposingHalts(t *testing.T) {
-	h := newPlanHarness(t, tier(1, "edge-1")...)
-	h.buildFn = func() (mesh.Build, error) {
-		return mesh.Build{}, temporal.NewNonRetryableApplicationError("compile error", meshapi.ErrBuildFailed, nil)
-	}
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanHalted, st.State)
-	require.Contains(t, st.Reason, "build failed: compile error")
-	require.Equal(t, 1, h.buildsComposing)
-	require.Empty(t, h.composeBatches)
-	require.Empty(t, h.enqueued)
 }

@@ -18,22 +18,28 @@ import (
 // execution, listed in the Web UI under RejectID, is the rejection's audit
 // record: who, which build and why.
 func RejectBuild(ctx workflow.Context, in meshapi.RejectInput) (mesh.Rejection, error) {
-	if err := in.Validate(); err != nil {
-		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
-	}
-	ctx = leverOptions(ctx, fmt.Sprintf("reject %s at %s", in.Module, mesh.ShortCommit(in.Commit)))
-	var r mesh.Rejection
-	err := workflow.ExecuteActivity(ctx, acts.RejectBuild, in).Get(ctx, &r)
-	return r, err
+	return lever[mesh.Rejection](ctx, fmt.Sprintf("reject %s at %s", in.Module, mesh.ShortCommit(in.Commit)), acts.RejectBuild, in)
 }
 
 // ListBuilds answers a module's builds with where each runs now (starter
 // build list): the catalogue and the hosts are the worker's to ask.
 func ListBuilds(ctx workflow.Context, in meshapi.BuildsInput) (meshapi.BuildsResult, error) {
-	ctx = leverOptions(ctx, "list builds of "+in.Module)
-	var res meshapi.BuildsResult
-	err := workflow.ExecuteActivity(ctx, acts.ListBuilds, in).Get(ctx, &res)
-	return res, err
+	return lever[meshapi.BuildsResult](ctx, "list builds of "+in.Module, acts.ListBuilds, in)
+}
+
+// lever runs a lever's one activity with in, under leverOptions, and
+// answers what it returns. An input with a Validate method that finds it
+// invalid fails the lever for good, before any activity runs.
+func lever[T any](ctx workflow.Context, summary string, activity, in any) (T, error) {
+	var out T
+	if v, ok := in.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return out, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)
+		}
+	}
+	ctx = leverOptions(ctx, summary)
+	err := workflow.ExecuteActivity(ctx, activity, in).Get(ctx, &out)
+	return out, err
 }
 
 // leverOptions are a lever's activity options: an operator waits on it, so

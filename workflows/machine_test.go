@@ -94,11 +94,17 @@ func (h *machineHarness) install() {
 		})
 	h.env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { h.started.regular++ })
 	h.env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []interface{}) { h.started.local++ })
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalPushResult, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.answers = append(h.answers, arg.(meshapi.PushResult))
+	recordSignals(h.env, &h.mu, meshapi.SignalPushResult, &h.answers)
+}
+
+// recordSignals appends, under mu, what the workflow signals to another
+// workflow with signal to into.
+func recordSignals[T any](env *testsuite.TestWorkflowEnvironment, mu *sync.Mutex, signal string, into *[]T) {
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", signal, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			*into = append(*into, arg.(T))
 			return nil
 		})
 }

@@ -70,6 +70,14 @@ type composeCall struct {
 	Build  mesh.Build
 }
 
+// failBuild makes the build fail for good with msg, as a compile error
+// does.
+func (h *planHarness) failBuild(msg string) {
+	h.buildFn = func() (mesh.Build, error) {
+		return mesh.Build{}, temporal.NewNonRetryableApplicationError(msg, meshapi.ErrBuildFailed, nil)
+	}
+}
+
 func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 	h := &planHarness{t: t, env: quietSuite().NewTestWorkflowEnvironment(), targets: targets}
 	h.env.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
@@ -174,13 +182,7 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 			h.handedLocally++
 		}
 	})
-	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalCancelPush, mock.Anything).Return(
-		func(_, _, _, _ string, arg interface{}) error {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.cancelled = append(h.cancelled, arg.(meshapi.CancelPush))
-			return nil
-		})
+	recordSignals(h.env, &h.mu, meshapi.SignalCancelPush, &h.cancelled)
 	return h
 }
 
@@ -461,15 +463,29 @@ func TestPlanUnknownModuleRefused(t *testing.T) {
 	require.Contains(t, st.Reason, `module "nope" is not in the worker's mesh config`)
 }
 
+// A build that fails halts the plan, naming the build, and composes and
+// pushes nothing: one that composes too (a plan of one compose batch), and
+// one that builds alone (a larger plan).
 func TestPlanBuildFailureHalts(t *testing.T) {
-	h := newPlanHarness(t, tier(1, "edge-1")...)
-	h.buildFn = func() (mesh.Build, error) {
-		return mesh.Build{}, temporal.NewNonRetryableApplicationError("commit not in repository", meshapi.ErrBuildFailed, nil)
+	for _, tc := range []struct {
+		name      string
+		machines  int
+		composing int // BuildAndCompose calls
+	}{
+		{"WhileComposingHalts", 1, 1},
+		{"AloneHalts", composeBatch + 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newPlanHarness(t, tier(1, manyMachines(tc.machines)...)...)
+			h.failBuild("compile error")
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanHalted, st.State)
+			require.Contains(t, st.Reason, "build failed: compile error")
+			require.Equal(t, tc.composing, h.buildsComposing)
+			require.Empty(t, h.composeBatches)
+			require.Empty(t, h.enqueued)
+		})
 	}
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanHalted, st.State)
-	require.Contains(t, st.Reason, "build failed: commit not in repository")
-	require.Empty(t, h.enqueued)
 }
 
 func TestPlanComposeFailureNamesMachine(t *testing.T) {
@@ -517,4 +533,30 @@ func TestPlanCancelledLeavesMachineQueues(t *testing.T) {
 	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
 	require.Len(t, h.cancelled, 1)
 	require.Equal(t, meshapi.RequestID("default-test-workflow-id", "edge-2"), h.cancelled[0].Request)
+}
+
+// A lever whose input does not validate fails for good before its
+// activity runs.
+func TestLeversRefuseInvalidInput(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		workflow any
+		in       any
+		says     string
+	}{
+		{"freeze without a reason", Freeze, meshapi.FreezeInput{Module: "host", By: "alice"}, "a freeze needs reason"},
+		{"rejection without a commit", RejectBuild, meshapi.RejectInput{Module: "host", By: "alice", Reason: "leaks"}, "a rejection needs commit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := quietSuite().NewTestWorkflowEnvironment()
+			env.RegisterActivity(&activities.Activities{})
+			env.ExecuteWorkflow(tc.workflow, tc.in)
+			require.True(t, env.IsWorkflowCompleted())
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, env.GetWorkflowError(), &appErr)
+			require.Equal(t, meshapi.ErrInvalidInput, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			require.Contains(t, appErr.Error(), tc.says)
+		})
+	}
 }

@@ -150,19 +150,9 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	if err := os.Remove(filepath.Join(o.StateDir, LedgerFile+".tmp")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("open agent: %w", err)
 	}
-	// A checkpoint from before the ledger kept which declaration
-	// introduced each container gets it from the whole journal, once.
-	rebuild := cp.Ledger.Introduced == nil && cp.Ledger.Last != nil && len(cp.Ledger.Last.Containers) > 0
-	after := cp.JournalIndex
-	if rebuild {
-		after = 0
-	}
-	j, replay, dropped, err := openJournal(filepath.Join(o.StateDir, JournalFile), after)
+	j, replay, dropped, err := openJournal(filepath.Join(o.StateDir, JournalFile), cp.JournalIndex)
 	if err != nil {
 		return nil, fmt.Errorf("open agent: %w", err)
-	}
-	if rebuild {
-		cp.Ledger.Introduced, replay = introducedUpTo(replay, cp.JournalIndex)
 	}
 	defer func() {
 		if err != nil {
@@ -205,15 +195,9 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 		}
 		a.containers = declared(*a.ledger.Last, nil, now())
 	}
-	if rebuild {
-		a.log.Info().Int("containers", len(a.ledger.Introduced)).
-			Msg("read from the journal which declaration introduced each container")
-	}
-	if len(replay) > 0 || rebuild {
-		if len(replay) > 0 {
-			a.log.Info().Int("entries", len(replay)).Uint64("last_seq", a.ledger.LastSeq).
-				Msg("rolled the checkpoint forward over journal entries it lacked")
-		}
+	if len(replay) > 0 {
+		a.log.Info().Int("entries", len(replay)).Uint64("last_seq", a.ledger.LastSeq).
+			Msg("rolled the checkpoint forward over journal entries it lacked")
 		if err := a.checkpointLocked(); err != nil {
 			a.mu.Unlock()
 			return nil, fmt.Errorf("open agent: %w", err)

@@ -173,9 +173,7 @@ func TestFloor(t *testing.T) {
 	f, _ = h.floor("web")
 	assert.Equal(t, int64(5), f.Generation, "the floor rises only once the new container runs")
 	_, err := h.apply(decl(3, ctr("web", 4)))
-	r, ok := host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeDowngrade, r.Code)
+	requireRefused(t, err, host.CodeDowngrade)
 	h.mustApply(decl(3, ctr("web", 5)))
 	f, _ = h.floor("web")
 	assert.Equal(t, int64(5), f.Generation)
@@ -188,9 +186,7 @@ func TestFloor(t *testing.T) {
 
 	// Below the floor: refused without force, applied and journalled with.
 	_, err = h.apply(decl(5, ctr("web", 6)))
-	r, ok = host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeDowngrade, r.Code)
+	requireRefused(t, err, host.CodeDowngrade)
 	forced := decl(5, ctr("web", 6))
 	forced.Force = true
 	h.mustApply(forced)
@@ -279,65 +275,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	res := h.mustApply(last)
 	assert.True(t, res.Repeat)
 	_, err = h.apply(decl(3, ctr("web", 4)))
-	r, ok := host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeDowngrade, r.Code)
-}
-
-// An agent whose checkpoint is from before it kept which declaration
-// introduced each container reads it from its journal at start, also over
-// entries the checkpoint lacks, and keeps it from then on.
-func TestRestartFromAnOlderCheckpointReadsIntroductionsFromTheJournal(t *testing.T) {
-	dir := t.TempDir()
-	h := newHarness(t, dir)
-	h.mustApply(decl(1, ctr("web", 5)))
-	h.mustApply(decl(2, ctr("web", 5), ctr("api", 3)))
-	h.mustApply(decl(3, ctr("web", 6), ctr("api", 3)))
-	want := map[string]*mesh.Introduction{}
-	for _, rc := range h.report().Containers {
-		want[rc.Module] = rc.Introduced
-	}
-	require.Equal(t, map[string]*mesh.Introduction{
-		"api": {Plan: decl(2).Plan, Seq: 2}, "web": {Plan: decl(3).Plan, Seq: 3},
-	}, want)
-	h.close()
-
-	// The checkpoint as an older agent wrote it: no introductions, and
-	// behind the journal by the last declaration.
-	var cp map[string]json.RawMessage
-	b, err := os.ReadFile(filepath.Join(dir, LedgerFile))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &cp))
-	var ledger map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(cp["ledger"], &ledger))
-	require.Contains(t, ledger, "introduced")
-	delete(ledger, "introduced")
-	var older Entry
-	jb, err := os.ReadFile(filepath.Join(dir, JournalFile))
-	require.NoError(t, err)
-	for line := range bytes.SplitSeq(bytes.TrimSpace(jb), []byte("\n")) {
-		var e Entry
-		require.NoError(t, json.Unmarshal(line, &e))
-		if e.Outcome == OutcomeApplied && e.Seq == 2 {
-			older = e
-		}
-	}
-	require.EqualValues(t, 2, older.Seq)
-	ledger["last_seq"], _ = json.Marshal(older.Seq)
-	ledger["last"], _ = json.Marshal(declarationOf(older))
-	cp["ledger"], _ = json.Marshal(ledger)
-	cp["journal_index"], _ = json.Marshal(older.Index)
-	b, err = json.Marshal(cp)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, LedgerFile), b, 0o600))
-
-	h.open()
-	for _, rc := range h.report().Containers {
-		assert.Equal(t, want[rc.Module], rc.Introduced, rc.Module)
-	}
-	cpb, err := os.ReadFile(filepath.Join(dir, LedgerFile))
-	require.NoError(t, err)
-	assert.Contains(t, string(cpb), `"introduced"`, "written back, so the journal is read once")
+	requireRefused(t, err, host.CodeDowngrade)
 }
 
 // TestCrash stops the agent as a kill would at each point of an apply, then
@@ -586,48 +524,46 @@ func TestBadBodies(t *testing.T) {
 }
 
 func TestOpenRefuses(t *testing.T) {
-	t.Run("another machine's state", func(t *testing.T) {
-		dir := t.TempDir()
-		h := newHarness(t, dir)
-		h.mustApply(decl(1, ctr("web", 1)))
-		h.close()
-		_, err := Open(context.Background(), Options{Machine: "edge-2", StateDir: dir, Runtime: NewNoopRuntime(0)})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), `belongs to machine "edge-1"`)
-	})
-	t.Run("directory in use", func(t *testing.T) {
-		dir := t.TempDir()
-		newHarness(t, dir)
-		_, err := Open(context.Background(), Options{Machine: testMachine, StateDir: dir, Runtime: NewNoopRuntime(0)})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "in use by another agent")
-	})
-	t.Run("corrupt journal", func(t *testing.T) {
-		dir := t.TempDir()
-		h := newHarness(t, dir)
-		h.mustApply(decl(1, ctr("web", 1)))
-		h.waitState("web", mesh.StateRunning)
-		h.mustApply(decl(2, ctr("web", 2)))
-		h.close()
-		path := filepath.Join(dir, JournalFile)
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		b[5] = '#'
-		require.NoError(t, os.WriteFile(path, b, 0o600))
-		_, err = Open(context.Background(), Options{Machine: testMachine, StateDir: dir, Runtime: NewNoopRuntime(0)})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "corrupt at line 1")
-	})
-	t.Run("journal shorter than checkpoint", func(t *testing.T) {
-		dir := t.TempDir()
-		h := newHarness(t, dir)
-		h.mustApply(decl(1, ctr("web", 1)))
-		h.close()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, JournalFile), nil, 0o600))
-		_, err := Open(context.Background(), Options{Machine: testMachine, StateDir: dir, Runtime: NewNoopRuntime(0)})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "journal was cut or replaced")
-	})
+	for _, tc := range []struct {
+		name string
+		// state leaves dir as the agent is to find it.
+		state   func(t *testing.T, dir string)
+		machine string
+		want    string
+	}{
+		{"another machine's state", func(t *testing.T, dir string) {
+			h := newHarness(t, dir)
+			h.mustApply(decl(1, ctr("web", 1)))
+			h.close()
+		}, "edge-2", `belongs to machine "edge-1"`},
+		{"directory in use", func(t *testing.T, dir string) { newHarness(t, dir) }, testMachine, "in use by another agent"},
+		{"corrupt journal", func(t *testing.T, dir string) {
+			h := newHarness(t, dir)
+			h.mustApply(decl(1, ctr("web", 1)))
+			h.waitState("web", mesh.StateRunning)
+			h.mustApply(decl(2, ctr("web", 2)))
+			h.close()
+			path := filepath.Join(dir, JournalFile)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			b[5] = '#'
+			require.NoError(t, os.WriteFile(path, b, 0o600))
+		}, testMachine, "corrupt at line 1"},
+		{"journal shorter than checkpoint", func(t *testing.T, dir string) {
+			h := newHarness(t, dir)
+			h.mustApply(decl(1, ctr("web", 1)))
+			h.close()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, JournalFile), nil, 0o600))
+		}, testMachine, "journal was cut or replaced"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.state(t, dir)
+			_, err := Open(context.Background(), Options{Machine: tc.machine, StateDir: dir, Runtime: NewNoopRuntime(0)})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
 
 func TestNewRuntime(t *testing.T) {

@@ -73,16 +73,12 @@ func TestHostBinaryExecRuntime(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Repeat, "an exact repeat is acknowledged, not applied")
 	_, err = c.Apply(ctx, decl(2, web(v1, 3)))
-	r, ok := host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeSequence, r.Code)
+	r := requireRefused(t, err, host.CodeSequence)
 	assert.Equal(t, uint64(2), r.LastSeq)
 	wrong, err := host.NewHTTPClient("http://"+p.addr, "wrong", nil)
 	require.NoError(t, err)
 	_, err = wrong.Apply(ctx, decl(3, web(v1, 3)))
-	r, ok = host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeUnauthorized, r.Code)
+	requireRefused(t, err, host.CodeUnauthorized)
 
 	// A digest the image does not have is never run.
 	// The registry answers a digest nobody pushed with v1's manifest.

@@ -174,9 +174,7 @@ func TestHostBinary(t *testing.T) {
 	anon, err := host.NewHTTPClient(base, "", nil)
 	require.NoError(t, err)
 	_, err = anon.Report(ctx)
-	r, ok := host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeUnauthorized, r.Code)
+	requireRefused(t, err, host.CodeUnauthorized)
 
 	assert.Equal(t, 0, p.stop(t), p.log())
 	log := p.log()
@@ -210,9 +208,7 @@ func TestHostBinary(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Repeat)
 	_, err = c.Apply(ctx, decl(2, ctr("web", 4)))
-	r, ok = host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeDowngrade, r.Code, "the floor survived the restart")
+	requireRefused(t, err, host.CodeDowngrade, "the floor survived the restart")
 
 	req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+PathJournal+"?limit=2", nil)
 	require.NoError(t, err)

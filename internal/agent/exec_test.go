@@ -4,7 +4,6 @@ package agent
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,16 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/agent/execrt/execrttest"
-	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
 // execAgent is the real agent running the exec runtime, served over HTTP.
 type execAgent struct {
-	t       *testing.T
-	a       *Agent
-	srv     *httptest.Server
-	c       *host.HTTPClient
+	served
 	updates chan Update
 }
 
@@ -35,26 +30,14 @@ func openExecAgent(t *testing.T, dir string, reg *execrttest.Registry) *execAgen
 		Machine: testMachine, StateDir: dir, Registry: reg.Options(), HealthyAfter: 100 * time.Millisecond, StopGrace: 5 * time.Second,
 	})
 	require.NoError(t, err)
-	e := &execAgent{t: t, updates: make(chan Update, 1024)}
-	e.a, err = Open(context.Background(), Options{
+	e := &execAgent{served: served{t: t}, updates: make(chan Update, 1024)}
+	a, err := Open(context.Background(), Options{
 		Machine: testMachine, StateDir: dir, Runtime: rt, Log: zerolog.Nop(),
 		observed: func(u Update) { e.updates <- u },
 	})
 	require.NoError(t, err)
-	e.srv = httptest.NewServer(NewHandler(e.a, testToken))
-	e.c, err = host.NewHTTPClient(e.srv.URL, testToken, nil)
-	require.NoError(t, err)
-	t.Cleanup(e.close)
+	e.serve(a, testToken)
 	return e
-}
-
-func (e *execAgent) close() {
-	if e.a == nil {
-		return
-	}
-	e.srv.Close()
-	require.NoError(e.t, e.a.Close(context.Background()))
-	e.a = nil
 }
 
 // waitReported waits until the report, read over HTTP, shows module in
@@ -120,7 +103,7 @@ func TestAgentWithExecRuntime(t *testing.T) {
 	assert.Equal(t, []string{OutcomeRunning + " 1", OutcomeRunning + " 1", OutcomeApplied + " 1"}, outcomes(es))
 
 	// Over HTTP, as the machine workflow reads it.
-	code, page, body := (&harness{t: t, srv: e.srv}).getJournal("", testToken)
+	code, page, body := e.getJournal("", testToken)
 	require.Equal(t, 200, code, body)
 	assert.Len(t, page.Entries, 3)
 }

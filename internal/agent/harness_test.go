@@ -60,10 +60,39 @@ func (g *gate) wait(ctx context.Context, c mesh.Container) error {
 
 func (g *gate) release(module string) { g.chanFor(module) <- struct{}{} }
 
-// harness is an agent on a state directory, served over httptest like the
-// real binary serves it, with the test hooks wired.
+// served is an agent served over httptest like the real binary serves
+// it, with a client of it.
+type served struct {
+	t   *testing.T
+	a   *Agent
+	srv *httptest.Server
+	c   *host.HTTPClient
+}
+
+// serve serves a, asking token, until close.
+func (s *served) serve(a *Agent, token string) {
+	s.t.Helper()
+	s.a = a
+	s.srv = httptest.NewServer(NewHandler(a, token))
+	var err error
+	s.c, err = host.NewHTTPClient(s.srv.URL, token, nil)
+	require.NoError(s.t, err)
+	s.t.Cleanup(s.close)
+}
+
+func (s *served) close() {
+	if s.a == nil {
+		return
+	}
+	s.srv.Close()
+	require.NoError(s.t, s.a.Close(context.Background()))
+	s.a = nil
+}
+
+// harness is an agent on a state directory, served, with the test hooks
+// wired.
 type harness struct {
-	t       *testing.T
+	served
 	dir     string
 	held    bool
 	token   string
@@ -71,9 +100,6 @@ type harness struct {
 	gate    *gate
 	updates chan Update
 	crash   atomic.Value // string: the point to crash at next, "" for none
-	a       *Agent
-	srv     *httptest.Server
-	c       *host.HTTPClient
 	log     *strings.Builder
 	logMu   *sync.Mutex
 }
@@ -90,7 +116,7 @@ func withClock(c clock) harnessOpt { return func(h *harness) { h.clock = c } }
 
 func newHarness(t *testing.T, dir string, opts ...harnessOpt) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: dir, log: &strings.Builder{}, logMu: &sync.Mutex{}}
+	h := &harness{served: served{t: t}, dir: dir, log: &strings.Builder{}, logMu: &sync.Mutex{}}
 	for _, o := range opts {
 		o(h)
 	}
@@ -128,20 +154,7 @@ func (h *harness) open() {
 		clock:    h.clock,
 	})
 	require.NoError(h.t, err)
-	h.a = a
-	h.srv = httptest.NewServer(NewHandler(a, h.token))
-	h.c, err = host.NewHTTPClient(h.srv.URL, h.token, nil)
-	require.NoError(h.t, err)
-	h.t.Cleanup(h.close)
-}
-
-func (h *harness) close() {
-	if h.a == nil {
-		return
-	}
-	h.srv.Close()
-	require.NoError(h.t, h.a.Close(context.Background()))
-	h.a = nil
+	h.serve(a, h.token)
 }
 
 // restart stops the agent and opens a new one on the same directory, as a
@@ -234,7 +247,7 @@ func journalOf(t *testing.T, a *Agent) []Entry {
 }
 
 // getJournal reads a page over HTTP.
-func (h *harness) getJournal(query, token string) (int, JournalPage, string) {
+func (h *served) getJournal(query, token string) (int, JournalPage, string) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, h.srv.URL+PathJournal+query, nil)
 	require.NoError(h.t, err)
@@ -251,6 +264,16 @@ func (h *harness) getJournal(query, token string) (int, JournalPage, string) {
 		require.NoError(h.t, json.Unmarshal(b, &p), string(b))
 	}
 	return resp.StatusCode, p, string(b)
+}
+
+// requireRefused requires err to be the agent's refusal with code and
+// returns it.
+func requireRefused(t *testing.T, err error, code string, msgAndArgs ...any) *host.RefusedError {
+	t.Helper()
+	r, ok := host.IsRefused(err)
+	require.True(t, ok, "want a %s refusal, got %v", code, err)
+	require.Equal(t, code, r.Code, msgAndArgs...)
+	return r
 }
 
 func digest(n int) string { return fmt.Sprintf("sha256:%064x", n) }

@@ -197,7 +197,7 @@ func pickPort(taken map[int]bool) (int, error) {
 // unhealthy; one still starting is unknown until judged). Reaching running
 // starts its probe, or, without one, makes it healthy at once; with a check
 // the floor then waits for min_healthy, without one it rose with the
-// running entry (observeLocked), as before health existed.
+// running entry (observeLocked).
 func (a *Agent) judgeStateLocked(rc *mesh.RunningContainer, w *watch) {
 	if rc.State != mesh.StateRunning {
 		w.stopLocked()
@@ -452,7 +452,7 @@ func (a *Agent) awaitFloorLocked(rc *mesh.RunningContainer, w *watch) {
 
 // raiseFloorLocked journals that w's container counted healthy (healthy
 // since since, for min_healthy) and only then raises its module's floor, as
-// a container reaching running did before health existed.
+// a container without a check does on reaching running.
 func (a *Agent) raiseFloorLocked(w *watch, since string) {
 	rc := a.containerLocked(w.module)
 	if a.readableLocked() != nil || a.watches[w.module] != w || rc == nil ||

@@ -165,9 +165,9 @@ func checked(c mesh.Container, h mesh.Health) mesh.Container {
 	return c
 }
 
-// TestHealthNilAsBefore: a container declared without a check (an older
-// worker's) is healthy as soon as it runs, since it runs, and raises its
-// floor then, journalled as running, exactly as before health existed.
+// TestHealthNilAsBefore: a container declared without a check (Health
+// nil) is healthy as soon as it runs, since it runs, and raises its floor
+// then, journalled as running.
 func TestHealthNilAsBefore(t *testing.T) {
 	h := newHarness(t, t.TempDir(), held)
 	h.mustApply(decl(1, ctr("web", 5)))

@@ -31,7 +31,7 @@ const (
 	OutcomeRefused = "refused"
 	// OutcomeRunning: the container in Containers reached running. For a
 	// container without a check (Health nil) that raised its module's
-	// floor, as it did for every container before health existed.
+	// floor.
 	OutcomeRunning = "running"
 	// OutcomeHealthy: the container in Containers passed its probe after
 	// not being healthy (Message: what the probe said).
@@ -75,7 +75,7 @@ type (
 	Entry = host.JournalEntry
 )
 
-// declaration rebuilds the declaration an applied entry recorded. The entry
+// declarationOf rebuilds the declaration an applied entry recorded. The entry
 // keeps every field of it, so the rebuilt one is an exact repeat of the
 // original (host.SameDeclaration).
 func declarationOf(e Entry) mesh.Declaration {
@@ -83,22 +83,6 @@ func declarationOf(e Entry) mesh.Declaration {
 		Machine: e.Machine, Seq: e.Seq, Plan: e.Plan, Request: e.Request,
 		Force: e.Force, Revert: e.Revert, Rollback: e.Rollback, Reason: e.Reason, Containers: e.Containers,
 	}
-}
-
-// introducedUpTo replays the applied declarations among entries up to
-// index upTo through host.Introduce, for a ledger that did not keep it yet,
-// and returns the entries after upTo, which are still to be replayed.
-func introducedUpTo(entries []Entry, upTo uint64) (map[string]host.Introduced, []Entry) {
-	introduced := map[string]host.Introduced{}
-	for i, e := range entries {
-		if e.Index > upTo {
-			return introduced, entries[i:]
-		}
-		if e.Outcome == OutcomeApplied {
-			introduced = host.Introduce(introduced, declarationOf(e))
-		}
-	}
-	return introduced, nil
 }
 
 func entryFor(d mesh.Declaration, outcome string) Entry {

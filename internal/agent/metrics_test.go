@@ -29,9 +29,7 @@ func TestMetricsAfterApplies(t *testing.T) {
 	h.waitState("web", mesh.StateRunning)
 	assert.True(t, h.mustApply(decl(1, ctr("web", 5))).Repeat)
 	_, err = h.apply(decl(2, ctr("web", 4)))
-	r, ok := host.IsRefused(err)
-	require.True(t, ok, "want a downgrade refusal, got %v", err)
-	require.Equal(t, host.CodeDowngrade, r.Code)
+	requireRefused(t, err, host.CodeDowngrade)
 
 	m, err := scrape.Get(context.Background(), h.srv.URL+PathMetrics)
 	require.NoError(t, err)

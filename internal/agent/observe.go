@@ -60,8 +60,8 @@ func (a *Agent) updater(epoch uint64) func(Update) {
 
 // observeLocked takes a container's new state in. Reaching running is
 // journalled and, for a container without a check, only then raises the
-// floor (host.Ledger.Ran), as it did before health existed; one with a check
-// raises it once it has been healthy for min_healthy (judgeStateLocked).
+// floor (host.Ledger.Ran); one with a check raises it once it has been
+// healthy for min_healthy (judgeStateLocked).
 // Failing is journalled; starting is only reported. A restart the runtime
 // counts is reported.
 func (a *Agent) observeLocked(epoch uint64, u Update) bool {

@@ -20,7 +20,7 @@ const (
 	RuntimeNoop = "noop"
 	// RuntimeExec pulls images by digest and supervises their entrypoints as
 	// child processes (package execrt).
-	RuntimeExec = "exec"
+	RuntimeExec = execrt.Name
 	// RuntimeDocker runs containers through the Docker Engine API (Docker,
 	// or Podman's compatible service).
 	RuntimeDocker = "docker"
@@ -64,23 +64,10 @@ type Runtime interface {
 	Close(ctx context.Context) error
 }
 
-// Update is one container's state as its runtime sees it.
-type Update struct {
-	Module string
-	// State is one of mesh.StateStarting, StateRunning, StateExited or
-	// StateCrashLooping.
-	State string
-	// Since is when the container entered State.
-	Since time.Time
-	// Reason says why a container exited or crash-loops; it is journalled.
-	// On a starting update it says why the container has not started yet
-	// (a pull the runtime retries); that is logged.
-	Reason string
-	// Restarts counts how often the runtime restarted the container since
-	// it was handed over (each exit it answers by starting it again). It
-	// is reported, and breaks the container's health like the exit does.
-	Restarts int
-}
+// Update is one container's state as its runtime sees it (see
+// execrt.Update, where it is defined so that the exec runtime reports with
+// it without importing this package).
+type Update = execrt.Update
 
 // Execer is a Runtime that can run a command in a container's environment,
 // which is what an exec probe asks for: the exec runtime runs it beside the
@@ -147,25 +134,15 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 		if err != nil {
 			return nil, err
 		}
-		return execRuntime{r}, nil
+		return r, nil
 	}
 	return nil, fmt.Errorf("%w %q (want %s, %s or %s)", ErrUnknownRuntime, name, RuntimeNoop, RuntimeExec, RuntimeDocker)
 }
 
-// execRuntime adapts execrt.Runtime, which mirrors Update rather than
-// import this package, to Runtime.
-type execRuntime struct{ *execrt.Runtime }
-
 var (
-	_ Runtime = execRuntime{}
-	_ Execer  = execRuntime{}
+	_ Runtime = (*execrt.Runtime)(nil)
+	_ Execer  = (*execrt.Runtime)(nil)
 )
-
-func (r execRuntime) Name() string { return RuntimeExec }
-
-func (r execRuntime) Apply(ctx context.Context, cs []mesh.Container, update func(Update)) error {
-	return r.Runtime.Apply(ctx, cs, func(u execrt.Update) { update(Update(u)) })
-}
 
 // NoopRuntime runs nothing. It reports each declared container starting for
 // its start delay and then running, which is enough to try meshroll's

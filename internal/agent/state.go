@@ -106,7 +106,7 @@ func (a *Agent) replayLocked(e Entry) {
 	case OutcomeRunning, OutcomeFloorRaised:
 		for _, c := range e.Containers {
 			// Running raised the floor only for a container without a
-			// check (every container, in journals from before health).
+			// check (Health nil).
 			if e.Outcome == OutcomeFloorRaised || c.Health == nil {
 				a.ledger.Ran(mesh.RunningContainer{Module: c.Module, Digest: c.Digest, Generation: c.Generation})
 			}

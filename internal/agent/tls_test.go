@@ -79,9 +79,7 @@ func TestHostBinaryServesTLSWithTokenFile(t *testing.T) {
 	wrong, err := host.NewHTTPClient("https://"+p.addr, "other", hc)
 	require.NoError(t, err)
 	_, err = wrong.Report(ctx)
-	r, ok := host.IsRefused(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, host.CodeUnauthorized, r.Code)
+	requireRefused(t, err, host.CodeUnauthorized)
 
 	assert.Equal(t, 0, p.stop(t), p.log())
 	assert.NotContains(t, p.log(), "file-t0ken")

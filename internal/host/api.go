@@ -19,7 +19,8 @@ const (
 // otherwise when it changes or DURATION (Go syntax: 30s, 1500ms) passes,
 // whichever is first. Every answer of an agent that long-polls names its
 // report's revision in HeaderReportRevision; a host without the header
-// (an older or a fleet's own agent) answers at once and must be polled.
+// (an agent that does not long-poll, such as a fleet's own) answers at once
+// and must be polled.
 const (
 	// HeaderReportRevision names the revision of the report in the
 	// answer: an opaque number that changes whenever the report does

@@ -46,8 +46,7 @@ type Ledger struct {
 	// Introduced holds, per module of the last declaration, the
 	// declaration that put its digest here, kept across declarations that
 	// keep the digest: what the report gives as each container's
-	// Introduced. Nil in a ledger from before it was kept, until the agent
-	// rebuilds it from its journal (see Introduce).
+	// Introduced.
 	Introduced map[string]Introduced `json:"introduced,omitempty"`
 }
 
@@ -90,14 +89,13 @@ func (l *Ledger) Record(d mesh.Declaration) {
 	c := CloneDeclaration(d)
 	l.LastSeq = d.Seq
 	l.Last = &c
-	l.Introduced = Introduce(l.Introduced, d)
+	l.Introduced = introduce(l.Introduced, d)
 }
 
-// Introduce is what introduced says after d is applied: a module d keeps at
+// introduce is what introduced says after d is applied: a module d keeps at
 // the digest it had keeps its introduction, any other module of d is
-// introduced by d, and a module d leaves out is gone. Replaying a journal's
-// applied declarations through it, oldest first, gives the ledger's.
-func Introduce(introduced map[string]Introduced, d mesh.Declaration) map[string]Introduced {
+// introduced by d, and a module d leaves out is gone.
+func introduce(introduced map[string]Introduced, d mesh.Declaration) map[string]Introduced {
 	next := make(map[string]Introduced, len(d.Containers))
 	for _, c := range d.Containers {
 		if prev, ok := introduced[c.Module]; ok && prev.Digest == c.Digest {

@@ -129,9 +129,9 @@ func permanent(err error) bool {
 	return errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrUnsafeImage) || errors.Is(err, ErrBadImage)
 }
 
-// Update is one container's state as the runtime sees it. It mirrors the
-// agent's Update field for field (the agent converts it), so that this
-// package does not import the agent that imports it.
+// Update is one container's state as its runtime sees it. The agent's
+// Update is this type, defined here so that this package does not import
+// the agent that imports it; every runtime reports with it.
 type Update struct {
 	Module string
 	// State is one of mesh.StateStarting, StateRunning, StateExited or
@@ -139,11 +139,14 @@ type Update struct {
 	State string
 	// Since is when the container entered State.
 	Since time.Time
-	// Reason says why a container exited or crash-loops.
+	// Reason says why a container exited or crash-loops; it is journalled.
+	// On a starting update it says why the container has not started yet
+	// (a pull the runtime retries); that is logged.
 	Reason string
-	// Restarts counts the restarts of the container's process since it was
-	// handed over: every exit the runtime answers by starting it again
-	// (counted when the exit is reported, with the restart ahead).
+	// Restarts counts how often the runtime restarted the container since
+	// it was handed over: every exit it answers by starting it again
+	// (counted when the exit is reported, with the restart ahead). It is
+	// reported, and breaks the container's health like the exit does.
 	Restarts int
 }
 

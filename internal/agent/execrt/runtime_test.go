@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,16 @@ func (rec *recorder) states(from int, module string) []string {
 		}
 	}
 	return out
+}
+
+// applyRunning applies cs to r and waits for each of them to run.
+func (rec *recorder) applyRunning(r *Runtime, cs ...mesh.Container) {
+	rec.t.Helper()
+	m := rec.mark()
+	require.NoError(rec.t, r.Apply(context.Background(), cs, rec.update))
+	for _, c := range cs {
+		rec.waitFor(m, c.Module, mesh.StateRunning)
+	}
 }
 
 // waitFor waits for module's first update to state from update from on.
@@ -185,6 +196,37 @@ func waitDone(t *testing.T, ct *container) {
 	}
 }
 
+// sleeps are the backoff sleeps of a runtime, as they were asked for.
+type sleeps struct {
+	mu     sync.Mutex
+	delays []time.Duration
+	// slept is signalled (when it has room) after each sleep is recorded.
+	slept chan struct{}
+}
+
+// recordSleeps makes r record each backoff sleep before it sleeps it.
+func recordSleeps(r *Runtime) *sleeps {
+	s := &sleeps{slept: make(chan struct{}, 100)}
+	r.sleep = func(ctx context.Context, d time.Duration) error {
+		s.mu.Lock()
+		s.delays = append(s.delays, d)
+		s.mu.Unlock()
+		select {
+		case s.slept <- struct{}{}:
+		default:
+		}
+		return sleepCtx(ctx, d)
+	}
+	return s
+}
+
+// all is every sleep recorded so far.
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.delays)
+}
+
 func TestRunsImage(t *testing.T) {
 	reg := execrttest.NewRegistry(t)
 	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, []string{"IMAGE_ENV=from-image", "OVERRIDE=image"}, "serve", "v1"))
@@ -237,8 +279,7 @@ func TestReplace(t *testing.T) {
 	dir := t.TempDir()
 	r, rec := newRuntime(t, dir, reg)
 
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", v1)}, rec.update))
-	rec.waitFor(0, "web", mesh.StateRunning)
+	rec.applyRunning(r, ctr("web", v1))
 	pid1 := r.pidOf("web")
 
 	// Unchanged: kept running, reported running at once.
@@ -250,8 +291,7 @@ func TestReplace(t *testing.T) {
 	m = rec.mark()
 	c2 := ctr("web", v2)
 	c2.Generation = 2
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{c2}, rec.update))
-	rec.waitFor(m, "web", mesh.StateRunning)
+	rec.applyRunning(r, c2)
 	pid2 := r.pidOf("web")
 	require.NotEqual(t, pid1, pid2)
 	assert.True(t, gone(pid1), "old process is gone")
@@ -281,19 +321,7 @@ func TestCrashLoop(t *testing.T) {
 	dir := t.TempDir()
 	// A healthy-after time no start can outlast, so no run counts as up.
 	r, rec := newRuntime(t, dir, reg, func(o *Options) { o.HealthyAfter = 5 * time.Second })
-	var mu sync.Mutex
-	var delays []time.Duration
-	slept := make(chan struct{}, 100)
-	r.sleep = func(ctx context.Context, d time.Duration) error {
-		mu.Lock()
-		delays = append(delays, d)
-		mu.Unlock()
-		select {
-		case slept <- struct{}{}:
-		default:
-		}
-		return sleepCtx(ctx, d)
-	}
+	sleeps := recordSleeps(r)
 
 	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("crash", p)}, rec.update))
 	u := rec.waitFor(0, "crash", mesh.StateCrashLooping)
@@ -306,20 +334,15 @@ func TestCrashLoop(t *testing.T) {
 		mesh.StateStarting, mesh.StateExited, mesh.StateStarting, mesh.StateExited, mesh.StateStarting, mesh.StateCrashLooping,
 	}, rec.states(0, "crash"))
 
-	for n := 0; n < 5; {
+	for len(sleeps.all()) < 5 {
 		select {
-		case <-slept:
-			mu.Lock()
-			n = len(delays)
-			mu.Unlock()
+		case <-sleeps.slept:
 		case <-time.After(waitLimit):
 			t.Fatal("no restarts")
 		}
 	}
-	mu.Lock()
 	ms := time.Millisecond
-	assert.Equal(t, []time.Duration{10 * ms, 20 * ms, 40 * ms, 40 * ms, 40 * ms}, delays[:5], "backoff doubles up to its maximum")
-	mu.Unlock()
+	assert.Equal(t, []time.Duration{10 * ms, 20 * ms, 40 * ms, 40 * ms, 40 * ms}, sleeps.all()[:5], "backoff doubles up to its maximum")
 	eventually(t, "five starts in the log", func() bool { return strings.Count(readLog(t, dir, "crash"), "meshroll exec: started pid") >= 5 })
 	assert.Equal(t, mesh.StateCrashLooping, rec.states(0, "crash")[len(rec.states(0, "crash"))-1], "stays crash-looping while restarting")
 }
@@ -330,16 +353,8 @@ func TestRestartAfterKill(t *testing.T) {
 	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
 	dir := t.TempDir()
 	r, rec := newRuntime(t, dir, reg, func(o *Options) { o.ResetAfter = time.Millisecond; o.BackoffInitial = 7 * time.Millisecond })
-	var delays []time.Duration
-	var mu sync.Mutex
-	r.sleep = func(ctx context.Context, d time.Duration) error {
-		mu.Lock()
-		delays = append(delays, d)
-		mu.Unlock()
-		return sleepCtx(ctx, d)
-	}
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", p)}, rec.update))
-	rec.waitFor(0, "web", mesh.StateRunning)
+	sleeps := recordSleeps(r)
+	rec.applyRunning(r, ctr("web", p))
 	pid := r.pidOf("web")
 	m := rec.mark()
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
@@ -348,9 +363,7 @@ func TestRestartAfterKill(t *testing.T) {
 	assert.Contains(t, u.Reason, "restarting in 7ms")
 	rec.waitFor(m, "web", mesh.StateRunning)
 	assert.NotEqual(t, pid, r.pidOf("web"))
-	mu.Lock()
-	assert.Equal(t, []time.Duration{7 * time.Millisecond}, delays, "a run that lasted resets the backoff")
-	mu.Unlock()
+	assert.Equal(t, []time.Duration{7 * time.Millisecond}, sleeps.all(), "a run that lasted resets the backoff")
 }
 
 func TestStopKillsAfterGrace(t *testing.T) {
@@ -360,8 +373,7 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	dir := t.TempDir()
 	grace := 300 * time.Millisecond
 	r, rec := newRuntime(t, dir, reg, func(o *Options) { o.StopGrace = grace })
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("stubborn", p)}, rec.update))
-	rec.waitFor(0, "stubborn", mesh.StateRunning)
+	rec.applyRunning(r, ctr("stubborn", p))
 	pid := r.pidOf("stubborn")
 	logHas(t, dir, "stubborn", "testapp v1 ignoring SIGTERM")
 
@@ -381,9 +393,7 @@ func TestCloseOutOfTimeKills(t *testing.T) {
 	p := reg.Push(t, "meshroll/stubborn", execrttest.AppImage(t, nil, "ignore-term", "v1"))
 	dir := t.TempDir()
 	r, rec := newRuntime(t, dir, reg, func(o *Options) { o.StopGrace = time.Hour })
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("a", p), ctr("b", p)}, rec.update))
-	rec.waitFor(0, "a", mesh.StateRunning)
-	rec.waitFor(0, "b", mesh.StateRunning)
+	rec.applyRunning(r, ctr("a", p), ctr("b", p))
 	pids := []int{r.pidOf("a"), r.pidOf("b")}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -448,11 +458,9 @@ func TestCache(t *testing.T) {
 	dir := t.TempDir()
 	r, rec := newRuntime(t, dir, reg)
 
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", v1)}, rec.update))
-	rec.waitFor(0, "web", mesh.StateRunning)
+	rec.applyRunning(r, ctr("web", v1))
 	n := reg.Requests()
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", v1), ctr("api", v1)}, rec.update))
-	rec.waitFor(0, "api", mesh.StateRunning)
+	rec.applyRunning(r, ctr("web", v1), ctr("api", v1))
 	assert.Equal(t, n, reg.Requests(), "a second container of a digest does not pull again")
 
 	// A crash mid-unpack of v2 left a rootfs without the marker.
@@ -462,13 +470,10 @@ func TestCache(t *testing.T) {
 
 	require.NoError(t, r.Close(context.Background()))
 	r2, rec2 := newRuntime(t, dir, reg)
-	require.NoError(t, r2.Apply(context.Background(), []mesh.Container{ctr("web", v1)}, rec2.update))
-	rec2.waitFor(0, "web", mesh.StateRunning)
+	rec2.applyRunning(r2, ctr("web", v1))
 	assert.Equal(t, n, reg.Requests(), "a restarted runtime reuses the unpacked image")
 
-	m := rec2.mark()
-	require.NoError(t, r2.Apply(context.Background(), []mesh.Container{ctr("web", v2)}, rec2.update))
-	rec2.waitFor(m, "web", mesh.StateRunning)
+	rec2.applyRunning(r2, ctr("web", v2))
 	assert.Greater(t, reg.Requests(), n, "an unfinished unpack is pulled again")
 	assert.NoFileExists(t, junk)
 	assert.FileExists(t, filepath.Join(filepath.Dir(filepath.Dir(junk)), "complete"))
@@ -572,8 +577,7 @@ func TestRelativeStateDir(t *testing.T) {
 	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
 	t.Chdir(t.TempDir())
 	r, rec := newRuntime(t, filepath.Join("state", "host"), reg)
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", p)}, rec.update))
-	rec.waitFor(0, "web", mesh.StateRunning)
+	rec.applyRunning(r, ctr("web", p))
 	logHas(t, filepath.Join("state", "host"), "web", "testapp v1 mode serve")
 }
 
