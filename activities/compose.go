@@ -100,6 +100,6 @@ func (a *Activities) container(b mesh.Build) mesh.Container {
 	h := m.HealthCheck()
 	return mesh.Container{
 		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
-		Image: b.Image, Args: m.Args, Env: m.Env, Health: &h,
+		Image: b.Image, Args: m.Args, Env: m.Env, Health: &h, Network: m.Network,
 	}
 }

@@ -71,7 +71,14 @@ func TestOverlappingPlansNeverOverlapOrDowngrade(t *testing.T) {
 // the k1 it recorded.
 func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, exampleMesh())
+	staleControllerRebased(t, exampleMesh())
+}
+
+// staleControllerRebased plays the 2026-10-02 incident on a stack of o
+// (exampleMesh's machines and modules) and asserts that the stale plan
+// sent the newer controller; it returns the stack for what a runtime adds.
+func staleControllerRebased(t *testing.T, o stackOptions) *stack {
+	s := newStack(t, o)
 	h1, k1 := s.commit("host"), s.commit("mesh-controller")
 	s.converge("mesh-controller", k1)
 	s.converge("host", h1)
@@ -94,6 +101,7 @@ func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
 	last := s.hosts["control-node"].Applied()
 	ctl, _ := last[len(last)-1].Container("mesh-controller")
 	require.Equal(t, s.build("mesh-controller", k2).Digest, ctl.Digest, "the host was told the newer controller")
+	return s
 }
 
 // An old build of the plan's own module ends superseded where a newer one

@@ -120,6 +120,10 @@ type stackOptions struct {
 	// exec runs the host agents with the exec runtime (real processes of
 	// the built images); it needs images.
 	exec bool
+	// docker runs the host agents with the docker runtime on the test
+	// engine (see dockerEngine), every module's containers on the host
+	// network; it needs images.
+	docker bool
 	// tokens makes every host agent require a token of its own (see
 	// machineToken), which the config gives the worker.
 	tokens bool
@@ -199,6 +203,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	for _, m := range o.modules {
 		mod := meshfile.Module{Name: m, Repo: s.repo, ControlPlane: slices.Contains(o.controlPlane, m), Health: o.healthYAML()}
+		if o.docker {
+			mod.Network = mesh.NetworkHost
+		}
 		if o.faults && !o.images {
 			mod.Extra = "builder: command, command: [sh, -c, " + strconv.Quote(commandDigest) + "]"
 		}
@@ -280,15 +287,26 @@ func (s *stack) clientOptions() client.Options {
 
 // runtime is machine's host agent's runtime for the options.
 func (s *stack) runtime(o stackOptions, machine string) func(dir string) agent.Runtime {
+	var socket string
+	if o.docker {
+		socket = s.dockerEngine(machine)
+	}
 	return func(dir string) agent.Runtime {
-		if !o.exec {
-			return agent.NewNoopRuntime(o.startDelay)
+		switch {
+		case o.docker:
+			rt, err := agent.NewRuntime(agent.RuntimeDocker, agent.RuntimeOptions{
+				Machine: s.engineName(machine), DockerSocket: socket, StateDir: dir, Registry: s.registry,
+			})
+			require.NoError(s.t, err)
+			return rt
+		case o.exec:
+			rt, err := agent.NewRuntime(agent.RuntimeExec, agent.RuntimeOptions{
+				Machine: machine, StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
+			})
+			require.NoError(s.t, err)
+			return rt
 		}
-		rt, err := agent.NewRuntime(agent.RuntimeExec, agent.RuntimeOptions{
-			Machine: machine, StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
-		})
-		require.NoError(s.t, err)
-		return rt
+		return agent.NewNoopRuntime(o.startDelay)
 	}
 }
 

@@ -318,6 +318,9 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 		return host.ApplyResult{}, err
 	}
 	repeat, err := a.ledger.Admit(a.containers, d)
+	if err == nil && !repeat {
+		err = a.runtimeCanRun(d)
+	}
 	if err != nil {
 		defer a.mu.Unlock()
 		return host.ApplyResult{}, a.refuseLocked(d, err)
@@ -390,6 +393,19 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 }
 
 // refuseLocked journals a refusal and returns it, or an internal error if it
+// runtimeCanRun refuses, as invalid, a declaration the runtime says it
+// cannot run as declared (see Checker).
+func (a *Agent) runtimeCanRun(d mesh.Declaration) error {
+	ch, ok := a.rt.(Checker)
+	if !ok {
+		return nil
+	}
+	if err := ch.Check(d.Containers); err != nil {
+		return &host.Refusal{Code: host.CodeInvalid, Message: fmt.Sprintf("runtime %s: %v", a.rt.Name(), err)}
+	}
+	return nil
+}
+
 // could not be journalled: nothing is answered that the journal lacks.
 func (a *Agent) refuseLocked(d mesh.Declaration, err error) error {
 	var r *host.Refusal

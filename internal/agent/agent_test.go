@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -738,4 +739,51 @@ func TestConcurrentApplies(t *testing.T) {
 	}
 	assert.Equal(t, n, judged)
 	assert.Equal(t, last, h.report().LastSeq)
+}
+
+// checkingRuntime is a noop runtime that cannot run a container on a
+// bridge, as the exec runtime cannot.
+type checkingRuntime struct{ *NoopRuntime }
+
+func (checkingRuntime) Check(cs []mesh.Container) error {
+	for _, c := range cs {
+		if c.Network == mesh.NetworkBridge {
+			return fmt.Errorf("module %s: network %s: not here", c.Module, c.Network)
+		}
+	}
+	return nil
+}
+
+// A declaration the runtime says it cannot run is refused as invalid,
+// naming the runtime and the setting, and journalled as refused: nothing
+// of it is applied, and the next good declaration applies.
+func TestApplyRefusesWhatTheRuntimeCannotRun(t *testing.T) {
+	a, err := Open(context.Background(), Options{
+		Machine: testMachine, StateDir: t.TempDir(), Runtime: checkingRuntime{NewNoopRuntime(0)}, Log: zerolog.Nop(),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+
+	web := ctr("web", 1)
+	web.Network = mesh.NetworkBridge
+	_, err = a.Apply(context.Background(), decl(1, web))
+	var r *host.Refusal
+	require.ErrorAs(t, err, &r)
+	assert.Equal(t, host.CodeInvalid, r.Code)
+	assert.Contains(t, r.Message, "runtime noop: module web: network bridge")
+	rep, err := a.Report(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, rep.LastSeq, "nothing applied")
+	j := journalOf(t, a)
+	require.Len(t, j, 1)
+	assert.Equal(t, OutcomeRefused, j[0].Outcome)
+
+	web.Network = mesh.NetworkHost
+	_, err = a.Apply(context.Background(), decl(2, web))
+	require.NoError(t, err)
+	rep, err = a.Report(context.Background())
+	require.NoError(t, err)
+	got, ok := rep.Running("web")
+	require.True(t, ok)
+	assert.Equal(t, mesh.NetworkHost, got.Network, "the report keeps the network as declared")
 }

@@ -41,12 +41,14 @@ const DefaultDockerSocket = "/var/run/docker.sock"
 // (create, start, inspect, stop, remove, pull, exec) rather than taking the
 // Docker client library and its dependencies into the agent.
 //
-// A container's http or tcp probe port (the one the agent picked, for
-// mesh.PortAuto) is published on 127.0.0.1 under the same number, so that
-// the agent's probe reaches it where it reaches an exec runtime's process
-// (the process listens on the container's address, which the published
-// port reaches, not on the container's loopback); an exec probe runs in the
-// container through the engine's exec API.
+// A container declared on the host network (mesh.NetworkHost) shares the
+// machine's, so the agent's http or tcp probe reaches it where it reaches
+// an exec runtime's process; one on the bridge (the default) has its probe
+// port (the one the agent picked, for mesh.PortAuto) published on
+// 127.0.0.1 under the same number (the process listens on the container's
+// address, which the published port reaches, not on the container's
+// loopback). An exec probe runs in the container through the engine's exec
+// API either way.
 type DockerRuntime struct {
 	machine string
 	hc      *http.Client
@@ -198,7 +200,11 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 		},
 		"HostConfig": hostConfig,
 	}
-	if port := probePort(c.Health); port > 0 {
+	if c.Network == mesh.NetworkHost {
+		// On the machine's network the container listens where the
+		// probe looks, and nothing is published.
+		hostConfig["NetworkMode"] = "host"
+	} else if port := probePort(c.Health); port > 0 {
 		p := strconv.Itoa(port) + "/tcp"
 		body["ExposedPorts"] = map[string]any{p: struct{}{}}
 		hostConfig["PortBindings"] = map[string]any{p: []map[string]string{{"HostIp": "127.0.0.1", "HostPort": strconv.Itoa(port)}}}

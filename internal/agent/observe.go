@@ -173,7 +173,7 @@ func declared(d mesh.Declaration, prev []mesh.RunningContainer, ts string) []mes
 		rc := mesh.RunningContainer{
 			Module: c.Module, Digest: c.Digest, Generation: c.Generation,
 			Plan: d.Plan, Seq: d.Seq, State: mesh.StateStarting, Since: ts,
-			Commit: c.Commit, Image: c.Image, Args: c.Args, Env: c.Env, Check: c.Health,
+			Commit: c.Commit, Image: c.Image, Args: c.Args, Env: c.Env, Check: c.Health, Network: c.Network,
 			Health: mesh.HealthUnknown,
 		}
 		if i := slices.IndexFunc(prev, func(p mesh.RunningContainer) bool { return p.Module == c.Module }); i >= 0 &&

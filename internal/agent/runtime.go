@@ -64,6 +64,15 @@ type Runtime interface {
 	Close(ctx context.Context) error
 }
 
+// Checker is a Runtime that can tell, before anything is recorded, that it
+// cannot run containers as declared (a setting it does not honour), so
+// that the host refuses the push naming the setting rather than journalling
+// a declaration it will not carry out. The error says which container and
+// setting, and what to declare instead.
+type Checker interface {
+	Check(cs []mesh.Container) error
+}
+
 // Update is one container's state as its runtime sees it (see
 // execrt.Update, where it is defined so that the exec runtime reports with
 // it without importing this package).

@@ -292,6 +292,10 @@ type Module struct {
 	// Env is the container's environment. Keys keep the case written in the
 	// file (viper would lowercase them).
 	Env map[string]string `mapstructure:"env"`
+	// Network is the network the module's containers join: host or
+	// bridge (mesh.NetworkHost, mesh.NetworkBridge); empty leaves it to
+	// each machine's runtime (bridge on docker, the host on exec).
+	Network string `mapstructure:"network"`
 	// Health is how the module's containers are judged healthy, which is
 	// what a push waits for before the next batch. Nil (a module built in
 	// code without it) takes DefaultHealth; Load always sets it. Read it

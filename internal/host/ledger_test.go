@@ -120,6 +120,29 @@ func TestLedgerRefusesBadChecks(t *testing.T) {
 	}
 }
 
+// A container's network is host, bridge or left to the runtime; anything
+// else is refused as invalid, naming it.
+func TestAdmitChecksTheNetwork(t *testing.T) {
+	for _, tc := range []struct{ network, want string }{
+		{"", ""}, {mesh.NetworkHost, ""}, {mesh.NetworkBridge, ""},
+		{"overlay", `module api: network "overlay": want "host" or "bridge"`},
+	} {
+		t.Run(tc.network, func(t *testing.T) {
+			l := host.Ledger{Machine: "m1"}
+			d := mesh.Declaration{Machine: "m1", Seq: 1, Containers: []mesh.Container{{Module: "api", Digest: digestA, Network: tc.network}}}
+			_, err := l.Admit(nil, d)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var r *host.Refusal
+			require.ErrorAs(t, err, &r)
+			assert.Equal(t, host.CodeInvalid, r.Code)
+			assert.Contains(t, r.Message, tc.want)
+		})
+	}
+}
+
 func TestCloneContainerIsDeep(t *testing.T) {
 	a := mesh.Container{Module: "api", Health: &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 1}, TCP: &mesh.TCPProbe{Port: 2}, Exec: []string{"x"}}}
 	b := host.CloneContainer(a)

@@ -48,7 +48,25 @@ type Container struct {
 	// Health is how the host judges the container healthy; nil judges it
 	// healthy once it runs.
 	Health *Health `json:"health,omitempty"`
+	// Network is the network the container joins: NetworkHost, or
+	// NetworkBridge with its probe port published on 127.0.0.1; empty is
+	// the runtime's own default (bridge on docker; exec runs processes on
+	// the host, and refuses bridge). Part of the spec, so a change
+	// recreates the container.
+	Network string `json:"network,omitempty"`
 }
+
+// Networks a container can join (Container.Network).
+const (
+	// NetworkHost shares the machine's network: the container listens on
+	// the machine's addresses, as a process of the exec runtime does, and
+	// needs no bridge (machines that allow loopback traffic only have
+	// none).
+	NetworkHost = "host"
+	// NetworkBridge gives the container an address of its own on the
+	// engine's bridge, its probe port published on 127.0.0.1.
+	NetworkBridge = "bridge"
+)
 
 // Declaration is what one machine should run. Seq only grows; the host
 // refuses a Seq at or below the last it applied, except an exact repeat of the
@@ -129,6 +147,8 @@ type RunningContainer struct {
 	Env    map[string]string `json:"env,omitempty"`
 	// Check is the Health it was declared with.
 	Check *Health `json:"check,omitempty"`
+	// Network is the Network it was declared with.
+	Network string `json:"network,omitempty"`
 
 	// What the host judges of it (all new in the v1 API; an agent that
 	// does not judge health leaves them empty, which reads as unknown).
@@ -165,6 +185,7 @@ func (r RunningContainer) Declared() Container {
 		Args:       r.Args,
 		Env:        r.Env,
 		Health:     r.Check,
+		Network:    r.Network,
 	}
 }
 

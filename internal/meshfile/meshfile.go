@@ -44,6 +44,8 @@ type Module struct {
 	ControlPlane bool
 	// Health is the health key in flow style; empty leaves it out.
 	Health string
+	// Network, when set, is the module's network (host or bridge).
+	Network string
 	// Extra is more keys of the module's flow mapping, such as
 	// `builder: command, command: [...]`.
 	Extra string
@@ -91,6 +93,9 @@ func (f File) String() string {
 		}
 		if m.Health != "" {
 			fmt.Fprintf(&y, ", health: %s", m.Health)
+		}
+		if m.Network != "" {
+			fmt.Fprintf(&y, ", network: %s", m.Network)
 		}
 		if m.Extra != "" {
 			fmt.Fprintf(&y, ", %s", m.Extra)

@@ -23,7 +23,7 @@ func TestWrittenFileLoads(t *testing.T) {
 			checks:
 				error-rate: {provider: prom, query: 'sum(up)', success: 'result < 0.05', interval: 1s, count: 3}`,
 		Modules: []meshfile.Module{
-			{Name: "api", Repo: ".", Health: "{min_healthy: 0s}"},
+			{Name: "api", Repo: ".", Health: "{min_healthy: 0s}", Network: "host"},
 			{Name: "ctl", Repo: "/srv/repo", Path: "cmd/ctl", ControlPlane: true},
 		},
 		Machines: []meshfile.Machine{
@@ -39,6 +39,8 @@ func TestWrittenFileLoads(t *testing.T) {
 	require.Equal(t, "cmd/ctl", cfg.Modules["ctl"].Path)
 	require.True(t, cfg.Modules["ctl"].ControlPlane)
 	require.False(t, cfg.Modules["api"].ControlPlane)
+	require.Equal(t, "host", cfg.Modules["api"].Network)
+	require.Empty(t, cfg.Modules["ctl"].Network)
 	require.Equal(t, 2, cfg.Machines["core-1"].Tier)
 	require.Equal(t, []string{"api", "ctl"}, cfg.Machines["core-1"].Modules)
 	require.Equal(t, "http://127.0.0.1:1", cfg.Machines["edge-1"].Host)

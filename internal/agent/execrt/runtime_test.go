@@ -227,6 +227,15 @@ func (s *sleeps) all() []time.Duration {
 	return slices.Clone(s.delays)
 }
 
+// The exec runtime runs processes on the machine's network: a container
+// declared on a bridge is one it cannot run, said before anything starts.
+func TestCheckRefusesABridge(t *testing.T) {
+	r := &Runtime{}
+	require.NoError(t, r.Check([]mesh.Container{{Module: "web"}, {Module: "api", Network: mesh.NetworkHost}}))
+	err := r.Check([]mesh.Container{{Module: "web", Network: mesh.NetworkBridge}})
+	require.ErrorContains(t, err, "module web: network bridge: the exec runtime runs processes on the machine's own network; declare network: host")
+}
+
 func TestRunsImage(t *testing.T) {
 	reg := execrttest.NewRegistry(t)
 	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, []string{"IMAGE_ENV=from-image", "OVERRIDE=image"}, "serve", "v1"))

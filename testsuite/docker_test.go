@@ -1,0 +1,165 @@
+package testsuite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/mesh"
+)
+
+// envDockerSocket names the test engine's socket, which
+// scripts/docker-test.sh starts and prints (.ci/run exports it).
+const envDockerSocket = "MESHROLL_TEST_DOCKER_SOCKET"
+
+// dockerEngine is the test engine's socket for machine's docker runtime:
+// the test skips without one (fails on CI, which must run it), and when it
+// ends every container the machine's runtime left on the engine is
+// removed, whatever the runtime did.
+func (s *stack) dockerEngine(machine string) string {
+	t := s.t
+	t.Helper()
+	socket := os.Getenv(envDockerSocket)
+	if socket == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set; CI must run the docker tests (.ci/run starts scripts/docker-test.sh)", envDockerSocket)
+		}
+		t.Skipf("no Docker engine for the docker tests: export %s=\"$(bash scripts/docker-test.sh)\"", envDockerSocket)
+	}
+	e := engine{socket: socket}
+	require.NoError(t, e.get("/_ping", nil), "the test engine at %s (%s) does not answer; start it with scripts/docker-test.sh", socket, envDockerSocket)
+	t.Cleanup(func() {
+		for _, c := range e.containers(t, s.engineName(machine)) {
+			_ = e.do(http.MethodDelete, "/containers/"+c.ID+"?force=1", nil)
+		}
+	})
+	return socket
+}
+
+// engineName is the name a docker runtime knows machine by on the shared
+// test engine: the stack's namespace and the machine's name, so that two
+// tests' control-node never share container names or labels. (One engine
+// serves one machine in a fleet; here it serves every test's.)
+func (s *stack) engineName(machine string) string { return s.namespace + "." + machine }
+
+// engine is a client of the test engine's API, for what a test checks
+// behind the runtime's back.
+type engine struct{ socket string }
+
+// engineContainer is what the engine lists and inspects of a container.
+type engineContainer struct {
+	ID     string            `json:"Id"`
+	Image  string            `json:"Image"`
+	Labels map[string]string `json:"Labels"`
+	State  string            `json:"State"`
+}
+
+// engineInspect is what the engine says of one container's settings.
+type engineInspect struct {
+	Config struct {
+		Image string `json:"Image"`
+	} `json:"Config"`
+	HostConfig struct {
+		NetworkMode string `json:"NetworkMode"`
+	} `json:"HostConfig"`
+	State struct {
+		Running bool `json:"Running"`
+	} `json:"State"`
+	RestartCount int `json:"RestartCount"`
+}
+
+func (e engine) client() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", e.socket)
+		},
+	}}
+}
+
+func (e engine) do(method, path string, out any) error {
+	req, err := http.NewRequest(method, "http://docker"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.client().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("engine %s %s: %s", method, path, resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (e engine) get(path string, out any) error { return e.do(http.MethodGet, path, out) }
+
+// containers lists every container (running or not) a runtime labelled
+// with machine.
+func (e engine) containers(t *testing.T, machine string) []engineContainer {
+	t.Helper()
+	f, err := json.Marshal(map[string][]string{"label": {"io.meshroll.machine=" + machine}})
+	require.NoError(t, err)
+	var cs []engineContainer
+	require.NoError(t, e.get("/containers/json?all=1&filters="+url.QueryEscape(string(f)), &cs))
+	return cs
+}
+
+// dockerRuns asserts, from the engine itself, that machine runs exactly
+// one container of b's module, of b's image by digest, on the host
+// network, and returns its ID.
+func (s *stack) dockerRuns(machine string, b mesh.Build) string {
+	s.t.Helper()
+	e := engine{socket: os.Getenv(envDockerSocket)}
+	var found []engineContainer
+	for _, c := range e.containers(s.t, s.engineName(machine)) {
+		if c.Labels["io.meshroll.module"] == b.Module {
+			found = append(found, c)
+		}
+	}
+	require.Len(s.t, found, 1, "%s: one %s container on the engine", machine, b.Module)
+	var in engineInspect
+	require.NoError(s.t, e.get("/containers/"+found[0].ID+"/json", &in))
+	require.Equal(s.t, b.Image+"@"+b.Digest, in.Config.Image, "%s's %s container runs the build by digest", machine, b.Module)
+	require.True(s.t, in.State.Running, "%s's %s container runs", machine, b.Module)
+	require.Equal(s.t, "host", in.HostConfig.NetworkMode, "%s's %s container is on the host network", machine, b.Module)
+	return found[0].ID
+}
+
+// dockerMesh is exampleMesh built into real images and run by the docker
+// runtime on the test engine.
+func dockerMesh() stackOptions {
+	o := imageMesh()
+	o.docker = true
+	return o
+}
+
+// The 2026-10-02 incident on a real Docker Engine: the host plan composed
+// while controller k1 ran, held at its gate while k2 rolled out, sends k2
+// when it goes on, and the engine runs k2 on the control node, on the host
+// network, pulled by digest from the embedded registry.
+func TestDockerStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
+	t.Parallel()
+	s := staleControllerRebased(t, dockerMesh())
+	cfg := s.cfg
+	for _, m := range cfg.MachineNames() {
+		for _, mod := range cfg.Machines[m].Modules {
+			rep := s.hosts[m].Report()
+			r, ok := rep.Running(mod)
+			require.True(t, ok, "%s reports %s", m, mod)
+			s.dockerRuns(m, mesh.Build{Module: mod, Digest: r.Digest, Image: r.Image})
+		}
+	}
+}
