@@ -72,7 +72,21 @@ func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string
 // open starts an agent on a new, empty state directory and serves it.
 func (h *agentHost) open() {
 	h.t.Helper()
-	dir := h.t.TempDir()
+	h.openOn(h.t.TempDir())
+}
+
+// restart stops the agent cleanly, as a service manager does for an
+// upgrade, and starts a new one on the same state directory, at the same
+// address.
+func (h *agentHost) restart() {
+	h.t.Helper()
+	require.NoError(h.t, h.a.Close(context.Background()))
+	h.openOn(h.dir)
+}
+
+// openOn starts an agent on dir and serves it.
+func (h *agentHost) openOn(dir string) {
+	h.t.Helper()
 	a, err := agent.Open(context.Background(), agent.Options{
 		Machine:  h.machine,
 		StateDir: dir,

@@ -64,6 +64,7 @@ type engineContainer struct {
 
 // engineInspect is what the engine says of one container's settings.
 type engineInspect struct {
+	ID     string `json:"Id"`
 	Config struct {
 		Image string `json:"Image"`
 	} `json:"Config"`
@@ -71,7 +72,8 @@ type engineInspect struct {
 		NetworkMode string `json:"NetworkMode"`
 	} `json:"HostConfig"`
 	State struct {
-		Running bool `json:"Running"`
+		Running   bool   `json:"Running"`
+		StartedAt string `json:"StartedAt"`
 	} `json:"State"`
 	RestartCount int `json:"RestartCount"`
 }
@@ -119,8 +121,8 @@ func (e engine) containers(t *testing.T, machine string) []engineContainer {
 
 // dockerRuns asserts, from the engine itself, that machine runs exactly
 // one container of b's module, of b's image by digest, on the host
-// network, and returns its ID.
-func (s *stack) dockerRuns(machine string, b mesh.Build) string {
+// network, and returns what the engine says of it.
+func (s *stack) dockerRuns(machine string, b mesh.Build) engineInspect {
 	s.t.Helper()
 	e := engine{socket: os.Getenv(envDockerSocket)}
 	var found []engineContainer
@@ -135,7 +137,8 @@ func (s *stack) dockerRuns(machine string, b mesh.Build) string {
 	require.Equal(s.t, b.Image+"@"+b.Digest, in.Config.Image, "%s's %s container runs the build by digest", machine, b.Module)
 	require.True(s.t, in.State.Running, "%s's %s container runs", machine, b.Module)
 	require.Equal(s.t, "host", in.HostConfig.NetworkMode, "%s's %s container is on the host network", machine, b.Module)
-	return found[0].ID
+	in.ID = found[0].ID
+	return in
 }
 
 // dockerMesh is exampleMesh built into real images and run by the docker
@@ -161,5 +164,56 @@ func TestDockerStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
 			require.True(t, ok, "%s reports %s", m, mod)
 			s.dockerRuns(m, mesh.Build{Module: mod, Digest: r.Digest, Image: r.Image})
 		}
+	}
+}
+
+// An agent stopped cleanly, as a service manager stops it for an upgrade,
+// and started again on its state leaves the machine's services running:
+// on the real engine, every container keeps its ID and start time (not
+// recreated, not restarted), the agent reports them running, and the next
+// merge rolls on as usual.
+func TestDockerAgentRestartedKeepsItsContainers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, dockerMesh())
+	h, k := s.converge("host", s.commit("host")), s.converge("mesh-controller", s.commit("mesh-controller"))
+	builds := map[string]mesh.Build{"host": *h.Build, "mesh-controller": *k.Build}
+	running := func() map[string]engineInspect {
+		out := map[string]engineInspect{}
+		for _, m := range s.cfg.MachineNames() {
+			for _, mod := range s.cfg.Machines[m].Modules {
+				out[m+"/"+mod] = s.dockerRuns(m, builds[mod])
+			}
+		}
+		return out
+	}
+	before := running()
+
+	for _, m := range s.cfg.MachineNames() {
+		s.hosts[m].restart()
+	}
+	for _, m := range s.cfg.MachineNames() {
+		eventually(t, time.Minute, m+" reports its containers running again", func() bool {
+			rep := s.hosts[m].Report()
+			for _, r := range rep.Containers {
+				if r.State != mesh.StateRunning {
+					return false
+				}
+			}
+			return len(rep.Containers) == len(s.cfg.Machines[m].Modules)
+		})
+	}
+	after := running()
+	for key, b := range before {
+		a := after[key]
+		require.Equal(t, b.ID, a.ID, "%s: the same container after the agent's restart", key)
+		require.Equal(t, b.State.StartedAt, a.State.StartedAt, "%s: not restarted", key)
+		require.Equal(t, b.RestartCount, a.RestartCount, "%s: not restarted", key)
+	}
+
+	h2 := s.converge("host", s.commit("host"))
+	s.runs("control-node", *h2.Build, builds["mesh-controller"])
+	s.dockerRuns("control-node", *h2.Build)
+	for _, m := range s.cfg.MachineNames() {
+		s.checkJournal(m)
 	}
 }

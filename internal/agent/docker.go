@@ -59,8 +59,12 @@ type DockerRuntime struct {
 	mu      sync.Mutex
 	closed  bool
 	current map[string]*dockerContainer
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// swept is set once the first Apply that declares anything has set
+	// out to remove the containers labelled for this machine that its
+	// declaration does not name (left by an agent stopped mid-replace).
+	swept  bool
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 type dockerContainer struct {
@@ -148,6 +152,13 @@ func (r *DockerRuntime) Apply(ctx context.Context, cs []mesh.Container, update f
 		r.wg.Add(1)
 		go r.start(wctx, dc, r.current[c.Module], update)
 	}
+	if !r.swept && len(cs) > 0 {
+		// An agent with nothing declared (new, or its state lost) leaves
+		// what runs alone until it is told what should.
+		r.swept = true
+		r.wg.Add(1)
+		go r.sweep(wctx, next)
+	}
 	for m, old := range r.current {
 		if _, ok := next[m]; !ok && old.id != "" {
 			r.wg.Add(1)
@@ -172,6 +183,20 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 	}
 	if c.Image == "" {
 		fail(fmt.Errorf("container %s names no image repository to pull %s from", c.Module, c.Digest))
+		return
+	}
+	name := containerName(r.machine, c.Module, dc.hash)
+	if id, err := r.adopt(ctx, name, dc.hash); err != nil {
+		fail(err)
+		return
+	} else if id != "" {
+		if old != nil && old.id != "" && old.id != id {
+			r.remove(ctx, old.id)
+		}
+		r.mu.Lock()
+		dc.id = id
+		r.mu.Unlock()
+		r.follow(ctx, dc, update)
 		return
 	}
 	ref := c.Image + "@" + c.Digest
@@ -215,8 +240,7 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 	var created struct {
 		ID string `json:"Id"`
 	}
-	name := url.Values{"name": {fmt.Sprintf("meshroll-%s-%s-%s", r.machine, c.Module, dc.hash[:12])}}
-	if err := r.call(ctx, http.MethodPost, "/containers/create?"+name.Encode(), body, &created); err != nil {
+	if err := r.call(ctx, http.MethodPost, "/containers/create?"+url.Values{"name": {name}}.Encode(), body, &created); err != nil {
 		fail(fmt.Errorf("create %s: %w", c.Module, err))
 		return
 	}
@@ -231,6 +255,74 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 	dc.id = created.ID
 	r.mu.Unlock()
 	r.follow(ctx, dc, update)
+}
+
+// containerName is the engine's name for a machine's container of a
+// module and spec: the same spec gets the same name, which is how an agent
+// started again finds the container an earlier one created.
+func containerName(machine, module, hash string) string {
+	return fmt.Sprintf("meshroll-%s-%s-%s", machine, module, hash[:12])
+}
+
+// adopt finds the container named name, created by a runtime of this
+// machine for the spec hash (an earlier agent's, left running when it
+// stopped), starts it if it is not running, and returns its ID; "" when
+// there is none. A container of that name meshroll did not create for
+// this spec is an error, and is left alone.
+func (r *DockerRuntime) adopt(ctx context.Context, name, hash string) (string, error) {
+	var found struct {
+		ID     string `json:"Id"`
+		Config struct {
+			Labels map[string]string `json:"Labels"`
+		} `json:"Config"`
+		State struct {
+			Running bool `json:"Running"`
+		} `json:"State"`
+	}
+	resp, err := r.request(ctx, http.MethodGet, "/containers/"+url.PathEscape(name)+"/json", nil)
+	if err != nil {
+		if strings.Contains(err.Error(), ": 404 ") {
+			return "", nil
+		}
+		return "", fmt.Errorf("look for container %s: %w", name, err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&found)
+	resp.Body.Close()
+	if err != nil {
+		return "", fmt.Errorf("look for container %s: %w", name, err)
+	}
+	if found.Config.Labels[labelMachine] != r.machine || found.Config.Labels[labelSpec] != hash {
+		return "", fmt.Errorf("a container named %s that meshroll did not create for this declaration is on the engine; remove or rename it", name)
+	}
+	if !found.State.Running {
+		if err := r.call(ctx, http.MethodPost, "/containers/"+found.ID+"/start", nil, nil); err != nil {
+			return "", fmt.Errorf("start container %s again: %w", name, err)
+		}
+	}
+	return found.ID, nil
+}
+
+// sweep removes the containers labelled for this machine whose module
+// and spec declared (the first declaration this runtime took) does not
+// name: ones an earlier agent left when it stopped mid-replace, or whose
+// module was dropped while no agent ran. Containers without meshroll's
+// labels for this machine are never touched.
+func (r *DockerRuntime) sweep(ctx context.Context, declared map[string]*dockerContainer) {
+	defer r.wg.Done()
+	f, _ := json.Marshal(map[string][]string{"label": {labelMachine + "=" + r.machine}})
+	var listed []struct {
+		ID     string            `json:"Id"`
+		Labels map[string]string `json:"Labels"`
+	}
+	if err := r.call(ctx, http.MethodGet, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &listed); err != nil {
+		return
+	}
+	for _, c := range listed {
+		if dc, ok := declared[c.Labels[labelModule]]; ok && dc.hash == c.Labels[labelSpec] {
+			continue
+		}
+		r.remove(ctx, c.ID)
+	}
 }
 
 // follow inspects the container until ctx ends, reporting each change of
@@ -364,25 +456,18 @@ func (r *DockerRuntime) remove(ctx context.Context, id string) {
 	_ = r.call(ctx, http.MethodDelete, "/containers/"+id+"?force=1", nil, nil)
 }
 
-// Close stops following containers and stops and removes every container
-// this runtime started.
+// Close stops following containers and leaves them running: an agent
+// stopped for an upgrade, or by a service manager, must not bounce the
+// machine's services. The next runtime on the machine adopts them (see
+// adopt), and removes what its first declaration no longer names.
 func (r *DockerRuntime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
 	if r.cancel != nil {
 		r.cancel()
 	}
-	var ids []string
-	for _, dc := range r.current {
-		if dc.id != "" {
-			ids = append(ids, dc.id)
-		}
-	}
 	r.current = map[string]*dockerContainer{}
 	r.mu.Unlock()
-	for _, id := range ids {
-		r.remove(ctx, id)
-	}
 	return waitGroup(ctx, &r.wg, "runtime docker: close")
 }
 

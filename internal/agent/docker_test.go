@@ -21,9 +21,9 @@ import (
 
 // fakeEngine is a Docker Engine API stand-in for the calls DockerRuntime
 // makes, keeping containers in memory: enough to test the runtime's
-// choreography (pull by digest, create with labels, start, replace, remove)
-// where no engine runs. TestDockerRuntimeRealEngine runs the same runtime
-// against a real engine where one exists.
+// choreography (pull by digest, create with labels, start, replace, remove,
+// adopt by name) in one piece. The testsuite's docker tests run the runtime
+// against a real engine.
 type fakeEngine struct {
 	mu         sync.Mutex
 	pulled     []string
@@ -37,6 +37,8 @@ type fakeEngine struct {
 }
 
 type fakeContainer struct {
+	ID           string
+	Name         string
 	Image        string
 	Labels       map[string]string
 	Env          []string
@@ -79,14 +81,35 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"message":"bad body"}`, http.StatusBadRequest)
 			return
 		}
+		c.Name = r.URL.Query().Get("name")
+		if e.byName(c.Name) != nil {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = fmt.Fprintf(w, `{"message":"the container name %q is already in use"}`, c.Name)
+			return
+		}
 		e.n++
-		id := fmt.Sprintf("c%d", e.n)
+		c.ID = fmt.Sprintf("c%d", e.n)
 		c.Status = "created"
-		e.containers[id] = &c
-		_ = json.NewEncoder(w).Encode(map[string]string{"Id": id})
+		e.containers[c.ID] = &c
+		_ = json.NewEncoder(w).Encode(map[string]string{"Id": c.ID})
+	case r.Method == http.MethodGet && path == "/containers/json":
+		var f map[string][]string
+		_ = json.Unmarshal([]byte(r.URL.Query().Get("filters")), &f)
+		var out []map[string]any
+		for _, c := range e.containers {
+			if c.Removed || len(f["label"]) != 1 || "io.meshroll.machine="+c.Labels[labelMachine] != f["label"][0] {
+				continue
+			}
+			out = append(out, map[string]any{"Id": c.ID, "Labels": c.Labels})
+		}
+		_ = json.NewEncoder(w).Encode(out)
 	case strings.HasPrefix(path, "/containers/"):
 		parts := strings.Split(strings.TrimPrefix(path, "/containers/"), "/")
 		c, ok := e.containers[parts[0]]
+		if !ok {
+			c = e.byName(parts[0])
+			ok = c != nil
+		}
 		if !ok || c.Removed {
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"message":"no such container"}`))
@@ -103,7 +126,10 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 			c.Status = "exited"
 			w.WriteHeader(http.StatusNoContent)
 		case len(parts) == 2 && parts[1] == "json":
-			_ = json.NewEncoder(w).Encode(map[string]any{"State": map[string]any{"Status": c.Status}, "RestartCount": c.RestartCount})
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"Id": c.ID, "Config": map[string]any{"Labels": c.Labels},
+				"State": map[string]any{"Status": c.Status, "Running": c.Status == "running"}, "RestartCount": c.RestartCount,
+			})
 		case len(parts) == 2 && parts[1] == "exec":
 			var x struct{ Cmd []string }
 			if err := json.NewDecoder(r.Body).Decode(&x); err != nil {
@@ -143,6 +169,16 @@ func (e *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNotFound)
 	}
+}
+
+// byName is the live container named name, or nil.
+func (e *fakeEngine) byName(name string) *fakeContainer {
+	for _, c := range e.containers {
+		if !c.Removed && c.Name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // live returns the live containers by module.
@@ -252,7 +288,55 @@ func TestDockerRuntimeChoreography(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.live()) == 1 }, waitLimit, 5*time.Millisecond)
 
 	require.NoError(t, r.Close(ctx))
-	require.Empty(t, e.live(), "close stops and removes what the runtime started")
+	live = e.live()
+	require.Len(t, live, 1, "close leaves the containers running")
+	webID := live["web"].ID
+
+	// An agent started again adopts what runs (same container, not
+	// recreated, nothing pulled), and its first declaration's sweep removes
+	// a container of this machine it no longer names; a container of
+	// another machine, or none, is not touched.
+	e.mu.Lock()
+	e.pulled = nil
+	e.containers["stray"] = &fakeContainer{ID: "stray", Name: "meshroll-edge-1-old", Labels: map[string]string{labelMachine: "edge-1", labelModule: "old", labelSpec: "x"}, Status: "running"}
+	e.containers["other"] = &fakeContainer{ID: "other", Name: "meshroll-edge-2-web", Labels: map[string]string{labelMachine: "edge-2", labelModule: "web"}, Status: "running"}
+	e.containers["foreign"] = &fakeContainer{ID: "foreign", Name: "postgres", Status: "running"}
+	e.mu.Unlock()
+	r2 := NewDockerRuntime("edge-1", url)
+	r2.poll = 5 * time.Millisecond
+	s2 := newStates()
+	require.NoError(t, r2.Apply(ctx, []mesh.Container{web2}, s2.update))
+	s2.waitFor(t, mesh.StateRunning, "web")
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.containers["stray"].Removed
+	}, waitLimit, 5*time.Millisecond, "the sweep removes this machine's container no declaration names")
+	e.mu.Lock()
+	require.Equal(t, webID, e.byName(containerName("edge-1", "web", specHash(web2))).ID, "adopted, not recreated")
+	require.Empty(t, e.pulled, "nothing pulled for a container adopted")
+	require.False(t, e.containers["other"].Removed, "another machine's container is left alone")
+	require.False(t, e.containers["foreign"].Removed, "a container meshroll did not create is left alone")
+	e.mu.Unlock()
+	require.NoError(t, r2.Close(ctx))
+}
+
+// A container of the name meshroll would give a spec, but not created by
+// meshroll for it, is never taken over or replaced: the container fails
+// to start, saying so.
+func TestDockerRuntimeLeavesANameItDidNotCreate(t *testing.T) {
+	e, url := newFakeEngine(t)
+	web := dockerCtr("web", 1)
+	name := containerName("edge-1", "web", specHash(web))
+	e.containers["squatter"] = &fakeContainer{ID: "squatter", Name: name, Status: "running"}
+	r := NewDockerRuntime("edge-1", url)
+	r.poll = 5 * time.Millisecond
+	s := newStates()
+	require.NoError(t, r.Apply(context.Background(), []mesh.Container{web}, s.update))
+	s.waitFor(t, mesh.StateExited, "web")
+	require.Contains(t, s.last["web"].Reason, "that meshroll did not create for this declaration is on the engine; remove or rename it")
+	require.False(t, e.containers["squatter"].Removed)
+	require.NoError(t, r.Close(context.Background()))
 }
 
 // TestDockerRuntimeHealth: a probe's port is published on loopback under

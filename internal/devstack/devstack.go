@@ -90,6 +90,9 @@ type Options struct {
 	UIPort int
 	// Runtime is the host agents' runtime name (default DefaultRuntime).
 	Runtime string
+	// DockerSocket is the engine the docker runtime uses (default
+	// agent.DefaultDockerSocket).
+	DockerSocket string
 	// MetricsListen, when set, replaces the config's worker.metrics_listen:
 	// where the worker serves /metrics, /livez and /readyz. Neither set:
 	// nothing is served.
@@ -182,6 +185,9 @@ type stack struct {
 	// runtimes are the agents' runtimes not yet handed to an agent (which
 	// then owns it).
 	runtimes map[string]agent.Runtime
+	// sayStay is set once an agent runs on the docker runtime: stopping
+	// then says that its containers stay.
+	sayStay bool
 	// stops undo what was started, in start order; stopAll runs them
 	// backwards.
 	stops []stopStep
@@ -248,9 +254,10 @@ func prepare(o Options) (*stack, error) {
 		// The exec runtime keeps its images beside the agent's journal and
 		// pulls from the registry the worker pushes to.
 		rt, err := agent.NewRuntime(o.Runtime, agent.RuntimeOptions{
-			Machine:  name,
-			StateDir: filepath.Join(state, "hosts", name),
-			Registry: workerapp.RegistryOptions(own.Registry),
+			Machine:      name,
+			StateDir:     filepath.Join(state, "hosts", name),
+			Registry:     workerapp.RegistryOptions(own.Registry),
+			DockerSocket: o.DockerSocket,
 		})
 		if err != nil {
 			_ = s.stopAll()
@@ -406,6 +413,11 @@ func (s *stack) startAgent(ctx context.Context, name string, serveErr chan<- err
 		return fmt.Errorf("host agent of %s: %w", name, err)
 	}
 	delete(s.runtimes, name) // the agent closes it
+	if s.o.Runtime == agent.RuntimeDocker && !s.sayStay {
+		// Said once, after the agents stop (steps undo last first).
+		s.sayStay = true
+		s.onStop("docker containers", s.sayContainersStay)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		_ = a.Close(context.Background())

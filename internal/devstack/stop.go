@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/meshroll/meshroll/internal/agent"
 )
 
 type stopStep struct {
@@ -40,4 +42,17 @@ func (s *stack) closeRuntimes() error {
 		delete(s.runtimes, name)
 	}
 	return errors.Join(errs...)
+}
+
+// sayContainersStay tells, as the stack stops, that the machines'
+// containers go on running on the engine (an agent stopped does not bounce
+// its services; the next start adopts them), and how to remove them.
+func (s *stack) sayContainersStay() error {
+	sock := s.o.DockerSocket
+	if sock == "" {
+		sock = agent.DefaultDockerSocket
+	}
+	s.say("docker", "the machines' containers keep running; the next start adopts them. To remove them:")
+	s.say("", "  docker -H unix://%s rm -f $(docker -H unix://%s ps -aq --filter label=io.meshroll.machine)", sock, sock)
+	return nil
 }

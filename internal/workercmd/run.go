@@ -138,6 +138,6 @@ func runDev(ctx context.Context, o *options, out io.Writer, log zerolog.Logger) 
 		}
 	}()
 	return devstack.Run(ctx, devstack.Options{
-		ConfigPath: path, StateDir: o.state, UIPort: o.uiPort, Runtime: o.runtime, MetricsListen: o.metricsListen, Out: out, Log: log,
+		ConfigPath: path, StateDir: o.state, UIPort: o.uiPort, Runtime: o.runtime, DockerSocket: o.dockerSocket, MetricsListen: o.metricsListen, Out: out, Log: log,
 	})
 }

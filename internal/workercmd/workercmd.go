@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cmdrun"
 	"github.com/meshroll/meshroll/internal/devstack"
 	"github.com/meshroll/meshroll/internal/logging"
@@ -41,6 +42,8 @@ type options struct {
 	state   string
 	uiPort  int
 	runtime string
+	// dockerSocket is the engine the dev stack's docker runtime uses.
+	dockerSocket string
 
 	metricsListen, buildID string
 	makeCurrent            bool
@@ -75,6 +78,7 @@ not know or cannot parse.`,
 	f.StringVar(&o.state, "state", devstack.DefaultStateDir, "with --dev: the directory holding all state (a restart on it resumes plans)")
 	f.IntVar(&o.uiPort, "ui-port", devstack.DefaultUIPort, "with --dev: the Temporal Web UI's port")
 	f.StringVar(&o.runtime, "runtime", devstack.DefaultRuntime, "with --dev: the host agents' runtime (noop, exec, docker)")
+	f.StringVar(&o.dockerSocket, "docker-socket", agent.DefaultDockerSocket, "with --dev --runtime docker: the Docker engine's unix socket")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve the worker's /metrics, /livez and /readyz on this host:port (overrides worker.metrics_listen; with --dev too)")
 	f.StringVar(&o.buildID, "build-id", "", "the build ID announced under Worker Versioning (overrides worker.versioning.build_id)")
 	f.BoolVar(&o.makeCurrent, "make-current", false, "under Worker Versioning, make this build the deployment's current version once it polls (new plans and machine workflows move to it)")
@@ -88,8 +92,11 @@ func (o *options) run(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", args)
 	}
 	set := cmd.Flags().Changed
-	if !o.dev && (set("state") || set("ui-port") || set("runtime")) {
-		return fmt.Errorf("--state, --ui-port and --runtime go with --dev")
+	if !o.dev && (set("state") || set("ui-port") || set("runtime") || set("docker-socket")) {
+		return fmt.Errorf("--state, --ui-port, --runtime and --docker-socket go with --dev")
+	}
+	if set("docker-socket") && o.runtime != agent.RuntimeDocker {
+		return fmt.Errorf("--docker-socket goes with --runtime docker")
 	}
 	if o.dev && (set("build-id") || set("make-current")) {
 		return fmt.Errorf("--build-id and --make-current do not go with --dev")
