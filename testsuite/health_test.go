@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -71,18 +72,16 @@ func main() {
 // plan halts saying why, and the second machine and tier 2 are untouched.
 func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		health    string
-		good, bad func(version string) string
-		why       string // in the plan's reason
-	}{
+	for _, tc := range []badBuildCase{
 		{
 			name:   "a build that exits two seconds in",
 			health: "{min_healthy: 3s, deadline: 1m}",
 			good:   func(v string) string { return fmt.Sprintf(exampleProgram, v) },
 			bad:    func(v string) string { return fmt.Sprintf(exitsAfterTwoSeconds, v) },
 			why:    "is exited",
+			// The engine restarts it (restart policy on-failure), which
+			// the agent counts against it.
+			dockerWhy: "restarted (1 times) before it had been healthy for 3s",
 		},
 		{
 			name:   "an http probe that answers 500",
@@ -92,72 +91,98 @@ func TestBadBuildStopsAtItsFirstBatch(t *testing.T) {
 			why:    "http probe (GET :$MESHROLL_PORT/healthz)",
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			o := execHostMesh(hostFleet(2))
-			o.tiers = "{1: {max_parallel: 1}}"
-			o.health = tc.health
-			s := newStack(t, o)
-
-			good := s.commitSource("host", tc.good("host good"))
-			s.converge("host", good)
-			goodBuild := s.build("host", good)
-			before := map[string]int{}
-			for m, h := range s.hosts {
-				before[m] = len(h.Applied())
+		for _, docker := range []bool{false, true} {
+			name := tc.name
+			if docker {
+				name = "on docker: " + tc.name
 			}
-
-			bad := s.commitSource("host", tc.bad("host bad"))
-			id := s.start("host", bad).ID
-			st := s.wait(id)
-			t.Logf("the plan's words: %s: %s", st.State, st.Reason)
-			require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
-			require.Contains(t, st.Reason, "tier 1 halted: 1 of its 2 machines failed")
-			require.Contains(t, st.Reason, "its 1 machine not yet pushed and later tiers untouched")
-			require.Contains(t, st.Reason, tc.why)
-			require.Contains(t, st.Reason, "put back on what it ran")
-			badBuild := s.build("host", bad)
-			require.Contains(t, st.Reason, fmt.Sprintf("host generation %d (%s) ", badBuild.Generation, mesh.ShortDigest(badBuild.Digest)),
-				"the failure names the build as a person reads it")
-			e1, _ := st.Machine("edge-1")
-			require.Equal(t, meshapi.MachineFailed, e1.State)
-			e2, _ := st.Machine("edge-2")
-			require.Equal(t, meshapi.MachineSkipped, e2.State, "the second machine of the tier is never pushed")
-			require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
-
-			s.runs("edge-1", goodBuild)
-			applied := s.hosts["edge-1"].Applied()
-			require.Len(t, applied, before["edge-1"]+2, "the bad build, then the revert")
-			revert := applied[len(applied)-1]
-			c, _ := revert.Container("host")
-			require.Equal(t, goodBuild.Digest, c.Digest, "the revert is the build it ran before")
-			require.True(t, revert.Revert, "journalled as a revert")
-			require.Equal(t, id, revert.Plan, "naming the plan")
-			require.Contains(t, revert.Reason, tc.why, "and the failure")
-			s.checkJournal("edge-1") // one writer, growing sequences, nothing below the floor
-			for _, m := range []string{"edge-2", "control-node"} {
-				require.Len(t, s.hosts[m].Applied(), before[m], "%s was told nothing", m)
-				s.runs(m, goodBuild)
-			}
-
-			out, err := s.starter("plan", "show", id)
-			require.NoError(t, err, out)
-			require.Contains(t, out, "halted")
-			require.True(t, strings.Contains(out, "put back on what it ran"), "plan show says why:\n%s", out)
-
-			// status names the failed plan as the one that put edge-1 back,
-			// not as the one that brought what runs.
-			sj, err := s.status("--machine", "edge-1")
-			require.NoError(t, err)
-			row := sj.byKey()["edge-1/host"]
-			require.Equal(t, goodBuild.Generation, *row.Generation)
-			require.Equal(t, id, row.Plan)
-			require.True(t, row.PutBack, "status marks the put-back: %+v", row)
-			out, err = s.starter("status", "--machine", "edge-1")
-			require.NoError(t, err, out)
-			require.Contains(t, out, meshapi.PlanID("host", mesh.ShortCommit(bad))+" (put back)", out)
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				badBuildStopsAtItsFirstBatch(t, tc, docker)
+			})
+		}
 	}
+}
+
+// badBuildCase is one way a build goes bad in TestBadBuildStopsAtItsFirstBatch.
+type badBuildCase struct {
+	name      string
+	health    string
+	good, bad func(version string) string
+	why       string // in the plan's reason
+	// dockerWhy, when set, is why on docker.
+	dockerWhy string
+}
+
+// badBuildStopsAtItsFirstBatch runs tc with the agents on the exec
+// runtime, or on docker.
+func badBuildStopsAtItsFirstBatch(t *testing.T, tc badBuildCase, docker bool) {
+	o := execHostMesh(hostFleet(2))
+	if docker {
+		o.exec, o.docker = false, true
+		tc.why = cmp.Or(tc.dockerWhy, tc.why)
+	}
+	o.tiers = "{1: {max_parallel: 1}}"
+	o.health = tc.health
+	s := newStack(t, o)
+
+	good := s.commitSource("host", tc.good("host good"))
+	s.converge("host", good)
+	goodBuild := s.build("host", good)
+	before := map[string]int{}
+	for m, h := range s.hosts {
+		before[m] = len(h.Applied())
+	}
+
+	bad := s.commitSource("host", tc.bad("host bad"))
+	id := s.start("host", bad).ID
+	st := s.wait(id)
+	t.Logf("the plan's words: %s: %s", st.State, st.Reason)
+	require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
+	require.Contains(t, st.Reason, "tier 1 halted: 1 of its 2 machines failed")
+	require.Contains(t, st.Reason, "its 1 machine not yet pushed and later tiers untouched")
+	require.Contains(t, st.Reason, tc.why)
+	require.Contains(t, st.Reason, "put back on what it ran")
+	badBuild := s.build("host", bad)
+	require.Contains(t, st.Reason, fmt.Sprintf("host generation %d (%s) ", badBuild.Generation, mesh.ShortDigest(badBuild.Digest)),
+		"the failure names the build as a person reads it")
+	e1, _ := st.Machine("edge-1")
+	require.Equal(t, meshapi.MachineFailed, e1.State)
+	e2, _ := st.Machine("edge-2")
+	require.Equal(t, meshapi.MachineSkipped, e2.State, "the second machine of the tier is never pushed")
+	require.Equal(t, meshapi.TierSkipped, st.Tiers[1].State, "tier 2 untouched")
+
+	s.runs("edge-1", goodBuild)
+	applied := s.hosts["edge-1"].Applied()
+	require.Len(t, applied, before["edge-1"]+2, "the bad build, then the revert")
+	revert := applied[len(applied)-1]
+	c, _ := revert.Container("host")
+	require.Equal(t, goodBuild.Digest, c.Digest, "the revert is the build it ran before")
+	require.True(t, revert.Revert, "journalled as a revert")
+	require.Equal(t, id, revert.Plan, "naming the plan")
+	require.Contains(t, revert.Reason, tc.why, "and the failure")
+	s.checkJournal("edge-1") // one writer, growing sequences, nothing below the floor
+	for _, m := range []string{"edge-2", "control-node"} {
+		require.Len(t, s.hosts[m].Applied(), before[m], "%s was told nothing", m)
+		s.runs(m, goodBuild)
+	}
+
+	out, err := s.starter("plan", "show", id)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "halted")
+	require.True(t, strings.Contains(out, "put back on what it ran"), "plan show says why:\n%s", out)
+
+	// status names the failed plan as the one that put edge-1 back,
+	// not as the one that brought what runs.
+	sj, err := s.status("--machine", "edge-1")
+	require.NoError(t, err)
+	row := sj.byKey()["edge-1/host"]
+	require.Equal(t, goodBuild.Generation, *row.Generation)
+	require.Equal(t, id, row.Plan)
+	require.True(t, row.PutBack, "status marks the put-back: %+v", row)
+	out, err = s.starter("status", "--machine", "edge-1")
+	require.NoError(t, err, out)
+	require.Contains(t, out, meshapi.PlanID("host", mesh.ShortCommit(bad))+" (put back)", out)
 }
 
 // With max_parallel 1, no two machines of a tier are ever between their

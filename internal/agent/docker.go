@@ -79,8 +79,9 @@ type dockerContainer struct {
 }
 
 var (
-	_ Runtime = (*DockerRuntime)(nil)
-	_ Execer  = (*DockerRuntime)(nil)
+	_ Runtime   = (*DockerRuntime)(nil)
+	_ Execer    = (*DockerRuntime)(nil)
+	_ Confirmer = (*DockerRuntime)(nil)
 )
 
 // NewDockerRuntime returns a runtime for machine talking to the engine at
@@ -366,10 +367,40 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 	}
 }
 
+// Unbroken inspects module's container now: it runs, and the engine has
+// restarted it no more than restarts times (see Confirmer).
+func (r *DockerRuntime) Unbroken(ctx context.Context, module string, restarts int) (bool, error) {
+	r.mu.Lock()
+	var id string
+	if dc := r.current[module]; dc != nil {
+		id = dc.id
+	}
+	r.mu.Unlock()
+	if id == "" {
+		return false, nil
+	}
+	var st struct {
+		State struct {
+			Running bool `json:"Running"`
+		} `json:"State"`
+		RestartCount int `json:"RestartCount"`
+	}
+	if err := r.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, &st); err != nil {
+		return false, fmt.Errorf("inspect %s: %w", module, err)
+	}
+	return st.State.Running && st.RestartCount <= restarts, nil
+}
+
 // report records and passes on a state change of dc.
+//
+// A restart the engine counts starts the container's time in its state
+// anew, even when both inspections saw it running: the engine restarts a
+// crashed container within the poll, so a container that crashes every few
+// seconds would otherwise look running since its first start, and a
+// health check with no probe would count it healthy for min_healthy.
 func (r *DockerRuntime) report(dc *dockerContainer, u Update, update func(Update)) {
 	r.mu.Lock()
-	if dc.state != u.State {
+	if dc.state != u.State || dc.restarts != u.Restarts {
 		dc.since = u.Since
 	}
 	dc.state, dc.restarts = u.State, u.Restarts

@@ -443,11 +443,33 @@ func (a *Agent) awaitFloorLocked(rc *mesh.RunningContainer, w *watch) {
 		a.raiseFloorLocked(w, since)
 		return
 	}
+	restarts := rc.Restarts
 	w.due = a.clock.AfterFunc(minHealthy, func() {
+		if !a.unbroken(w.module, restarts) {
+			return // the runtime's report of the break follows, and judges anew
+		}
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.raiseFloorLocked(w, since)
 	})
+}
+
+// unbroken asks a runtime that reports by looking (a Confirmer) whether
+// module's container still runs with no restart beyond restarts; other
+// runtimes report every change as it happens, and an answer that cannot be
+// had counts as a break.
+func (a *Agent) unbroken(module string, restarts int) bool {
+	c, ok := a.rt.(Confirmer)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok, err := c.Unbroken(ctx, module, restarts)
+	if err != nil {
+		a.log.Warn().Err(err).Str("module", module).Msg("could not confirm the container ran unbroken; its floor waits")
+	}
+	return ok && err == nil
 }
 
 // raiseFloorLocked journals that w's container counted healthy (healthy

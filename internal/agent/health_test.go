@@ -6,9 +6,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -441,4 +443,50 @@ func TestReplayRaisesFloorAsJournalled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// confirmingRuntime is a noop runtime that reports by looking, as docker's
+// does: whether a container ran unbroken is its answer, set by the test.
+type confirmingRuntime struct {
+	*NoopRuntime
+	unbroken atomic.Bool
+}
+
+func (r *confirmingRuntime) Unbroken(context.Context, string, int) (bool, error) {
+	return r.unbroken.Load(), nil
+}
+
+// A container healthy for min_healthy by the runtime's last report does
+// not count (no floor) when the runtime, asked at that moment, says it
+// crashed and was restarted since; the report of the restart, seen only by
+// its count, starts its healthy time anew, and it counts min_healthy after
+// that.
+func TestFloorWaitsForARuntimeThatLooksToConfirm(t *testing.T) {
+	clk := newFakeClock()
+	rt := &confirmingRuntime{NoopRuntime: NewNoopRuntime(0)}
+	a, err := Open(context.Background(), Options{
+		Machine: testMachine, StateDir: t.TempDir(), Runtime: rt, Log: zerolog.Nop(), clock: clk,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+
+	_, err = a.Apply(context.Background(), decl(1, checked(ctr("web", 1), mesh.Health{MinHealthyMS: 3000})))
+	require.NoError(t, err)
+	first := waitContainer(t, a, "web", "healthy", healthIs(mesh.HealthHealthy))
+	clk.Advance(3 * time.Second)
+	_, raised := floorOf(a, "web")
+	require.False(t, raised, "no floor for a container the runtime says restarted")
+
+	rt.unbroken.Store(true)
+	a.mu.Lock()
+	epoch := a.epoch
+	a.mu.Unlock()
+	a.updater(epoch)(Update{Module: "web", State: mesh.StateRunning, Since: clk.Now().Add(time.Second), Restarts: 1})
+	again := waitContainer(t, a, "web", "healthy again, since the restart", func(rc mesh.RunningContainer) bool {
+		return rc.Health == mesh.HealthHealthy && rc.HealthySince != first.HealthySince
+	})
+	assert.Equal(t, 1, again.Restarts)
+	clk.Advance(3 * time.Second)
+	_, raised = floorOf(a, "web")
+	require.True(t, raised, "min_healthy after the restart, confirmed: the floor rises")
 }

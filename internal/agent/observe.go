@@ -91,6 +91,13 @@ func (a *Agent) observeLocked(epoch uint64, u Update) bool {
 	explained := rc.Reason != reason
 	rc.Reason = reason
 	if rc.State == u.State {
+		if restarted && u.State == mesh.StateRunning {
+			// Running again after a restart the runtime saw only by its
+			// count (the engine restarted it between two looks): its time
+			// running, and so healthy, starts anew.
+			rc.Since = since
+			a.judgeStateLocked(rc, a.watches[rc.Module])
+		}
 		if restarted || explained {
 			a.touchLocked()
 		}

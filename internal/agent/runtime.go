@@ -73,6 +73,16 @@ type Checker interface {
 	Check(cs []mesh.Container) error
 }
 
+// Confirmer is a Runtime that follows its containers by looking at them
+// now and then, so that its last report may be a look old. Before counting
+// a container healthy for min_healthy (raising its module's floor, which
+// no push goes below), the agent asks it whether the container still runs
+// without a restart beyond those reported: a container that crashed and
+// was restarted since the last look must not count.
+type Confirmer interface {
+	Unbroken(ctx context.Context, module string, restarts int) (bool, error)
+}
+
 // Update is one container's state as its runtime sees it (see
 // execrt.Update, where it is defined so that the exec runtime reports with
 // it without importing this package).
