@@ -64,6 +64,7 @@ func defineFlags(fs *pflag.FlagSet) {
 	fs.String("state", "", "state directory (default .meshroll/hosts/<machine>)")
 	fs.String("token", "", "bearer token the API requires (prefer "+envPrefix+"_TOKEN: flags show in ps)")
 	fs.String("token-file", "", "file holding the bearer token (the safest place for it)")
+	fs.Bool("trusted-network", false, "serve without a token beyond loopback: only trusted hosts can reach --listen (without it, an agent listening beyond loopback needs a token)")
 	fs.String("tls-cert", "", "PEM certificate to serve TLS with (with --tls-key)")
 	fs.String("tls-key", "", "PEM private key of --tls-cert")
 	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), exec (pulls images by digest and runs their entrypoints as child processes) or docker (Docker Engine API; Podman's compatible service works)")

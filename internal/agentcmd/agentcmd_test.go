@@ -37,10 +37,15 @@ func TestUsageErrors(t *testing.T) {
 		{"bad value", []string{"--machine", "m", "--metrics=maybe"}, `invalid argument "maybe"`},
 		{"unexpected arguments", []string{"--machine", "m", "serve"}, `unexpected arguments ["serve"]`},
 		{"no machine", []string{"--state", t.TempDir()}, "--machine is required"},
+		{"beyond loopback without a token", []string{"--machine", "m", "--listen", "0.0.0.0:7499", "--state", t.TempDir()},
+			"--listen 0.0.0.0:7499 reaches beyond loopback and the host API has no token"},
+		{"every address without a token", []string{"--machine", "m", "--listen", ":7499", "--state", t.TempDir()},
+			"or pass --trusted-network if only trusted hosts can reach the address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("MESHROLL_HOST_MACHINE", "")
 			t.Setenv("MESHROLL_HOST_CONFIG", "")
+			t.Setenv("MESHROLL_HOST_TOKEN", "")
 			var out bytes.Buffer
 			err := Execute(context.Background(), tc.args, &out, &out)
 			require.Error(t, err)

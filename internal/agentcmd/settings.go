@@ -2,6 +2,7 @@ package agentcmd
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,7 @@ var keys = map[string]string{
 	"state":              "state",
 	"token":              "token",
 	"token_file":         "token-file",
+	"trusted_network":    "trusted-network",
 	"tls_cert":           "tls-cert",
 	"tls_key":            "tls-key",
 	"runtime":            "runtime",
@@ -134,6 +136,11 @@ func load(fs *pflag.FlagSet) (settings, error) {
 			return settings{}, fmt.Errorf("token file %s is empty", f)
 		}
 	}
+	if s.token == "" && !v.GetBool("trusted_network") {
+		if err := loopbackOnly(s.listen); err != nil {
+			return settings{}, err
+		}
+	}
 	// Strictly: viper reads "maybe" as false, which would turn metrics off
 	// without a word.
 	if m := strings.TrimSpace(v.GetString("metrics")); m != "" {
@@ -190,4 +197,20 @@ func load(fs *pflag.FlagSet) (settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// loopbackOnly refuses a listen address beyond loopback for a host API
+// without a token: anyone who reached it could declare what the machine
+// runs, which on the docker runtime is root on the machine.
+func loopbackOnly(listen string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return cmdrun.Usagef("--listen %q: want host:port, such as 127.0.0.1:7400", listen)
+	}
+	if ip := net.ParseIP(host); strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return cmdrun.Usagef("--listen %s reaches beyond loopback and the host API has no token: anyone who reaches it could declare "+
+		"what this machine runs (with --runtime docker, root on it). Set --token-file (or %s_TOKEN), listen on 127.0.0.1, "+
+		"or pass --trusted-network if only trusted hosts can reach the address", listen, envPrefix)
 }

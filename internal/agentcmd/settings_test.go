@@ -63,3 +63,36 @@ func TestMetricsSetting(t *testing.T) {
 		})
 	}
 }
+
+// Beyond loopback the host API needs a token, or the operator's word that
+// only trusted hosts reach it; on loopback it needs neither.
+func TestListenBeyondLoopback(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"loopback, no token", []string{"--listen", "127.0.0.1:7400"}, ""},
+		{"localhost, no token", []string{"--listen", "localhost:7400"}, ""},
+		{"IPv6 loopback, no token", []string{"--listen", "[::1]:7400"}, ""},
+		{"every address, no token", []string{"--listen", "0.0.0.0:7400"}, "reaches beyond loopback and the host API has no token"},
+		{"a LAN address, no token", []string{"--listen", "10.0.0.7:7400"}, "Set --token-file (or MESHROLL_HOST_TOKEN)"},
+		{"every address, a token file", []string{"--listen", "0.0.0.0:7400", "--token-file", tokenFile}, ""},
+		{"every address, a trusted network", []string{"--listen", "0.0.0.0:7400", "--trusted-network"}, ""},
+		{"not an address", []string{"--listen", "7400"}, `--listen "7400": want host:port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MESHROLL_HOST_TOKEN", "")
+			_, err := parseAndLoad(append([]string{"--machine", "edge-1"}, tc.args...))
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+			var u *cmdrun.UsageError
+			assert.ErrorAs(t, err, &u, "a usage error (exit 2)")
+		})
+	}
+}
