@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -87,10 +88,17 @@ func (e engine) client() *http.Client {
 	}}
 }
 
-func (e engine) do(method, path string, out any) error {
-	req, err := http.NewRequest(method, "http://docker"+path, nil)
+func (e engine) do(method, path string, out any) error { return e.send(method, path, nil, out) }
+
+// send does one request with body (JSON, when not nil) and decodes the
+// answer into out, when not nil.
+func (e engine) send(method, path string, body []byte, out any) error {
+	req, err := http.NewRequest(method, "http://docker"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := e.client().Do(req)
 	if err != nil {
@@ -216,4 +224,63 @@ func TestDockerAgentRestartedKeepsItsContainers(t *testing.T) {
 	for _, m := range s.cfg.MachineNames() {
 		s.checkJournal(m)
 	}
+}
+
+// Containers meshroll did not create are never touched: a container of the
+// same image with no labels, and one labelled for a machine of another
+// mesh, run on through ten merges on every machine and every agent's
+// restart (whose first declaration sweeps away its own machine's stray
+// containers), while a stray of this machine's own goes.
+func TestDockerLeavesForeignContainersAlone(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, dockerMesh())
+	first := s.converge("host", s.commit("host"))
+	e := engine{socket: os.Getenv(envDockerSocket)}
+	ref := first.Build.Image + "@" + first.Build.Digest
+	run := func(name string, labels map[string]string) string {
+		id := e.create(t, name, ref, labels)
+		t.Cleanup(func() { _ = e.do(http.MethodDelete, "/containers/"+id+"?force=1", nil) })
+		return id
+	}
+	foreign := run(s.namespace+"-foreign", nil)
+	otherMesh := run(s.namespace+"-other-mesh", map[string]string{
+		"io.meshroll.machine": s.namespace + ".elsewhere", "io.meshroll.module": "host", "io.meshroll.spec": "0"})
+	stray := run(s.namespace+"-stray", map[string]string{
+		"io.meshroll.machine": s.engineName("edge-1"), "io.meshroll.module": "gone", "io.meshroll.spec": "0"})
+
+	for range 10 {
+		s.converge("host", s.commit("host"))
+	}
+	for _, m := range s.cfg.MachineNames() {
+		s.hosts[m].restart()
+	}
+	last := s.converge("host", s.commit("host"))
+	for _, m := range s.cfg.MachineNames() {
+		s.dockerRuns(m, *last.Build)
+		s.checkJournal(m)
+	}
+	for _, id := range []string{foreign, otherMesh} {
+		var in engineInspect
+		require.NoError(t, e.get("/containers/"+id+"/json", &in), "container %s is still there", id)
+		require.True(t, in.State.Running, "container %s still runs", id)
+		require.Zero(t, in.RestartCount)
+	}
+	eventually(t, time.Minute, "edge-1's stray container removed", func() bool {
+		return e.get("/containers/"+stray+"/json", nil) != nil
+	})
+}
+
+// create creates and starts a container of image ref named name with
+// labels, on the host network running the image's entrypoint, and returns
+// its ID.
+func (e engine) create(t *testing.T, name, ref string, labels map[string]string) string {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"Image": ref, "Labels": labels, "HostConfig": map[string]any{"NetworkMode": "host"}})
+	require.NoError(t, err)
+	var created struct {
+		ID string `json:"Id"`
+	}
+	require.NoError(t, e.send(http.MethodPost, "/containers/create?name="+url.QueryEscape(name), body, &created))
+	require.NoError(t, e.send(http.MethodPost, "/containers/"+created.ID+"/start", nil, nil))
+	return created.ID
 }
