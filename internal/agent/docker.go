@@ -367,15 +367,20 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 	}
 }
 
+// idOf is the engine's ID of module's container, "" before it was created.
+func (r *DockerRuntime) idOf(module string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if dc := r.current[module]; dc != nil {
+		return dc.id
+	}
+	return ""
+}
+
 // Unbroken inspects module's container now: it runs, and the engine has
 // restarted it no more than restarts times (see Confirmer).
 func (r *DockerRuntime) Unbroken(ctx context.Context, module string, restarts int) (bool, error) {
-	r.mu.Lock()
-	var id string
-	if dc := r.current[module]; dc != nil {
-		id = dc.id
-	}
-	r.mu.Unlock()
+	id := r.idOf(module)
 	if id == "" {
 		return false, nil
 	}
@@ -415,12 +420,7 @@ func (r *DockerRuntime) report(dc *dockerContainer, u Update, update func(Update
 // exit code, or an error when it could not run or outlived ctx (the engine
 // then still runs it to its end: it has no way to stop an exec).
 func (r *DockerRuntime) Exec(ctx context.Context, module string, argv []string, out io.Writer) (int, error) {
-	r.mu.Lock()
-	var id string
-	if dc := r.current[module]; dc != nil {
-		id = dc.id
-	}
-	r.mu.Unlock()
+	id := r.idOf(module)
 	if id == "" {
 		return 0, fmt.Errorf("runtime docker: container %s has not started", module)
 	}

@@ -8,6 +8,7 @@
 package meshfile
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -63,63 +64,42 @@ type Machine struct {
 // String is the file's text.
 func (f File) String() string {
 	var y strings.Builder
-	ns := f.Namespace
-	if ns == "" {
-		ns = "default"
-	}
-	fmt.Fprintf(&y, "temporal: {address: %q, namespace: %q, task_queue: %q", f.Address, ns, f.TaskQueue)
-	if f.Compression != "" {
-		fmt.Fprintf(&y, ", grpc_compression: %q", f.Compression)
-	}
+	fmt.Fprintf(&y, "temporal: {address: %q, namespace: %q, task_queue: %q", f.Address, cmp.Or(f.Namespace, "default"), f.TaskQueue)
+	put(&y, ", grpc_compression: %q", f.Compression)
 	y.WriteString("}\n")
-	if f.StateDir != "" {
-		fmt.Fprintf(&y, "state_dir: %q\n", f.StateDir)
-	}
-	if f.Registry != "" {
-		fmt.Fprintf(&y, "registry: {address: %q, repository: meshroll}\n", f.Registry)
-	}
-	if f.Push != "" {
-		fmt.Fprintf(&y, "push: %s\n", f.Push)
-	}
+	put(&y, "state_dir: %q\n", f.StateDir)
+	put(&y, "registry: {address: %q, repository: meshroll}\n", f.Registry)
+	put(&y, "push: %s\n", f.Push)
 	y.WriteString("modules:\n")
 	for _, m := range f.Modules {
-		path := m.Path
-		if path == "" {
-			path = "examples/" + m.Name
-		}
-		fmt.Fprintf(&y, "  %s: {repo: %q, path: %s", m.Name, m.Repo, path)
+		fmt.Fprintf(&y, "  %s: {repo: %q, path: %s", m.Name, m.Repo, cmp.Or(m.Path, "examples/"+m.Name))
 		if m.ControlPlane {
 			y.WriteString(", control_plane: true")
 		}
-		if m.Health != "" {
-			fmt.Fprintf(&y, ", health: %s", m.Health)
-		}
-		if m.Network != "" {
-			fmt.Fprintf(&y, ", network: %s", m.Network)
-		}
-		if m.Extra != "" {
-			fmt.Fprintf(&y, ", %s", m.Extra)
-		}
+		put(&y, ", health: %s", m.Health)
+		put(&y, ", network: %s", m.Network)
+		put(&y, ", %s", m.Extra)
 		y.WriteString("}\n")
 	}
 	y.WriteString("machines:\n")
 	for _, m := range f.Machines {
 		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]", m.Name, m.Host, m.Tier, strings.Join(m.Modules, ", "))
-		if m.Token != "" {
-			fmt.Fprintf(&y, ", token: %q", m.Token)
-		}
+		put(&y, ", token: %q", m.Token)
 		y.WriteString("}\n")
 	}
-	if f.Tiers != "" {
-		fmt.Fprintf(&y, "tiers: %s\n", f.Tiers)
-	}
+	put(&y, "tiers: %s\n", f.Tiers)
 	if f.Analysis != "" {
 		fmt.Fprintf(&y, "analysis:\n%s", Section(f.Analysis))
 	}
-	if f.Windows != "" {
-		fmt.Fprintf(&y, "windows: %s\n", f.Windows)
-	}
+	put(&y, "windows: %s\n", f.Windows)
 	return y.String()
+}
+
+// put writes format with v, when v is set.
+func put(y *strings.Builder, format, v string) {
+	if v != "" {
+		fmt.Fprintf(y, format, v)
+	}
 }
 
 // Section is a section's value as written under its key: val's lines
