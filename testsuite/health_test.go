@@ -266,10 +266,16 @@ func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
 	require.Contains(t, m.Reason, "lost its state", "the plan says so")
 	require.Contains(t, m.Rebased, "mesh-controller")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ms, err := plans.MachineState(ctx, s.c, "control-node")
-	require.NoError(t, err)
+	// The push answers the plan itself, so the plan can end before the
+	// machine workflow has taken the push's outcome in: wait for it.
+	var ms meshapi.MachineState
+	eventually(t, 30*time.Second, "the machine workflow's state to record the lost state", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		ms, err = plans.MachineState(ctx, s.c, "control-node")
+		return err == nil && ms.HostLostState != ""
+	})
 	require.Contains(t, ms.HostLostState, "lost its state", "and the machine workflow's state")
 	require.Equal(t, s.build("mesh-controller", k2).Digest, ms.Floor["mesh-controller"].Digest, "whose floor holds controller k2")
 }
