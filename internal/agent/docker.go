@@ -84,11 +84,20 @@ var (
 	_ Confirmer = (*DockerRuntime)(nil)
 )
 
+// dockerPoll is how often the runtime inspects each container. The engine
+// restarts a crashed container (restart policy on-failure) within one
+// look, which the runtime then sees only by its restart count; the push
+// judges a container healthy from the host's report, so the look must be
+// well inside the shortest min_healthy a crash should fail (a second was
+// not: a build crashing two seconds in passed a min_healthy of 3s under
+// load). Four inspections a second per container is little for an engine.
+const dockerPoll = 250 * time.Millisecond
+
 // NewDockerRuntime returns a runtime for machine talking to the engine at
 // socket (a unix socket path) or, when socket starts with http://, at that
 // URL.
 func NewDockerRuntime(machine, socket string) *DockerRuntime {
-	r := &DockerRuntime{machine: machine, poll: time.Second, current: map[string]*dockerContainer{}}
+	r := &DockerRuntime{machine: machine, poll: dockerPoll, current: map[string]*dockerContainer{}}
 	if strings.HasPrefix(socket, "http://") {
 		r.base, r.hc = strings.TrimRight(socket, "/"), &http.Client{}
 		return r
