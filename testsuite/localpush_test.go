@@ -43,7 +43,13 @@ func TestLocalPushConverges(t *testing.T) {
 	s.runs("edge-1", s.build("host", h2))
 
 	for machine, pushes := range map[string]int{"control-node": 3, "edge-1": 2} {
-		scheduled, markers := s.pushEvents(meshapi.MachineID(machine))
+		// The push answers the plan itself, so the plan can end before the
+		// machine workflow's task that ran it, and its marker, is recorded.
+		var scheduled, markers int
+		eventually(t, 30*time.Second, machine+"'s last push recorded", func() bool {
+			scheduled, markers = s.pushEvents(meshapi.MachineID(machine))
+			return markers >= pushes || scheduled > 0
+		})
 		require.Zero(t, scheduled, "%s: no push ran as a regular activity", machine)
 		require.GreaterOrEqual(t, markers, pushes, "%s: every push left a local activity marker", machine)
 	}
