@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -267,74 +266,6 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 	r.follow(ctx, dc, update)
 }
 
-// containerName is the engine's name for a machine's container of a
-// module and spec: the same spec gets the same name, which is how an agent
-// started again finds the container an earlier one created.
-func containerName(machine, module, hash string) string {
-	return fmt.Sprintf("meshroll-%s-%s-%s", machine, module, hash[:12])
-}
-
-// adopt finds the container named name, created by a runtime of this
-// machine for the spec hash (an earlier agent's, left running when it
-// stopped), starts it if it is not running, and returns its ID; "" when
-// there is none. A container of that name meshroll did not create for
-// this spec is an error, and is left alone.
-func (r *DockerRuntime) adopt(ctx context.Context, name, hash string) (string, error) {
-	var found struct {
-		ID     string `json:"Id"`
-		Config struct {
-			Labels map[string]string `json:"Labels"`
-		} `json:"Config"`
-		State struct {
-			Running bool `json:"Running"`
-		} `json:"State"`
-	}
-	resp, err := r.request(ctx, http.MethodGet, "/containers/"+url.PathEscape(name)+"/json", nil)
-	if err != nil {
-		if strings.Contains(err.Error(), ": 404 ") {
-			return "", nil
-		}
-		return "", fmt.Errorf("look for container %s: %w", name, err)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&found)
-	resp.Body.Close()
-	if err != nil {
-		return "", fmt.Errorf("look for container %s: %w", name, err)
-	}
-	if found.Config.Labels[labelMachine] != r.machine || found.Config.Labels[labelSpec] != hash {
-		return "", fmt.Errorf("a container named %s that meshroll did not create for this declaration is on the engine; remove or rename it", name)
-	}
-	if !found.State.Running {
-		if err := r.call(ctx, http.MethodPost, "/containers/"+found.ID+"/start", nil, nil); err != nil {
-			return "", fmt.Errorf("start container %s again: %w", name, err)
-		}
-	}
-	return found.ID, nil
-}
-
-// sweep removes the containers labelled for this machine whose module
-// and spec declared (the first declaration this runtime took) does not
-// name: ones an earlier agent left when it stopped mid-replace, or whose
-// module was dropped while no agent ran. Containers without meshroll's
-// labels for this machine are never touched.
-func (r *DockerRuntime) sweep(ctx context.Context, declared map[string]*dockerContainer) {
-	defer r.wg.Done()
-	f, _ := json.Marshal(map[string][]string{"label": {labelMachine + "=" + r.machine}})
-	var listed []struct {
-		ID     string            `json:"Id"`
-		Labels map[string]string `json:"Labels"`
-	}
-	if err := r.call(ctx, http.MethodGet, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &listed); err != nil {
-		return
-	}
-	for _, c := range listed {
-		if dc, ok := declared[c.Labels[labelModule]]; ok && dc.hash == c.Labels[labelSpec] {
-			continue
-		}
-		r.remove(ctx, c.ID)
-	}
-}
-
 // follow inspects the container until ctx ends, reporting each change of
 // state and each restart the engine counts.
 func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update func(Update)) {
@@ -421,72 +352,6 @@ func (r *DockerRuntime) report(dc *dockerContainer, u Update, update func(Update
 	u.Since = dc.since
 	r.mu.Unlock()
 	update(u)
-}
-
-// Exec runs argv in module's container through the engine's exec API (as
-// docker exec does, without a terminal) and waits for it, writing its
-// output, stdout and stderr as they came, to out. It returns the command's
-// exit code, or an error when it could not run or outlived ctx (the engine
-// then still runs it to its end: it has no way to stop an exec).
-func (r *DockerRuntime) Exec(ctx context.Context, module string, argv []string, out io.Writer) (int, error) {
-	id := r.idOf(module)
-	if id == "" {
-		return 0, fmt.Errorf("runtime docker: container %s has not started", module)
-	}
-	var created struct {
-		ID string `json:"Id"`
-	}
-	if err := r.call(ctx, http.MethodPost, "/containers/"+id+"/exec", map[string]any{
-		"Cmd": argv, "AttachStdout": true, "AttachStderr": true,
-	}, &created); err != nil {
-		return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, err)
-	}
-	resp, err := r.request(ctx, http.MethodPost, "/exec/"+created.ID+"/start", map[string]any{"Detach": false, "Tty": false})
-	if err != nil {
-		return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, err)
-	}
-	err = demux(out, resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return 0, fmt.Errorf("runtime docker: exec in %s: read output: %w", module, err)
-	}
-	// The output ends when the command does; the engine may note its exit
-	// code a moment later.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var st struct {
-			Running  bool `json:"Running"`
-			ExitCode int  `json:"ExitCode"`
-		}
-		if err := r.call(ctx, http.MethodGet, "/exec/"+created.ID+"/json", nil, &st); err != nil {
-			return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, err)
-		}
-		if !st.Running {
-			return st.ExitCode, nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, ctx.Err())
-		}
-	}
-}
-
-// demux copies the engine's multiplexed output (frames of an 8-byte header,
-// stream and big-endian length, then that many bytes) to out.
-func demux(out io.Writer, r io.Reader) error {
-	var hdr [8]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if _, err := io.CopyN(out, r, int64(binary.BigEndian.Uint32(hdr[4:]))); err != nil {
-			return err
-		}
-	}
 }
 
 // remove stops a container (SIGTERM, then SIGKILL after ten seconds) and
