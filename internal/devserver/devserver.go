@@ -287,7 +287,10 @@ func (s *Server) start() (*devlaunch.Process, client.Client, error) {
 	args = append(args, s.opts.ExtraArgs...)
 	proc, c, err := devlaunch.Launch(context.Background(), devlaunch.Options{
 		CLI: s.cliPath, HostPort: s.hostPort, Args: args, Out: s.log, Timeout: s.opts.StartTimeout,
-		Client: client.Options{Namespace: s.opts.Namespace, Logger: s.opts.Logger},
+		// A test binary that dies (a timeout, a fatal error) takes its
+		// servers along, the package's shared one included.
+		DieWithParent: true,
+		Client:        client.Options{Namespace: s.opts.Namespace, Logger: s.opts.Logger},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w\n--- server log ---\n%s", err, s.log.String())
