@@ -220,9 +220,7 @@ func (c *Config) problems(sk *skip) []Problem {
 		default:
 			ps.add(key+".builder", "unknown builder %q; want %s or %s", mod.Builder, BuilderGo, BuilderCommand)
 		}
-		switch mod.Network {
-		case "", mesh.NetworkHost, mesh.NetworkBridge:
-		default:
+		if !mesh.ValidNetwork(mod.Network) {
 			ps.add(key+".network", "unknown network %q; want %s (the machine's own) or %s (an address on the engine's bridge)", mod.Network, mesh.NetworkHost, mesh.NetworkBridge)
 		}
 		healthProblems(ps, key+".health", mod.Health)

@@ -159,9 +159,7 @@ func (l *Ledger) checkShape(d mesh.Declaration) *Refusal {
 		if err := checkHealth(c.Health); err != nil {
 			return l.refuse(CodeInvalid, "module %s: health: %v", c.Module, err)
 		}
-		switch c.Network {
-		case "", mesh.NetworkHost, mesh.NetworkBridge:
-		default:
+		if !mesh.ValidNetwork(c.Network) {
 			return l.refuse(CodeInvalid, "module %s: network %q: want %q or %q", c.Module, c.Network, mesh.NetworkHost, mesh.NetworkBridge)
 		}
 	}

@@ -103,21 +103,30 @@ func TestLedgerRefusesBadChecks(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := host.Ledger{Machine: "m1"}
 			check := tc.check
-			d := mesh.Declaration{Machine: "m1", Seq: 1, Containers: []mesh.Container{{Module: "api", Digest: digestA, Health: &check}}}
-			_, err := l.Admit(nil, d)
-			if tc.want == "" {
-				assert.NoError(t, err)
-				return
+			if r := admitInvalid(t, mesh.Container{Module: "api", Digest: digestA, Health: &check}, tc.want); r != nil {
+				assert.Contains(t, r.Message, "module api: health: ")
 			}
-			var r *host.Refusal
-			require.ErrorAs(t, err, &r)
-			assert.Equal(t, host.CodeInvalid, r.Code)
-			assert.Contains(t, r.Message, "module api: health: ")
-			assert.Contains(t, r.Message, tc.want)
 		})
 	}
+}
+
+// admitInvalid admits a first declaration of c alone: accepted when want
+// is empty, else refused as invalid with want in the message, which it
+// returns.
+func admitInvalid(t *testing.T, c mesh.Container, want string) *host.Refusal {
+	t.Helper()
+	l := host.Ledger{Machine: "m1"}
+	_, err := l.Admit(nil, mesh.Declaration{Machine: "m1", Seq: 1, Containers: []mesh.Container{c}})
+	if want == "" {
+		assert.NoError(t, err)
+		return nil
+	}
+	var r *host.Refusal
+	require.ErrorAs(t, err, &r)
+	assert.Equal(t, host.CodeInvalid, r.Code)
+	assert.Contains(t, r.Message, want)
+	return r
 }
 
 // A container's network is host, bridge or left to the runtime; anything
@@ -128,17 +137,7 @@ func TestAdmitChecksTheNetwork(t *testing.T) {
 		{"overlay", `module api: network "overlay": want "host" or "bridge"`},
 	} {
 		t.Run(tc.network, func(t *testing.T) {
-			l := host.Ledger{Machine: "m1"}
-			d := mesh.Declaration{Machine: "m1", Seq: 1, Containers: []mesh.Container{{Module: "api", Digest: digestA, Network: tc.network}}}
-			_, err := l.Admit(nil, d)
-			if tc.want == "" {
-				assert.NoError(t, err)
-				return
-			}
-			var r *host.Refusal
-			require.ErrorAs(t, err, &r)
-			assert.Equal(t, host.CodeInvalid, r.Code)
-			assert.Contains(t, r.Message, tc.want)
+			admitInvalid(t, mesh.Container{Module: "api", Digest: digestA, Network: tc.network}, tc.want)
 		})
 	}
 }

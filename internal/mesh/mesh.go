@@ -68,6 +68,12 @@ const (
 	NetworkBridge = "bridge"
 )
 
+// ValidNetwork reports whether n is a Container.Network meshroll knows:
+// host, bridge, or empty for the runtime's own.
+func ValidNetwork(n string) bool {
+	return n == "" || n == NetworkHost || n == NetworkBridge
+}
+
 // Declaration is what one machine should run. Seq only grows; the host
 // refuses a Seq at or below the last it applied, except an exact repeat of the
 // last. Plan and Request say who asked, so the host's journal can answer
