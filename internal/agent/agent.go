@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/statedir"
+
 	"github.com/rs/zerolog"
 
 	"github.com/meshroll/meshroll/internal/host"
@@ -127,7 +129,10 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("open agent: %w", err)
 	}
-	release, err := lockDir(filepath.Join(o.StateDir, lockFile))
+	release, err := statedir.Lock(filepath.Join(o.StateDir, lockFile))
+	if errors.Is(err, statedir.ErrLocked) {
+		return nil, fmt.Errorf("open agent: state directory %s is in use by another agent: stop it, or pass another state directory: %w", o.StateDir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open agent: %w", err)
 	}
@@ -162,7 +167,7 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	if n := uint64(len(j.offs)); cp.JournalIndex > n {
 		return nil, fmt.Errorf("open agent: %s reflects journal entry %d but %s holds only %d entries; the journal was cut or replaced", LedgerFile, cp.JournalIndex, JournalFile, n)
 	}
-	if err := syncDir(o.StateDir); err != nil {
+	if err := statedir.Sync(o.StateDir); err != nil {
 		return nil, fmt.Errorf("open agent: %w", err)
 	}
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/statedir"
+
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -91,7 +93,7 @@ func writeCheckpoint(dir string, cp checkpoint) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := statedir.Sync(dir); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package analysis
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,12 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshroll/meshroll/internal/tlsca"
 
 	"github.com/expr-lang/expr"
 
@@ -128,13 +128,9 @@ func promClient(tc *config.ProviderTLS) (*http.Client, error) {
 		// config.Warnings reports at start.
 		cfg := &tls.Config{InsecureSkipVerify: tc.InsecureSkipVerify}
 		if tc.CAFile != "" {
-			pem, err := os.ReadFile(tc.CAFile)
+			pool, err := tlsca.Pool(tc.CAFile, false)
 			if err != nil {
 				return nil, fmt.Errorf("tls ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("tls ca_file %s: no PEM certificate in it", tc.CAFile)
 			}
 			cfg.RootCAs = pool
 		}

@@ -38,6 +38,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/statedir"
+
 	"github.com/rs/zerolog"
 
 	"github.com/meshroll/meshroll/internal/agent"
@@ -240,7 +242,7 @@ func prepare(o Options) (*stack, error) {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
-	unlock, err := lockState(filepath.Join(state, "devstack.lock"), state)
+	unlock, err := lockState(state)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +273,19 @@ func prepare(o Options) (*stack, error) {
 // devDefaults turns on what a developer's stack shows and a deployed
 // worker leaves off until asked: the fleet page, on loopback, its plans
 // linked to the stack's own Temporal Web UI.
+// lockState locks the state directory, so that two dev stacks never share a
+// Temporal database, a catalogue or host journals.
+func lockState(state string) (func() error, error) {
+	unlock, err := statedir.Lock(filepath.Join(state, "devstack.lock"))
+	if errors.Is(err, statedir.ErrLocked) {
+		return nil, fmt.Errorf("state directory %s is in use by another dev stack: stop it, or pass another --state", state)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock state directory %s: %w", state, err)
+	}
+	return unlock, nil
+}
+
 func devDefaults(cfg *config.Config, uiPort int) {
 	if cfg.Worker.UIListen == "" {
 		cfg.Worker.UIListen = DefaultFleetListen

@@ -441,12 +441,12 @@ func TestLockState(t *testing.T) {
 		t.Skip("no flock")
 	}
 	dir := t.TempDir()
-	unlock, err := lockState(filepath.Join(dir, "devstack.lock"), dir)
+	unlock, err := lockState(dir)
 	require.NoError(t, err)
-	_, err = lockState(filepath.Join(dir, "devstack.lock"), dir)
+	_, err = lockState(dir)
 	require.EqualError(t, err, "state directory "+dir+" is in use by another dev stack: stop it, or pass another --state")
 	require.NoError(t, unlock())
-	unlock, err = lockState(filepath.Join(dir, "devstack.lock"), dir)
+	unlock, err = lockState(dir)
 	require.NoError(t, err)
 	require.NoError(t, unlock())
 }

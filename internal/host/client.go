@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +11,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshroll/meshroll/internal/tlsca"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -106,16 +106,9 @@ func NewHTTPClient(baseURL, token string, hc *http.Client) (*HTTPClient, error) 
 // caFile as well as the system's, for agents serving TLS with a certificate
 // from a private CA.
 func HTTPClientWithCA(caFile string) (*http.Client, error) {
-	pem, err := os.ReadFile(caFile)
+	pool, err := tlsca.Pool(caFile, true)
 	if err != nil {
 		return nil, fmt.Errorf("host CA file: %w", err)
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("host CA file %s: no PEM certificates in it", caFile)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}

@@ -14,13 +14,13 @@ package registry
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
+
+	"github.com/meshroll/meshroll/internal/tlsca"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -170,16 +170,9 @@ func (o Options) transport() (*http.Transport, error) {
 	t := base.Clone()
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pool, err := tlsca.Pool(o.CAFile, true)
 		if err != nil {
 			return nil, fmt.Errorf("registry CA file: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("registry CA file %s holds no PEM certificate", o.CAFile)
 		}
 		cfg.RootCAs = pool
 	}

@@ -7,10 +7,10 @@ package temporalx
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 	"time"
+
+	"github.com/meshroll/meshroll/internal/tlsca"
 
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
@@ -34,13 +34,9 @@ func Options(t config.Temporal, log zerolog.Logger) (client.Options, error) {
 	if t.TLS.On() || t.APIKey != "" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.TLS.ServerName}
 		if t.TLS.CAFile != "" {
-			pem, err := os.ReadFile(t.TLS.CAFile)
+			pool, err := tlsca.Pool(t.TLS.CAFile, false)
 			if err != nil {
 				return client.Options{}, fmt.Errorf("temporal.tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return client.Options{}, fmt.Errorf("temporal.tls.ca_file %s: no PEM certificates in it", t.TLS.CAFile)
 			}
 			tc.RootCAs = pool
 		}

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/meshroll/meshroll/internal/statedir"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -239,14 +241,14 @@ func (r *Runtime) pull(ctx context.Context, c mesh.Container, dir string) error 
 	if err := writeSynced(filepath.Join(dir, configFile), rawConfig); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := statedir.Sync(dir); err != nil {
 		return err
 	}
 	// The marker comes last: without it the directory is redone.
 	if err := writeSynced(filepath.Join(dir, completeFile), []byte(c.Digest+"\n")); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return statedir.Sync(dir)
 }
 
 // imageFromIndex picks the index's image for this machine's platform.
@@ -424,16 +426,4 @@ func writeSynced(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -1,0 +1,47 @@
+//go:build unix
+
+package statedir
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// Lock takes an exclusive, non-blocking flock on the file at path (created
+// when missing) and returns what releases it. The kernel drops the lock when
+// the process dies, so a crashed owner never leaves a stale one. An error
+// wrapping ErrLocked means another process holds it.
+func Lock(path string) (release func() error, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f.Close, nil
+}
+
+// Sync makes a rename or a new file in dir durable. File systems that cannot
+// sync a directory (EINVAL) are taken as they are.
+func Sync(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
