@@ -11,19 +11,20 @@
 #   temporal-server     go.temporal.io/server/cmd/server      (`temporal-server start`)
 #   temporal-sql-tool   go.temporal.io/server/cmd/tools/sql   (schema set-up and upgrades)
 #
-# `go install pkg@version` names a binary after its package's directory
-# ("server", "sql"), too generic for a bin directory, so both are built into
-# a temporary GOBIN and moved into place under the names Temporal's own
-# release archives use. The module's go.mod has no replace directives, so
-# `go install …@v1.29.1` works from the module proxy as is.
+# Both are built in a scratch module that requires the Temporal CLI at the
+# version scripts/install-temporal.sh installs (CLI v1.5.1 embeds this same
+# server, v1.29.1): the server then builds with the CLI's dependency versions,
+# so after the CLI's build nearly every package comes from the Go build cache
+# instead of being compiled a second time at the server's own (older) ones.
+# That is the combination Temporal ships in the CLI's dev server. The
+# binaries take the names Temporal's own release archives use.
 #
-# A binary counts as installed when its Go build info says module
-# go.temporal.io/server v1.29.1; otherwise both are built. After
-# scripts/install-temporal.sh has built the CLI (which embeds the same server,
-# so most packages come from the Go build cache) the build took under 3
-# minutes on 2 cores here; from a cold cache expect about as long as the
-# CLI's. Later runs find the binaries and print the path at once.
-# MESHROLL_TEMPORAL_SERVER, when set, is checked first.
+# A binary counts as installed when its Go build info names module
+# go.temporal.io/server v1.29.1 and the package above; otherwise both are
+# built. After the CLI's build this takes about a minute on 2 cores; from a
+# cold cache about as long as the CLI's. Later runs find the binaries and
+# print the path at once. MESHROLL_TEMPORAL_SERVER, when set, is checked
+# first.
 #
 # Messages go to stderr; stdout is only the server's path (the SQL tool is
 # beside it).
@@ -31,14 +32,26 @@ set -euo pipefail
 
 module="go.temporal.io/server"
 version="v1.29.1"
+cli_module="github.com/temporalio/cli"
+cli_version="v1.5.1"
 
 say() { echo "install-temporal-server: $*" >&2; }
 
+# is_wanted BIN PACKAGE: BIN was built from PACKAGE with the server module at
+# $version (as the main module, or as a dependency of the scratch module).
 is_wanted() {
-	local bin="$1"
+	local bin="$1" pkg="$2"
 	[[ -n "$bin" && -f "$bin" && -x "$bin" ]] || return 1
 	go version -m "$bin" 2>/dev/null |
-		awk -v m="$module" -v v="$version" '$1 == "mod" && $2 == m && $3 == v { found = 1 } END { exit !found }'
+		awk -v p="$pkg" -v m="$module" -v v="$version" '
+			$1 == "path" && $2 == p { path = 1 }
+			($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { mod = 1 }
+			END { exit !(path && mod) }'
+}
+
+# installed DIR: both binaries in DIR are the wanted ones.
+installed() {
+	is_wanted "$1/temporal-server" "$module/cmd/server" && is_wanted "$1/temporal-sql-tool" "$module/cmd/tools/sql"
 }
 
 gobin="$(go env GOBIN)"
@@ -46,32 +59,36 @@ gopath_first="$(go env GOPATH | cut -d: -f1)"
 install_dir="${gobin:-$gopath_first/bin}"
 
 if [[ -n "${MESHROLL_TEMPORAL_SERVER:-}" ]]; then
-	if is_wanted "$MESHROLL_TEMPORAL_SERVER" && is_wanted "$(dirname "$MESHROLL_TEMPORAL_SERVER")/temporal-sql-tool"; then
+	if [[ "$(basename "$MESHROLL_TEMPORAL_SERVER")" == temporal-server ]] && installed "$(dirname "$MESHROLL_TEMPORAL_SERVER")"; then
 		echo "$MESHROLL_TEMPORAL_SERVER"
 		exit 0
 	fi
 	say "ignoring MESHROLL_TEMPORAL_SERVER=$MESHROLL_TEMPORAL_SERVER: not $module $version with temporal-sql-tool beside it"
 fi
-if is_wanted "$install_dir/temporal-server" && is_wanted "$install_dir/temporal-sql-tool"; then
+if installed "$install_dir"; then
 	echo "$install_dir/temporal-server"
 	exit 0
 fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-say "installing $module $version: go install $module/cmd/server@$version $module/cmd/tools/sql@$version"
+say "building $module $version (cmd/server, cmd/tools/sql) with the dependencies of $cli_module $cli_version"
 say "this takes a few minutes on 2 cores the first time (cached afterwards)"
 start=$SECONDS
-GOBIN="$tmp" go install "$module/cmd/server@$version" "$module/cmd/tools/sql@$version"
+(
+	cd "$tmp"
+	export GOFLAGS=-mod=mod GOWORK=off
+	go mod init meshroll.invalid/temporal-tools
+	go get "$cli_module@$cli_version" "$module/cmd/server@$version" "$module/cmd/tools/sql@$version"
+	go build -o "$tmp/bin/temporal-server" "$module/cmd/server"
+	go build -o "$tmp/bin/temporal-sql-tool" "$module/cmd/tools/sql"
+) >&2
 mkdir -p "$install_dir"
-mv -f "$tmp/server" "$install_dir/temporal-server"
-mv -f "$tmp/sql" "$install_dir/temporal-sql-tool"
+mv -f "$tmp/bin/temporal-server" "$tmp/bin/temporal-sql-tool" "$install_dir/"
 say "built in $((SECONDS - start))s: $install_dir/temporal-server, $install_dir/temporal-sql-tool"
 
-for b in temporal-server temporal-sql-tool; do
-	if ! is_wanted "$install_dir/$b"; then
-		say "$install_dir/$b is not $module $version after go install"
-		exit 1
-	fi
-done
+if ! installed "$install_dir"; then
+	say "$install_dir/temporal-server or temporal-sql-tool is not $module $version after the build"
+	exit 1
+fi
 echo "$install_dir/temporal-server"

@@ -232,10 +232,28 @@ func TestMaxParallelOneNeverOverlapsInTheJournals(t *testing.T) {
 // empty; the held plan, approved, must send the control node controller k2,
 // from the fleet's own record of its floor, never the k1 it recorded, and
 // say that the host lost its state: in the plan's words, the machine
-// workflow's state, and the first entry of the host's new journal.
+// workflow's state, and the host's new journal. On docker the containers
+// outlive the agent: the new agent finds them by their labels, reports them
+// and keeps them (the same containers, not restarted) until the plan's
+// declaration, which keeps controller k2's container as it runs.
 func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, exampleMesh())
+	for _, tc := range []struct {
+		runtime string
+		o       stackOptions
+	}{
+		{"noop", exampleMesh()},
+		{"docker", dockerMesh()},
+	} {
+		t.Run("on "+tc.runtime, func(t *testing.T) {
+			t.Parallel()
+			lostStateNotBelowFloor(t, tc.o)
+		})
+	}
+}
+
+func lostStateNotBelowFloor(t *testing.T, o stackOptions) {
+	s := newStack(t, o)
 	k1, h1 := s.commit("mesh-controller"), s.commit("host")
 	s.converge("mesh-controller", k1)
 	s.converge("host", h1)
@@ -245,16 +263,44 @@ func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
 	k2 := s.commit("mesh-controller")
 	s.converge("mesh-controller", k2)
 	s.runs("control-node", s.build("mesh-controller", k2), s.build("host", h1))
+	var before engineInspect
+	if o.docker {
+		before = s.dockerRuns("control-node", s.build("mesh-controller", k2))
+	}
 
 	cn := s.hosts["control-node"]
 	cn.forget()
-	require.Zero(t, cn.Report().LastSeq, "the agent came back with nothing")
+	rep := cn.Report()
+	require.Zero(t, rep.LastSeq, "the agent came back with no state")
+	if o.docker {
+		// What runs is found by label and reported, as declared.
+		require.Len(t, rep.Containers, 2, "the agent found what runs: %+v", rep.Containers)
+		for _, b := range []mesh.Build{s.build("mesh-controller", k2), s.build("host", h1)} {
+			r, ok := rep.Running(b.Module)
+			require.True(t, ok, "it reports %s", b.Module)
+			require.Equal(t, b.Digest, r.Digest, "%s as it runs", b.Module)
+		}
+		found := cn.journal()[0]
+		require.Equal(t, agent.OutcomeFound, found.Outcome, "its new journal starts with what it found")
+		require.Contains(t, found.Reason, "no state")
+		after := s.dockerRuns("control-node", s.build("mesh-controller", k2))
+		require.Equal(t, before.ID, after.ID, "the controller's container is the one that ran")
+		require.Equal(t, before.State.StartedAt, after.State.StartedAt, "not restarted")
+	} else {
+		require.Empty(t, rep.Containers, "the agent came back with nothing")
+	}
 
 	_, err := controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "amnesia test"})
 	require.NoError(t, err)
 	st := s.wait(held)
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	s.runs("control-node", s.build("mesh-controller", k2), s.build("host", h2))
+	if o.docker {
+		after := s.dockerRuns("control-node", s.build("mesh-controller", k2))
+		require.Equal(t, before.ID, after.ID, "the plan's declaration kept the controller's container")
+		require.Equal(t, before.State.StartedAt, after.State.StartedAt, "not restarted")
+		s.dockerRuns("control-node", s.build("host", h2))
+	}
 
 	applied := cn.Applied()
 	require.Len(t, applied, 1, "one declaration since it forgot")
@@ -265,6 +311,7 @@ func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
 	m, _ := st.Machine("control-node")
 	require.Contains(t, m.Reason, "lost its state", "the plan says so")
 	require.Contains(t, m.Rebased, "mesh-controller")
+	s.checkJournal("control-node")
 
 	// The push answers the plan itself, so the plan can end before the
 	// machine workflow has taken the push's outcome in: wait for it.

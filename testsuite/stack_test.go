@@ -509,6 +509,13 @@ func checkJournalEntries(t *testing.T, machine string, entries []agent.Entry) {
 				}
 			}
 			continue
+		case agent.OutcomeFound:
+			// What an agent with no state found running: no declaration
+			// may go below it but a revert or a rollback.
+			for _, c := range e.Containers {
+				high[c.Module] = max(high[c.Module], c.Generation)
+			}
+			continue
 		case agent.OutcomeApplied, agent.OutcomeRepeat, agent.OutcomeRefused:
 		default:
 			continue

@@ -11,12 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/statedir"
-
 	"github.com/rs/zerolog"
 
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/statedir"
 )
 
 // Options configures Open.
@@ -186,9 +185,19 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 		a.log.Warn().Int64("bytes", dropped).Uint64("entry", j.next()).
 			Msg("dropped a torn journal line: the agent stopped while writing it, before it was answered")
 	}
+	var found []mesh.Container
+	if !had && len(j.offs) == 0 {
+		found = findLeftRunning(ctx, o.Runtime, a.log)
+	}
 	a.mu.Lock()
 	for _, e := range replay {
 		a.replayLocked(e)
+	}
+	if len(found) > 0 {
+		if err = a.keepFoundLocked(found); err != nil {
+			a.mu.Unlock()
+			return nil, fmt.Errorf("open agent: %w", err)
+		}
 	}
 	// The containers are the last declaration's; whatever they did before
 	// the restart, they start again now.

@@ -75,7 +75,11 @@
 //
 // On start the agent also hands the current declaration to the runtime again
 // (reconcile): every container reports starting until the runtime says it
-// runs, since nothing the agent started survives the agent.
+// runs. The exec runtime's processes die with the agent; the docker
+// runtime's containers outlive it and are adopted by name, not restarted.
+// An agent started on an empty state directory asks a Finder runtime
+// (docker) what its machine still runs, and journals and keeps that as a
+// "found" entry at sequence 0 until the first declaration (found.go).
 //
 // # Health
 //

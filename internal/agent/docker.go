@@ -28,6 +28,10 @@ const (
 	labelMachine = "io.meshroll.machine"
 	labelModule  = "io.meshroll.module"
 	labelSpec    = "io.meshroll.spec"
+	// labelDeclared holds the container as declared (mesh.Container as
+	// JSON), so that an agent that lost its state finds what runs and how
+	// it was declared (Find).
+	labelDeclared = "io.meshroll.declared"
 )
 
 // DefaultDockerSocket is where the Docker engine (or Podman's compatible
@@ -225,12 +229,17 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
 	}
+	declared, err := json.Marshal(c)
+	if err != nil {
+		fail(fmt.Errorf("create %s: %w", c.Module, err))
+		return
+	}
 	hostConfig := map[string]any{"RestartPolicy": map[string]any{"Name": "on-failure"}}
 	body := map[string]any{
 		"Image": ref,
 		"Env":   env,
 		"Labels": map[string]string{
-			labelMachine: r.machine, labelModule: c.Module, labelSpec: dc.hash,
+			labelMachine: r.machine, labelModule: c.Module, labelSpec: dc.hash, labelDeclared: string(declared),
 		},
 		"HostConfig": hostConfig,
 	}

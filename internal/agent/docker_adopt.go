@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/meshroll/meshroll/internal/mesh"
 )
 
 // containerName is the engine's name for a machine's container of a
@@ -75,4 +79,44 @@ func (r *DockerRuntime) sweep(ctx context.Context, declared map[string]*dockerCo
 		}
 		r.remove(ctx, c.ID)
 	}
+}
+
+// Find is what this machine's earlier agents left on the engine, as each
+// container was declared (its labelDeclared label): one container per
+// module, the running one, else the newest, where an agent stopped
+// mid-replace left two. A container whose label does not match its spec
+// hash is passed over, and left alone. See Finder.
+func (r *DockerRuntime) Find(ctx context.Context) ([]mesh.Container, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {labelMachine + "=" + r.machine}})
+	var listed []struct {
+		Labels  map[string]string `json:"Labels"`
+		State   string            `json:"State"`
+		Created int64             `json:"Created"`
+	}
+	if err := r.call(ctx, http.MethodGet, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &listed); err != nil {
+		return nil, fmt.Errorf("find containers left running for %s: %w", r.machine, err)
+	}
+	type candidate struct {
+		spec    mesh.Container
+		running bool
+		created int64
+	}
+	best := map[string]candidate{}
+	for _, c := range listed {
+		var spec mesh.Container
+		if json.Unmarshal([]byte(c.Labels[labelDeclared]), &spec) != nil ||
+			spec.Module != c.Labels[labelModule] || specHash(spec) != c.Labels[labelSpec] {
+			continue
+		}
+		cand := candidate{spec: spec, running: c.State == "running", created: c.Created}
+		cur, ok := best[spec.Module]
+		if !ok || cand.running && !cur.running || cand.running == cur.running && cand.created > cur.created {
+			best[spec.Module] = cand
+		}
+	}
+	out := make([]mesh.Container, 0, len(best))
+	for _, m := range slices.Sorted(maps.Keys(best)) {
+		out = append(out, best[m].spec)
+	}
+	return out, nil
 }

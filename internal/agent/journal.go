@@ -52,6 +52,11 @@ const (
 	// OutcomeRuntimeFailed: the runtime could not take the declaration at
 	// all; its containers are reported exited.
 	OutcomeRuntimeFailed = "runtime-failed"
+	// OutcomeFound: an agent started on an empty state directory found
+	// the containers in Containers left running for its machine (see
+	// Finder), and keeps them, at sequence 0, until the first declaration.
+	// Always the first entry of its journal.
+	OutcomeFound = "found"
 )
 
 // Journal paging limits.

@@ -73,6 +73,16 @@ type Checker interface {
 	Check(cs []mesh.Container) error
 }
 
+// Finder is a Runtime whose containers outlive the agent and carry how they
+// were declared (the docker runtime's labels). An agent started on an empty
+// state directory (wiped, or a new disk, with the engine's containers still
+// there) asks it what runs, keeps that running and reports it, instead of
+// reporting an empty machine that runs services. Find returns one container
+// per module, as declared.
+type Finder interface {
+	Find(ctx context.Context) ([]mesh.Container, error)
+}
+
 // Confirmer is a Runtime that follows its containers by looking at them
 // now and then, so that its last report may be a look old. Before counting
 // a container healthy for min_healthy (raising its module's floor, which

@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/statedir"
-
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/statedir"
 )
 
 // Files in the state directory.
@@ -105,6 +104,8 @@ func (a *Agent) replayLocked(e Entry) {
 	switch e.Outcome {
 	case OutcomeApplied:
 		a.ledger.Record(declarationOf(e))
+	case OutcomeFound:
+		a.ledger.Found(declarationOf(e))
 	case OutcomeRunning, OutcomeFloorRaised:
 		for _, c := range e.Containers {
 			// Running raised the floor only for a container without a

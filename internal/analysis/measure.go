@@ -15,12 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/tlsca"
-
 	"github.com/expr-lang/expr"
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/tlsca"
 )
 
 // maxBody bounds what is read of an answer: a query that returns a whole

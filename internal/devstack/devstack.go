@@ -38,12 +38,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/statedir"
-
 	"github.com/rs/zerolog"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/statedir"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 

@@ -15,9 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/tlsca"
-
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/tlsca"
 )
 
 // Client is the host API as the worker's activities use it. It is an

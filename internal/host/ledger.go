@@ -92,6 +92,17 @@ func (l *Ledger) Record(d mesh.Declaration) {
 	l.Introduced = introduce(l.Introduced, d)
 }
 
+// Found notes what an agent with no state found running for its machine
+// (d, at sequence 0): what it keeps and reports until the first
+// declaration, which is judged as any first one. No declaration the host
+// knows of introduced it, and nothing raises the floor until a container
+// counts healthy.
+func (l *Ledger) Found(d mesh.Declaration) {
+	c := CloneDeclaration(d)
+	l.Last = &c
+	l.Introduced = nil
+}
+
 // introduce is what introduced says after d is applied: a module d keeps at
 // the digest it had keeps its introduction, any other module of d is
 // introduced by d, and a module d leaves out is gone.

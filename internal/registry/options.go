@@ -20,13 +20,12 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/meshroll/meshroll/internal/tlsca"
-
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/meshroll/meshroll/internal/secret"
+	"github.com/meshroll/meshroll/internal/tlsca"
 )
 
 // Options says which registry to use and how to authenticate to it. It is

@@ -10,13 +10,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshroll/meshroll/internal/tlsca"
-
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/tlsca"
 )
 
 // Options are the SDK client options for the configured Temporal: a dev

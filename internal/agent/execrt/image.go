@@ -19,14 +19,13 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/meshroll/meshroll/internal/statedir"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/statedir"
 )
 
 // Files of an image directory (see the package comment).
