@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
@@ -283,4 +285,63 @@ func (e engine) create(t *testing.T, name, ref string, labels map[string]string)
 	require.NoError(t, e.send(http.MethodPost, "/containers/create?name="+url.QueryEscape(name), body, &created))
 	require.NoError(t, e.send(http.MethodPost, "/containers/"+created.ID+"/start", nil, nil))
 	return created.ID
+}
+
+// What is declared is what runs (docs/host-api.md, Drift): a meshroll
+// container removed behind the agent's back (docker rm -f) is created again
+// from the declaration, and one stopped (docker stop), which the engine
+// does not start again, is started again; each is journalled as an exit
+// saying what happened, and the next merge rolls on as usual.
+func TestDockerPutsBackAContainerChangedOutsideMeshroll(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, dockerMesh())
+	first := s.converge("host", s.commit("host"))
+	b := *first.Build
+	e := engine{socket: os.Getenv(envDockerSocket)}
+	edge := s.hosts["edge-1"]
+	exits := func(words string) int {
+		n := 0
+		for _, en := range edge.journal() {
+			if en.Outcome == agent.OutcomeExited && strings.Contains(en.Message, words) {
+				n++
+			}
+		}
+		return n
+	}
+	runsAgain := func(what string, ok func(engineInspect) bool) engineInspect {
+		var in engineInspect
+		eventually(t, time.Minute, what, func() bool {
+			r, running := edge.Report().Running("host")
+			if !running || r.State != mesh.StateRunning || r.Digest != b.Digest {
+				return false
+			}
+			for _, c := range e.containers(t, s.engineName("edge-1")) {
+				if c.Labels["io.meshroll.module"] == "host" && e.get("/containers/"+c.ID+"/json", &in) == nil && in.State.Running {
+					in.ID = c.ID
+					return ok(in)
+				}
+			}
+			return false
+		})
+		return in
+	}
+
+	removed := s.dockerRuns("edge-1", b)
+	require.NoError(t, e.do(http.MethodDelete, "/containers/"+removed.ID+"?force=1", nil))
+	back := runsAgain("edge-1's host container created again", func(in engineInspect) bool { return in.ID != removed.ID })
+	require.Equal(t, 1, exits("was removed outside meshroll"), "the journal says the container was removed, once")
+	s.dockerRuns("edge-1", b)
+
+	require.NoError(t, e.do(http.MethodPost, "/containers/"+back.ID+"/stop?t=1", nil))
+	again := runsAgain("edge-1's host container started again", func(in engineInspect) bool {
+		return in.ID == back.ID && in.State.StartedAt != back.State.StartedAt
+	})
+	require.Equal(t, back.ID, again.ID, "the stopped container is started again, not replaced")
+	require.Equal(t, 1, exits("the engine will not start it again"), "the journal says it stopped and is started again, once")
+
+	next := s.converge("host", s.commit("host"))
+	for _, m := range s.cfg.MachineNames() {
+		s.dockerRuns(m, *next.Build)
+		s.checkJournal(m)
+	}
 }

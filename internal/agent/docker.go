@@ -79,6 +79,10 @@ type dockerContainer struct {
 	state    string
 	since    time.Time
 	restarts int
+	// revived counts the runtime's own starts of the container after it
+	// stopped for good (see reviver), which the engine's restart count
+	// leaves out.
+	revived int
 }
 
 var (
@@ -281,6 +285,7 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 	r.mu.Lock()
 	last, restarts := dc.state, dc.restarts
 	r.mu.Unlock()
+	rv := reviver{wait: reviveFirst}
 	t := time.NewTicker(r.poll)
 	defer t.Stop()
 	for {
@@ -293,7 +298,16 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			} `json:"State"`
 			RestartCount int `json:"RestartCount"`
 		}
-		if err := r.call(ctx, http.MethodGet, "/containers/"+dc.id+"/json", nil, &st); err == nil {
+		r.mu.Lock()
+		id := dc.id
+		r.mu.Unlock()
+		err := r.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, &st)
+		if isNotFound(err) && ctx.Err() == nil {
+			r.recreate(ctx, dc, update)
+			return
+		}
+		if err == nil {
+			st.RestartCount += r.revivals(dc)
 			state, reason := mesh.StateStarting, ""
 			switch {
 			case st.State.Restarting || (st.RestartCount > 0 && st.State.Status != "running"):
@@ -303,10 +317,15 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			case st.State.Status == "exited" || st.State.Status == "dead":
 				state, reason = mesh.StateExited, fmt.Sprintf("exit code %d %s", st.State.ExitCode, st.State.Error)
 			}
+			stopped := (st.State.Status == "exited" || st.State.Status == "dead") && !st.State.Restarting
+			if stopped {
+				reason += fmt.Sprintf("; the engine will not start it again: starting it in %s", rv.wait)
+			}
 			if (state != last || st.RestartCount != restarts) && ctx.Err() == nil {
 				last, restarts = state, st.RestartCount
 				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: time.Now().UTC(), Reason: strings.TrimSpace(reason), Restarts: restarts}, update)
 			}
+			rv.look(ctx, r, dc, stopped)
 		}
 		select {
 		case <-ctx.Done():
@@ -342,7 +361,7 @@ func (r *DockerRuntime) Unbroken(ctx context.Context, module string, restarts in
 	if err := r.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, &st); err != nil {
 		return false, fmt.Errorf("inspect %s: %w", module, err)
 	}
-	return st.State.Running && st.RestartCount <= restarts, nil
+	return st.State.Running && st.RestartCount+r.revivalsOf(module) <= restarts, nil
 }
 
 // report records and passes on a state change of dc.
@@ -447,7 +466,7 @@ func (r *DockerRuntime) request(ctx context.Context, method, path string, in any
 		if json.Unmarshal(b, &e) != nil || e.Message == "" {
 			e.Message = strings.TrimSpace(string(b))
 		}
-		return nil, fmt.Errorf("docker %s %s: %d %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Message)
+		return nil, &engineError{method: method, path: strings.SplitN(path, "?", 2)[0], status: resp.StatusCode, message: e.Message}
 	}
 	return resp, nil
 }

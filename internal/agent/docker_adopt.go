@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -37,7 +36,7 @@ func (r *DockerRuntime) adopt(ctx context.Context, name, hash string) (string, e
 	}
 	resp, err := r.request(ctx, http.MethodGet, "/containers/"+url.PathEscape(name)+"/json", nil)
 	if err != nil {
-		if strings.Contains(err.Error(), ": 404 ") {
+		if isNotFound(err) {
 			return "", nil
 		}
 		return "", fmt.Errorf("look for container %s: %w", name, err)
