@@ -30,6 +30,16 @@ const envDockerSocket = "MESHROLL_TEST_DOCKER_SOCKET"
 func (s *stack) dockerEngine(machine string) string {
 	t := s.t
 	t.Helper()
+	socket := dockerSocket(t)
+	e := engine{socket: socket}
+	t.Cleanup(func() { e.removeAll(t, s.engineName(machine)) })
+	return socket
+}
+
+// dockerSocket is the test engine's socket: the test skips without one
+// (fails on CI, which must run it).
+func dockerSocket(t *testing.T) string {
+	t.Helper()
 	socket := os.Getenv(envDockerSocket)
 	if socket == "" {
 		if os.Getenv("CI") != "" {
@@ -39,12 +49,15 @@ func (s *stack) dockerEngine(machine string) string {
 	}
 	e := engine{socket: socket}
 	require.NoError(t, e.get("/_ping", nil), "the test engine at %s (%s) does not answer; start it with scripts/docker-test.sh", socket, envDockerSocket)
-	t.Cleanup(func() {
-		for _, c := range e.containers(t, s.engineName(machine)) {
-			_ = e.do(http.MethodDelete, "/containers/"+c.ID+"?force=1", nil)
-		}
-	})
 	return socket
+}
+
+// removeAll removes every container (running or not) labelled for
+// machine, whatever the runtime did.
+func (e engine) removeAll(t *testing.T, machine string) {
+	for _, c := range e.containers(t, machine) {
+		_ = e.do(http.MethodDelete, "/containers/"+c.ID+"?force=1", nil)
+	}
 }
 
 // engineName is the name a docker runtime knows machine by on the shared

@@ -21,7 +21,8 @@ import (
 )
 
 // hostProc is the real host binary serving one machine on its state
-// directory with the exec runtime, pulling from the stack's registry.
+// directory with the exec runtime, pulling from the stack's registry (or
+// with runtimeArgs' runtime).
 // It is started again on the same directory after a kill; its faultProxy
 // keeps the worker's view of its address stable.
 type hostProc struct {
@@ -36,11 +37,13 @@ type hostProc struct {
 	done    chan struct{}
 	addr    string
 	starts  int
+	// runtimeArgs, when set, replace the exec runtime's flags.
+	runtimeArgs []string
 }
 
-func newHostProc(t *testing.T, bin, machine, regAddr string, p *faultProxy) *hostProc {
+func newHostProc(t *testing.T, bin, machine, regAddr string, p *faultProxy, runtimeArgs ...string) *hostProc {
 	t.Helper()
-	h := &hostProc{t: t, bin: bin, machine: machine, state: t.TempDir(), regAddr: regAddr, proxy: p, log: &dsBuffer{}}
+	h := &hostProc{t: t, bin: bin, machine: machine, state: t.TempDir(), regAddr: regAddr, proxy: p, log: &dsBuffer{}, runtimeArgs: runtimeArgs}
 	t.Cleanup(func() {
 		h.stop()
 		if t.Failed() {
@@ -56,9 +59,11 @@ func newHostProc(t *testing.T, bin, machine, regAddr string, p *faultProxy) *hos
 func (h *hostProc) start() {
 	h.t.Helper()
 	h.starts++
-	h.cmd = exec.Command(h.bin, "--machine", h.machine, "--listen", "127.0.0.1:0", "--state", h.state,
-		"--log-format", "json", "--runtime", "exec", "--registry", h.regAddr, "--registry-insecure",
-		"--exec-healthy-after", "200ms", "--exec-stop-grace", "5s")
+	rt := h.runtimeArgs
+	if rt == nil {
+		rt = []string{"--runtime", "exec", "--registry", h.regAddr, "--registry-insecure", "--exec-healthy-after", "200ms", "--exec-stop-grace", "5s"}
+	}
+	h.cmd = exec.Command(h.bin, append([]string{"--machine", h.machine, "--listen", "127.0.0.1:0", "--state", h.state, "--log-format", "json"}, rt...)...)
 	h.cmd.Env = cleanHostEnv()
 	pipe, err := h.cmd.StderrPipe()
 	require.NoError(h.t, err)
@@ -90,8 +95,8 @@ func (h *hostProc) start() {
 	h.proxy.setBackend("http://" + h.addr)
 }
 
-// kill SIGKILLs the agent and waits until it is gone; its containers'
-// processes die with it (the exec runtime's parent-death signal).
+// kill SIGKILLs the agent and waits until it is gone; the exec runtime's
+// processes die with it (parent-death signal), docker's containers do not.
 func (h *hostProc) kill() {
 	h.t.Helper()
 	_ = h.cmd.Process.Signal(syscall.SIGKILL)

@@ -103,6 +103,9 @@ type Agent struct {
 	// broken is set when the journal could not be cut back after a failed
 	// append: the agent no longer knows what its journal says.
 	broken error
+	// resume is, by module, the health the last agent recorded for a
+	// container that may have outlived it (resume.go).
+	resume map[string]resumeMark
 }
 
 var (
@@ -203,11 +206,15 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	// the restart, they start again now.
 	a.containers = nil
 	if a.ledger.Last != nil {
-		if a.watches, err = watchesFor(*a.ledger.Last, nil); err != nil {
+		if a.watches, err = watchesFor(*a.ledger.Last, nil, keptPorts(cp.Ports, replay)); err != nil {
 			a.mu.Unlock()
 			return nil, fmt.Errorf("open agent: %w", err)
 		}
 		a.containers = declared(*a.ledger.Last, nil, now())
+		if _, outlives := o.Runtime.(Finder); outlives {
+			a.resume = resumable(cp.Containers, replay)
+			a.log.Info().Int("containers", len(a.resume)).Msg("containers the last agent saw healthy, to confirm")
+		}
 	}
 	if len(replay) > 0 {
 		a.log.Info().Int("entries", len(replay)).Uint64("last_seq", a.ledger.LastSeq).
@@ -227,6 +234,7 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	a.applyMu.Lock()
 	a.handToRuntime(ctx, epoch, specs)
 	a.applyMu.Unlock()
+	a.awaitResumed(ctx)
 	return a, nil
 }
 
@@ -350,7 +358,7 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 		return host.ApplyResult{Seq: d.Seq, Repeat: true}, nil
 	}
 
-	watches, err := watchesFor(d, a.watches)
+	watches, err := watchesFor(d, a.watches, nil)
 	if err != nil {
 		a.mu.Unlock()
 		return host.ApplyResult{}, fmt.Errorf("declaration %d: %w", d.Seq, err)
@@ -371,6 +379,7 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 		return host.ApplyResult{}, errCrashed
 	}
 	a.ledger.Record(d)
+	a.resume = nil
 	for m, w := range a.watches {
 		if watches[m] != w {
 			w.stopLocked()

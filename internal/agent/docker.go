@@ -295,6 +295,7 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 				Restarting bool   `json:"Restarting"`
 				ExitCode   int    `json:"ExitCode"`
 				Error      string `json:"Error"`
+				StartedAt  string `json:"StartedAt"`
 			} `json:"State"`
 			RestartCount int `json:"RestartCount"`
 		}
@@ -323,7 +324,13 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			}
 			if (state != last || st.RestartCount != restarts) && ctx.Err() == nil {
 				last, restarts = state, st.RestartCount
-				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: time.Now().UTC(), Reason: strings.TrimSpace(reason), Restarts: restarts}, update)
+				since := time.Now().UTC()
+				if started, err := time.Parse(time.RFC3339Nano, st.State.StartedAt); err == nil && state == mesh.StateRunning && started.Before(since) {
+					// Running since the engine started it: an adopted
+					// container has run since before this agent.
+					since = started.UTC()
+				}
+				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: since, Reason: strings.TrimSpace(reason), Restarts: restarts}, update)
 			}
 			rv.look(ctx, r, dc, stopped)
 		}

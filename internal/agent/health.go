@@ -87,8 +87,11 @@ func (w *watch) stopDueLocked() {
 // container declared exactly as before, a new one otherwise, with a free
 // loopback port picked for a mesh.PortAuto probe. Ports already given out
 // are not picked again, since the process a new container replaces may
-// still hold its own.
-func watchesFor(d mesh.Declaration, prev map[string]*watch) (map[string]*watch, error) {
+// still hold its own. kept, on start, is the ports the last agent picked,
+// by module: given again, so that a container that outlived it (docker)
+// keeps the port it listens on, and so its spec, and is adopted, not
+// replaced.
+func watchesFor(d mesh.Declaration, prev map[string]*watch, kept map[string]int) (map[string]*watch, error) {
 	taken := map[int]bool{}
 	for _, w := range prev {
 		taken[w.port] = true
@@ -100,7 +103,9 @@ func watchesFor(d mesh.Declaration, prev map[string]*watch) (map[string]*watch, 
 			continue
 		}
 		w := &watch{module: c.Module, spec: host.CloneContainer(c)}
-		if autoPort(c.Health) {
+		if p := kept[c.Module]; autoPort(c.Health) && p != 0 && !taken[p] {
+			w.port, taken[p] = p, true
+		} else if autoPort(c.Health) {
 			p, err := pickPort(taken)
 			if err != nil {
 				return nil, fmt.Errorf("module %s: %w", c.Module, err)
@@ -200,6 +205,7 @@ func pickPort(taken map[int]bool) (int, error) {
 // running entry (observeLocked).
 func (a *Agent) judgeStateLocked(rc *mesh.RunningContainer, w *watch) {
 	if rc.State != mesh.StateRunning {
+		delete(a.resume, rc.Module)
 		w.stopLocked()
 		if rc.Health == mesh.HealthHealthy || rc.State == mesh.StateExited || rc.State == mesh.StateCrashLooping {
 			rc.Health, rc.HealthySince = mesh.HealthUnhealthy, ""
@@ -380,7 +386,7 @@ func (a *Agent) probedLocked(w *watch, run uint64, res mesh.ProbeResult) {
 	rc.LastProbe = &res
 	switch {
 	case res.OK && rc.Health != mesh.HealthHealthy:
-		rc.Health, rc.HealthySince = mesh.HealthHealthy, res.At
+		rc.Health, rc.HealthySince = mesh.HealthHealthy, a.healthySinceLocked(rc, res.At)
 		a.journalHealthLocked(rc, OutcomeHealthy, res)
 		a.awaitFloorLocked(rc, w)
 		changed = true
@@ -399,6 +405,11 @@ func (a *Agent) journalHealthLocked(rc *mesh.RunningContainer, outcome string, r
 	msg := describe(res)
 	if !a.journalContainerLocked(rc, outcome, msg) {
 		return
+	}
+	// Checkpointed at once, so that an agent started again knows exactly
+	// since when the container was healthy (resume.go).
+	if err := a.checkpointLocked(); err != nil {
+		a.log.Error().Err(err).Msg("checkpoint failed")
 	}
 	ev := a.log.Info()
 	if outcome == OutcomeUnhealthy {

@@ -42,6 +42,21 @@ type checkpoint struct {
 	// Their states are history: a restarted agent hands them to the runtime
 	// again and reports what the runtime says.
 	Containers []mesh.RunningContainer `json:"containers"`
+	// Ports are the loopback ports the agent picked for port-auto probes,
+	// by module (keptPorts).
+	Ports map[string]int `json:"ports,omitempty"`
+}
+
+// keptPorts is the ports the last agent picked, by module: the
+// checkpoint's, or those of an applied entry after it.
+func keptPorts(checkpointed map[string]int, replay []Entry) map[string]int {
+	ports := checkpointed
+	for _, e := range replay {
+		if e.Outcome == OutcomeApplied {
+			ports = e.Ports
+		}
+	}
+	return ports
 }
 
 // readCheckpoint reads ledger.json; ok is false when there is none yet.
@@ -144,6 +159,7 @@ func (a *Agent) checkpointLocked() error {
 		Written:      time.Now().UTC(),
 		Ledger:       a.ledger,
 		Containers:   a.containers,
+		Ports:        portsOf(a.watches),
 	}
 	if cp.Containers == nil {
 		cp.Containers = []mesh.RunningContainer{}

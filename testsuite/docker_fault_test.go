@@ -1,0 +1,96 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// A host agent on docker SIGKILLed while its tier bakes, and started again
+// on its state directory: the real host binary with --runtime docker on the
+// test engine, the real worker binary. The container outlives the agent
+// (same ID, start time and restart count); the new agent adopts it, and,
+// once its first probe passes, reports it healthy since the moment the
+// killed agent saw it healthy, since it is that very container, never
+// restarted. So the bake sees no break, the plan converges on both tiers,
+// and nothing is applied twice. (On exec the same kill restarts the
+// process, and the bake halts the plan: TestFaultHealthHostRestartedMidBake.)
+func TestDockerAgentKilledMidBakeThePlanGoesOn(t *testing.T) {
+	t.Parallel()
+	socket := dockerSocket(t)
+	e := engine{socket: socket}
+	// Machine names of this test's own: the binary labels containers
+	// with its machine, and the engine is shared.
+	suffix := fmt.Sprintf("%08x", rand.Uint32())
+	edge, cn := "edge-"+suffix, "control-"+suffix
+	machines := []machineSpec{{name: edge, tier: 1, modules: []string{"host"}}, {name: cn, tier: 2, modules: []string{"host"}}}
+	s := newStack(t, stackOptions{faults: true, noAgents: true, images: true, docker: true,
+		modules: []string{"host"}, machines: machines, health: faultHealthProbe, tiers: "{1: {bake: 20s}}"})
+	bin := filepath.Join(dsBuild(t, "host"), "host")
+	procs := map[string]*hostProc{}
+	for _, m := range machines {
+		t.Cleanup(func() { e.removeAll(t, m.name) }) // after the agent stops (cleanups run last first)
+		procs[m.name] = newHostProc(t, bin, m.name, s.regAddr, s.proxies[m.name], "--runtime", "docker", "--docker-socket", socket)
+	}
+	s.workers.start()
+	inspect := func(machine string) engineInspect {
+		cs := e.containers(t, machine)
+		require.Len(t, cs, 1, "%s runs one container", machine)
+		var in engineInspect
+		require.NoError(t, e.get("/containers/"+cs[0].ID+"/json", &in))
+		in.ID = cs[0].ID
+		return in
+	}
+
+	first := s.wait(s.start("host", s.commitSource("host", fmt.Sprintf(healthServer, "host v1", 200, 200))).ID)
+	require.Equal(t, meshapi.PlanConverged, first.State, first.Reason)
+	id := s.start("host", s.commitSource("host", fmt.Sprintf(healthServer, "host v2", 200, 200))).ID
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := plans.WaitUntil(ctx, s.c, id, "tier 1 baking", func(st meshapi.PlanState) bool {
+		return len(st.Tiers) > 0 && st.Tiers[0].BakeUntil != nil
+	}, pollEvery)
+	require.NoError(t, err)
+	before, _ := procs[edge].report().Running("host")
+	require.Equal(t, mesh.HealthHealthy, before.Health)
+	was := inspect(edge)
+
+	procs[edge].kill()
+	procs[edge].start()
+	var after mesh.RunningContainer
+	eventually(t, time.Minute, edge+" healthy again after its agent was killed", func() bool {
+		after, _ = procs[edge].report().Running("host")
+		return after.Health == mesh.HealthHealthy
+	})
+	require.Equal(t, before.HealthySince, after.HealthySince, "healthy since the killed agent saw it healthy: the same container, never restarted")
+	is := inspect(edge)
+	require.Equal(t, was.ID, is.ID, "the same container")
+	require.Equal(t, was.State.StartedAt, is.State.StartedAt, "not restarted")
+	require.Equal(t, was.RestartCount, is.RestartCount)
+
+	st := s.wait(id)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	for _, m := range machines {
+		entries := journalOver(t, procs[m.name].client())
+		checkJournalEntries(t, m.name, entries)
+		applied := map[string]bool{}
+		for _, en := range entries {
+			if en.Outcome == agent.OutcomeApplied {
+				require.False(t, applied[en.Request], "%s: request %s applied twice", m.name, en.Request)
+				applied[en.Request] = true
+			}
+		}
+		require.Len(t, applied, 2, "%s: one declaration per plan", m.name)
+		runsBuild(t, m.name, procs[m.name].report(), *st.Build)
+	}
+}
