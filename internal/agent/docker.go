@@ -3,8 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,7 +142,7 @@ func (r *DockerRuntime) Apply(ctx context.Context, cs []mesh.Container, update f
 
 	next := map[string]*dockerContainer{}
 	for _, c := range cs {
-		hash := specHash(c)
+		hash := c.SpecHash()
 		if old, ok := r.current[c.Module]; ok && old.hash == hash && old.id != "" {
 			next[c.Module] = old
 			update(Update{Module: c.Module, State: old.state, Since: old.since, Restarts: old.restarts})
@@ -441,12 +439,4 @@ func (r *DockerRuntime) request(ctx context.Context, method, path string, in any
 		return nil, fmt.Errorf("docker %s %s: %d %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Message)
 	}
 	return resp, nil
-}
-
-// specHash names a container spec, so that an unchanged re-declaration is
-// recognised and kept.
-func specHash(c mesh.Container) string {
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -308,13 +308,14 @@ func CloneDeclaration(d mesh.Declaration) mesh.Declaration {
 	return d
 }
 
-// CloneContainer returns a deep copy of c (its args, env and health check),
+// CloneContainer returns a deep copy of c (its args, env, health check and volumes),
 // for the same reason as CloneDeclaration: the agent and its runtimes keep
 // containers while callers still hold them.
 func CloneContainer(c mesh.Container) mesh.Container {
 	c.Args = slices.Clone(c.Args)
 	c.Env = maps.Clone(c.Env)
 	c.Health = CloneHealth(c.Health)
+	c.Settings = c.Settings.Clone()
 	return c
 }
 

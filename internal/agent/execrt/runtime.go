@@ -76,7 +76,6 @@ package execrt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -354,7 +353,7 @@ func (r *Runtime) Apply(_ context.Context, cs []mesh.Container, update func(Upda
 	}
 	next := make(map[string]*container, len(cs))
 	for _, c := range cs {
-		if old, ok := r.current[c.Module]; ok && sameSpec(old.spec, c) {
+		if old, ok := r.current[c.Module]; ok && mesh.SameSpec(old.spec, c) {
 			old.update = update
 			old.told = old.restarts
 			next[c.Module] = old
@@ -477,12 +476,4 @@ func (r *Runtime) setPID(ct *container, pid int) {
 	r.mu.Lock()
 	ct.pid = pid
 	r.mu.Unlock()
-}
-
-// sameSpec reports whether two containers are declared identically (the
-// agent's rule), so that a re-declared container keeps running.
-func sameSpec(a, b mesh.Container) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }
