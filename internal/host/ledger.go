@@ -162,6 +162,9 @@ func (l *Ledger) checkShape(d mesh.Declaration) *Refusal {
 		if !mesh.ValidNetwork(c.Network) {
 			return l.refuse(CodeInvalid, "module %s: network %q: want %q or %q", c.Module, c.Network, mesh.NetworkHost, mesh.NetworkBridge)
 		}
+		if err := c.Settings.Validate(); err != nil {
+			return l.refuse(CodeInvalid, "module %s: %s", c.Module, strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
 	}
 	return nil
 }
