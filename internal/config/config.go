@@ -269,6 +269,11 @@ type Machine struct {
 	// certificate, for https hosts whose certificate a private CA issued.
 	// Empty means the system's roots.
 	CAFile string `mapstructure:"ca_file"`
+	// Env is added to the environment of every container of the machine,
+	// over its module's env (the machine's value wins): what differs by
+	// machine (a site, a peer's address) without a module per machine.
+	// Like module env it is kept in workflow histories.
+	Env map[string]string `mapstructure:"env"`
 }
 
 // Default returns the defaults with no modules and no machines: the base

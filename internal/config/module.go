@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"time"
 )
 
 // Module is one buildable unit: where its source is and how it runs. A merge
@@ -49,6 +50,25 @@ type Module struct {
 	// bridge (mesh.NetworkHost, mesh.NetworkBridge); empty leaves it to
 	// each machine's runtime (bridge on docker, the host on exec).
 	Network string `mapstructure:"network"`
+	// Volumes are mounted into the module's containers, each written
+	// source:target, or source:target:ro for read-only: source a named
+	// volume (data), which outlives every container that mounts it, or an
+	// absolute directory of the machine (/etc/app). Read them, with the
+	// other settings below, through Settings.
+	Volumes []string `mapstructure:"volumes"`
+	// Memory caps each container's memory: a whole number and a unit,
+	// 256MiB or 1GiB (KiB, MiB, GiB, TiB; KB, MB, GB, TB are powers of
+	// 1000; B is bytes). Empty: no limit.
+	Memory string `mapstructure:"memory"`
+	// CPUs caps each container's CPU time, in CPUs: 0.5 is half of one,
+	// 2 two. Empty: no limit.
+	CPUs string `mapstructure:"cpus"`
+	// User is who each container's process runs as: a name or uid,
+	// optionally :group or :gid ("1000:1000"). Empty: the image's.
+	User string `mapstructure:"user"`
+	// StopGrace is how long a stopped container has between SIGTERM and
+	// SIGKILL. 0: the runtime's default (10s on both).
+	StopGrace time.Duration `mapstructure:"stop_grace"`
 	// Health is how the module's containers are judged healthy, which is
 	// what a push waits for before the next batch. Nil (a module built in
 	// code without it) takes DefaultHealth; Load always sets it. Read it

@@ -96,7 +96,7 @@ func (s Settings) Validate() error {
 	targets := map[string]int{}
 	for i, m := range s.Volumes {
 		field := fmt.Sprintf("volumes[%d]", i)
-		if err := m.validate(); err != nil {
+		if err := m.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue
 		}
@@ -120,8 +120,8 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validate checks one mount.
-func (m Mount) validate() error {
+// Validate checks one mount: a source, a clean absolute target below /.
+func (m Mount) Validate() error {
 	switch {
 	case m.Source == "":
 		return errors.New("source is empty: name a volume, such as data, or a directory of the machine, such as /srv/app")
