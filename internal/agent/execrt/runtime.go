@@ -316,18 +316,6 @@ func New(o Options) (*Runtime, error) {
 // Name is "exec".
 func (r *Runtime) Name() string { return Name }
 
-// Check refuses a container declared on a bridge: the exec runtime runs
-// processes on the machine's own network and has no bridge to give one an
-// address on.
-func (r *Runtime) Check(cs []mesh.Container) error {
-	for _, c := range cs {
-		if c.Network == mesh.NetworkBridge {
-			return fmt.Errorf("module %s: network %s: the exec runtime runs processes on the machine's own network; declare network: %s, or leave it out", c.Module, c.Network, mesh.NetworkHost)
-		}
-	}
-	return nil
-}
-
 // Apply makes the runtime run exactly cs. An unchanged container (declared
 // JSON-identically) is kept and its current state reported; a new or
 // changed one reports starting and is pulled, unpacked and started in the
