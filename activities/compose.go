@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"go.temporal.io/sdk/activity"
@@ -62,7 +63,11 @@ func (a *Activities) compose(ctx context.Context, plan string, t meshapi.Target,
 	var unknown []string
 	for _, name := range t.Modules {
 		if name == own.Module {
-			d.Containers = append(d.Containers, a.container(own))
+			c, err := a.container(own, t.Machine)
+			if err != nil {
+				return meshapi.ComposeResult{}, err
+			}
+			d.Containers = append(d.Containers, c)
 			continue
 		}
 		if r, ok := rep.Running(name); ok {
@@ -87,19 +92,45 @@ func (a *Activities) compose(ctx context.Context, plan string, t meshapi.Target,
 			return meshapi.ComposeResult{}, fmt.Errorf("compose %s: newest converged %s: %w", t.Machine, name, err)
 		}
 		if ok {
-			d.Containers = append(d.Containers, a.container(b))
+			c, err := a.container(b, t.Machine)
+			if err != nil {
+				return meshapi.ComposeResult{}, err
+			}
+			d.Containers = append(d.Containers, c)
 		}
 	}
 	return meshapi.ComposeResult{Declaration: d, Unknown: unknown}, nil
 }
 
-// container is a build as declared with its module's settings and health
-// check.
-func (a *Activities) container(b mesh.Build) mesh.Container {
+// container is a build as declared on machine: its module's settings and
+// health check, and the module's env with the machine's over it (the
+// machine's value wins), so that what differs by machine needs no module
+// of its own. A module whose settings do not read (a config that was
+// never validated) fails the plan there, naming the key: it cannot be
+// declared as meant.
+func (a *Activities) container(b mesh.Build, machine string) (mesh.Container, error) {
 	m := a.Mesh.Modules[b.Module]
 	h := m.HealthCheck()
+	settings, err := m.Settings()
+	if err != nil {
+		return mesh.Container{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("module %s: %v; fix modules.%s in the mesh config", b.Module, err, b.Module), meshapi.ErrInvalidInput, err)
+	}
 	return mesh.Container{
 		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
-		Image: b.Image, Args: m.Args, Env: m.Env, Health: &h, Network: m.Network,
+		Image: b.Image, Args: m.Args, Env: mergeEnv(m.Env, a.Mesh.Machines[machine].Env), Health: &h, Network: m.Network,
+		Settings: settings,
+	}, nil
+}
+
+// mergeEnv is module's env with machine's over it: module itself when the
+// machine adds nothing, else a new map.
+func mergeEnv(module, machine map[string]string) map[string]string {
+	if len(machine) == 0 {
+		return module
 	}
+	out := make(map[string]string, len(module)+len(machine))
+	maps.Copy(out, module)
+	maps.Copy(out, machine)
+	return out
 }

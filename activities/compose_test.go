@@ -3,10 +3,12 @@ package activities
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host/hosttest"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -101,4 +103,42 @@ func TestComposeTargetsNamesWhatItCannotCompose(t *testing.T) {
 	require.Equal(t, host7.Digest, c.Digest)
 	require.Equal(t, "control-node", res.Results[0].Declaration.Machine)
 	require.Contains(t, res.Results[1].Error, "nowhere")
+}
+
+// A machine's env is merged over its module's when the plan's build is
+// declared there (the machine's value wins), for that machine only; and
+// the module's container settings are declared with it.
+func TestComposeMergesMachineEnvAndDeclaresSettings(t *testing.T) {
+	f := newPushFixture(t)
+	f.acts.Mesh = &config.Config{
+		Modules: map[string]config.Module{"host": {
+			Env:     map[string]string{"ROLE": "host", "SITE": "default"},
+			Volumes: []string{"data:/var/lib/host", "/etc/host:/etc/host:ro"}, Memory: "256MiB", CPUs: "0.5", User: "1000:1000", StopGrace: 3 * time.Second,
+		}},
+		Machines: map[string]config.Machine{
+			"edge-1":       {Env: map[string]string{"SITE": "fra1", "ZONE": "b"}},
+			"control-node": {},
+		},
+	}
+	f.acts.Hosts.(fixedHosts)["edge-1"] = hosttest.New(t, "edge-1")
+	host7 := bld("host", 7)
+	f.record(host7)
+	settings := mesh.Settings{
+		Volumes:     []mesh.Mount{{Source: "data", Target: "/var/lib/host"}, {Source: "/etc/host", Target: "/etc/host", ReadOnly: true}},
+		MemoryBytes: 256 << 20, NanoCPUs: 500_000_000, User: "1000:1000", StopGraceMS: 3000,
+	}
+	for _, tc := range []struct {
+		machine string
+		env     map[string]string
+	}{
+		{"edge-1", map[string]string{"ROLE": "host", "SITE": "fra1", "ZONE": "b"}},
+		{"control-node", map[string]string{"ROLE": "host", "SITE": "default"}},
+	} {
+		res := f.composeOne(meshapi.Target{Machine: tc.machine, Tier: 1, Modules: []string{"host"}}, host7)
+		c, ok := res.Declaration.Container("host")
+		require.True(t, ok)
+		require.Equal(t, tc.env, c.Env, "%s: its env over the module's", tc.machine)
+		require.Equal(t, settings, c.Settings, "%s: the module's settings", tc.machine)
+	}
+	require.Equal(t, map[string]string{"ROLE": "host", "SITE": "default"}, f.acts.Mesh.Modules["host"].Env, "the module's env is not written to")
 }

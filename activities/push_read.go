@@ -106,7 +106,11 @@ func (a *Activities) floor(ctx context.Context, machine string, d mesh.Declarati
 			return nil, fmt.Errorf("floor of %s on %s: %w", m, machine, err)
 		}
 		if f, has := floor[m]; ok && (!has || b.Generation > f.Generation) {
-			floor[m] = a.container(b)
+			c, err := a.container(b, machine)
+			if err != nil {
+				return nil, fmt.Errorf("floor of %s on %s: %w", m, machine, err)
+			}
+			floor[m] = c
 		}
 	}
 	return floor, nil

@@ -146,6 +146,9 @@ type stackOptions struct {
 	// startDelay is how long the agents' noop runtime reports a container
 	// starting before it runs, so that pushes stay in flight that long.
 	startDelay time.Duration
+	// moduleKeys, when set, are more keys of every module's mapping in
+	// YAML flow style, such as `memory: 64MiB, user: "1000:1000"`.
+	moduleKeys string
 }
 
 // healthYAML is every module's health key: the test's own, or no probe
@@ -208,6 +211,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		}
 		if o.faults && !o.images {
 			mod.Extra = "builder: command, command: [sh, -c, " + strconv.Quote(commandDigest) + "]"
+		}
+		if o.moduleKeys != "" {
+			mod.Extra = strings.TrimPrefix(mod.Extra+", "+o.moduleKeys, ", ")
 		}
 		f.Modules = append(f.Modules, mod)
 	}

@@ -3,18 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -152,7 +147,7 @@ func (r *DockerRuntime) Apply(ctx context.Context, cs []mesh.Container, update f
 
 	next := map[string]*dockerContainer{}
 	for _, c := range cs {
-		hash := specHash(c)
+		hash := c.SpecHash()
 		if old, ok := r.current[c.Module]; ok && old.hash == hash && old.id != "" {
 			next[c.Module] = old
 			update(Update{Module: c.Module, State: old.state, Since: old.since, Restarts: old.restarts})
@@ -222,43 +217,7 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 		fail(fmt.Errorf("pull %s: %w", ref, err))
 		return
 	}
-	// The runtime's variables are set here, not in the spec, so that the
-	// spec's hash (which names the container) stays the declaration's.
-	vars := maps.Clone(c.Env)
-	if vars == nil {
-		vars = map[string]string{}
-	}
-	maps.Copy(vars, mesh.RuntimeEnv(r.machine, c))
-	env := make([]string, 0, len(vars))
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		env = append(env, k+"="+vars[k])
-	}
-	declared, err := json.Marshal(c)
-	if err != nil {
-		fail(fmt.Errorf("create %s: %w", c.Module, err))
-		return
-	}
-	hostConfig := map[string]any{"RestartPolicy": map[string]any{"Name": "on-failure"}}
-	body := map[string]any{
-		"Image": ref,
-		"Env":   env,
-		"Labels": map[string]string{
-			labelMachine: r.machine, labelModule: c.Module, labelSpec: dc.hash, labelDeclared: string(declared),
-		},
-		"HostConfig": hostConfig,
-	}
-	if c.Network == mesh.NetworkHost {
-		// On the machine's network the container listens where the
-		// probe looks, and nothing is published.
-		hostConfig["NetworkMode"] = "host"
-	} else if port := probePort(c.Health); port > 0 {
-		p := strconv.Itoa(port) + "/tcp"
-		body["ExposedPorts"] = map[string]any{p: struct{}{}}
-		hostConfig["PortBindings"] = map[string]any{p: []map[string]string{{"HostIp": "127.0.0.1", "HostPort": strconv.Itoa(port)}}}
-	}
-	if len(c.Args) > 0 {
-		body["Cmd"] = c.Args
-	}
+	body := createBody(r.machine, c, ref, dc.hash)
 	var created struct {
 		ID string `json:"Id"`
 	}
@@ -389,10 +348,12 @@ func (r *DockerRuntime) report(dc *dockerContainer, u Update, update func(Update
 	update(u)
 }
 
-// remove stops a container (SIGTERM, then SIGKILL after ten seconds) and
-// removes it.
+// remove stops a container (SIGTERM, then SIGKILL after the stop grace it
+// was created with: its StopTimeout, or the engine's 10 seconds) and
+// removes it. Its volumes are never removed (no v=1): a named volume is
+// the data the next build of the module mounts.
 func (r *DockerRuntime) remove(ctx context.Context, id string) {
-	_ = r.call(ctx, http.MethodPost, "/containers/"+id+"/stop?t=10", nil, nil)
+	_ = r.call(ctx, http.MethodPost, "/containers/"+id+"/stop", nil, nil)
 	_ = r.call(ctx, http.MethodDelete, "/containers/"+id+"?force=1", nil, nil)
 }
 
@@ -476,12 +437,4 @@ func (r *DockerRuntime) request(ctx context.Context, method, path string, in any
 		return nil, &engineError{method: method, path: strings.SplitN(path, "?", 2)[0], status: resp.StatusCode, message: e.Message}
 	}
 	return resp, nil
-}
-
-// specHash names a container spec, so that an unchanged re-declaration is
-// recognised and kept.
-func specHash(c mesh.Container) string {
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -104,7 +104,7 @@ func (r *DockerRuntime) Find(ctx context.Context) ([]mesh.Container, error) {
 	for _, c := range listed {
 		var spec mesh.Container
 		if json.Unmarshal([]byte(c.Labels[labelDeclared]), &spec) != nil ||
-			spec.Module != c.Labels[labelModule] || specHash(spec) != c.Labels[labelSpec] {
+			spec.Module != c.Labels[labelModule] || spec.SpecHash() != c.Labels[labelSpec] {
 			continue
 		}
 		cand := candidate{spec: spec, running: c.State == "running", created: c.Created}

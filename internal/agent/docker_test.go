@@ -313,7 +313,7 @@ func TestDockerRuntimeChoreography(t *testing.T) {
 		return e.containers["stray"].Removed
 	}, waitLimit, 5*time.Millisecond, "the sweep removes this machine's container no declaration names")
 	e.mu.Lock()
-	require.Equal(t, webID, e.byName(containerName("edge-1", "web", specHash(web2))).ID, "adopted, not recreated")
+	require.Equal(t, webID, e.byName(containerName("edge-1", "web", web2.SpecHash())).ID, "adopted, not recreated")
 	require.Empty(t, e.pulled, "nothing pulled for a container adopted")
 	require.False(t, e.containers["other"].Removed, "another machine's container is left alone")
 	require.False(t, e.containers["foreign"].Removed, "a container meshroll did not create is left alone")
@@ -327,7 +327,7 @@ func TestDockerRuntimeChoreography(t *testing.T) {
 func TestDockerRuntimeLeavesANameItDidNotCreate(t *testing.T) {
 	e, url := newFakeEngine(t)
 	web := dockerCtr("web", 1)
-	name := containerName("edge-1", "web", specHash(web))
+	name := containerName("edge-1", "web", web.SpecHash())
 	e.containers["squatter"] = &fakeContainer{ID: "squatter", Name: name, Status: "running"}
 	r := NewDockerRuntime("edge-1", url)
 	r.poll = 5 * time.Millisecond

@@ -98,7 +98,7 @@ func watchesFor(d mesh.Declaration, prev map[string]*watch, kept map[string]int)
 	}
 	next := make(map[string]*watch, len(d.Containers))
 	for _, c := range d.Containers {
-		if w, ok := prev[c.Module]; ok && sameSpec(w.spec, c) {
+		if w, ok := prev[c.Module]; ok && mesh.SameSpec(w.spec, c) {
 			next[c.Module] = w
 			continue
 		}

@@ -180,11 +180,11 @@ func declared(d mesh.Declaration, prev []mesh.RunningContainer, ts string) []mes
 		rc := mesh.RunningContainer{
 			Module: c.Module, Digest: c.Digest, Generation: c.Generation,
 			Plan: d.Plan, Seq: d.Seq, State: mesh.StateStarting, Since: ts,
-			Commit: c.Commit, Image: c.Image, Args: c.Args, Env: c.Env, Check: c.Health, Network: c.Network,
+			Commit: c.Commit, Image: c.Image, Args: c.Args, Env: c.Env, Check: c.Health, Network: c.Network, Settings: c.Settings,
 			Health: mesh.HealthUnknown,
 		}
 		if i := slices.IndexFunc(prev, func(p mesh.RunningContainer) bool { return p.Module == c.Module }); i >= 0 &&
-			prev[i].State == mesh.StateRunning && sameSpec(prev[i].Declared(), c) {
+			prev[i].State == mesh.StateRunning && mesh.SameSpec(prev[i].Declared(), c) {
 			p := cloneRunning(prev[i])
 			rc.State, rc.Since = mesh.StateRunning, p.Since
 			rc.Health, rc.HealthySince, rc.Restarts, rc.LastProbe = p.Health, p.HealthySince, p.Restarts, p.LastProbe

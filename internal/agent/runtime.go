@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -227,7 +226,7 @@ func (r *NoopRuntime) Apply(_ context.Context, cs []mesh.Container, update func(
 	defer r.mu.Unlock()
 	next := make(map[string]noopContainer, len(cs))
 	for _, c := range cs {
-		if old, ok := r.current[c.Module]; ok && old.running && sameSpec(old.spec, c) {
+		if old, ok := r.current[c.Module]; ok && old.running && mesh.SameSpec(old.spec, c) {
 			next[c.Module] = old
 			update(Update{Module: c.Module, State: mesh.StateRunning, Since: old.since})
 			continue
@@ -260,7 +259,7 @@ func (r *NoopRuntime) start(ctx context.Context, c mesh.Container, update func(U
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, ok := r.current[c.Module]
-	if ctx.Err() != nil || !ok || !sameSpec(cur.spec, c) {
+	if ctx.Err() != nil || !ok || !mesh.SameSpec(cur.spec, c) {
 		return
 	}
 	cur.running, cur.since = true, time.Now().UTC()
@@ -278,14 +277,6 @@ func (r *NoopRuntime) Close(ctx context.Context) error {
 	r.current = map[string]noopContainer{}
 	r.mu.Unlock()
 	return waitGroup(ctx, &r.wg, "runtime noop: close")
-}
-
-// sameSpec reports whether two containers are declared identically, so that
-// a re-declared container keeps running instead of restarting.
-func sameSpec(a, b mesh.Container) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 // waitGroup waits for wg until ctx ends, so that a runtime's Close returns

@@ -662,9 +662,9 @@ machines:
 `,
 			want: []Problem{
 				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
-				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file (line 7)"},
+				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file, env (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows (line 1)"},
-				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, health (line 5)"},
+				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},
 			},
@@ -700,7 +700,7 @@ machines:
 				{"modules.host.args", `must be a list, such as [a, b], got "--verbose" (line 3)`},
 				{"modules.host.control_plane", `must be true or false, got "yes" (line 3)`},
 				{"modules.host.env", "must be a mapping of variable name to value, got a list (line 3)"},
-				{"modules.other", `must be a mapping of repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, health, got "just-a-string" (line 4)`},
+				{"modules.other", `must be a mapping of repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health, got "just-a-string" (line 4)`},
 				{"temporal", `must be a mapping of address, namespace, task_queue, tls, api_key, grpc_compression, ui_url, got "127.0.0.1:7233" (line 1)`},
 			},
 		},
@@ -757,7 +757,7 @@ machines:
   machines.edge-1.host: "localhost:7401" has no scheme; want the host API's base URL, such as http://localhost:7401 (line 10)
   machines.edge-1.modules: unknown module "hots"; modules are host, mesh-controller, unused (line 10)
   machines.edge-1.tier: missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 10)
-  machines.edge-1.tiers: unknown key; known keys: host, tier, modules, token, ca_file (line 10)
+  machines.edge-1.tiers: unknown key; known keys: host, tier, modules, token, ca_file, env (line 10)
   machines.edge-2.tier: must be a non-negative integer, got 1.5 (line 11)
   machines.edge-3.modules: runs no modules; list the modules it runs, such as [host] (line 12)
   modules.host: duplicate key: defined at line 5 and again at line 7; only one may stay

@@ -224,6 +224,7 @@ func (c *Config) problems(sk *skip) []Problem {
 			ps.add(key+".network", "unknown network %q; want %s (the machine's own) or %s (an address on the engine's bridge)", mod.Network, mesh.NetworkHost, mesh.NetworkBridge)
 		}
 		healthProblems(ps, key+".health", mod.Health)
+		settingsProblems(ps, key, mod)
 		if !run[name] && (sk == nil || !sk.machineModules) {
 			ps.add(key, "no machine runs it; add it to a machine's modules or remove it")
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -13,7 +14,7 @@ import (
 // host that is not on loopback, and a host reached over the network with no
 // token at all (anyone who can reach the agent could then declare what it
 // runs), the fleet page served beyond loopback (plain http: its token
-// travels in clear), and a module env variable whose name says it is a secret: module
+// travels in clear), and a module's or machine's env variable whose name says it is a secret:
 // env travels in plan and machine workflow histories, which anyone who can
 // read the namespace (the Web UI) sees; and in the analysis section, a check
 // no tier runs, a provider no check uses, a provider's credentials in clear
@@ -49,18 +50,24 @@ func (c *Config) Warnings() []string {
 	}
 	slices.Sort(mods)
 	for _, name := range mods {
-		keys := make([]string, 0, len(c.Modules[name].Env))
-		for k := range c.Modules[name].Env {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if secretName(k) {
-				out = append(out, fmt.Sprintf("module %s: env %s looks like a secret, but module env is kept in workflow histories (the Web UI shows it); deliver secrets on the host instead", name, k))
-			}
-		}
+		out = append(out, envWarnings("module", name, c.Modules[name].Env)...)
+	}
+	for _, name := range names {
+		out = append(out, envWarnings("machine", name, c.Machines[name].Env)...)
 	}
 	return append(out, c.analysisWarnings()...)
+}
+
+// envWarnings warns of each variable of a module's or machine's env whose
+// name says it is a secret: env travels in workflow histories.
+func envWarnings(kind, name string, env map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if secretName(k) {
+			out = append(out, fmt.Sprintf("%s %s: env %s looks like a secret, but %s env is kept in workflow histories (the Web UI shows it); deliver secrets on the host instead", kind, name, k, kind))
+		}
+	}
+	return out
 }
 
 // secretName says whether an environment variable's name marks a secret.

@@ -173,6 +173,9 @@ func (l *Ledger) checkShape(d mesh.Declaration) *Refusal {
 		if !mesh.ValidNetwork(c.Network) {
 			return l.refuse(CodeInvalid, "module %s: network %q: want %q or %q", c.Module, c.Network, mesh.NetworkHost, mesh.NetworkBridge)
 		}
+		if err := c.Settings.Validate(); err != nil {
+			return l.refuse(CodeInvalid, "module %s: %s", c.Module, strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
 	}
 	return nil
 }
@@ -319,13 +322,14 @@ func CloneDeclaration(d mesh.Declaration) mesh.Declaration {
 	return d
 }
 
-// CloneContainer returns a deep copy of c (its args, env and health check),
+// CloneContainer returns a deep copy of c (its args, env, health check and volumes),
 // for the same reason as CloneDeclaration: the agent and its runtimes keep
 // containers while callers still hold them.
 func CloneContainer(c mesh.Container) mesh.Container {
 	c.Args = slices.Clone(c.Args)
 	c.Env = maps.Clone(c.Env)
 	c.Health = CloneHealth(c.Health)
+	c.Settings = c.Settings.Clone()
 	return c
 }
 

@@ -142,11 +142,42 @@ func TestAdmitChecksTheNetwork(t *testing.T) {
 	}
 }
 
+// A container's settings are refused as invalid, naming the module and the
+// field, when no runtime could honour them: nothing of the declaration is
+// applied.
+func TestAdmitChecksTheSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    mesh.Settings
+		want string
+	}{
+		{"all of them", mesh.Settings{
+			Volumes:     []mesh.Mount{{Source: "data", Target: "/var/lib/api"}, {Source: "/etc/api", Target: "/etc/api", ReadOnly: true}},
+			MemoryBytes: 256 << 20, NanoCPUs: 500_000_000, User: "1000:1000", StopGraceMS: 10_000,
+		}, ""},
+		{"empty source", mesh.Settings{Volumes: []mesh.Mount{{Target: "/data"}}}, "module api: volumes[0]: source is empty"},
+		{"relative target", mesh.Settings{Volumes: []mesh.Mount{{Source: "data", Target: "var/lib"}}}, `module api: volumes[0]: target "var/lib" is not an absolute path`},
+		{"target twice", mesh.Settings{Volumes: []mesh.Mount{{Source: "aa", Target: "/d"}, {Source: "/b", Target: "/d"}}}, "module api: volumes[1]: target /d is mounted by volumes[0] already"},
+		{"memory below the engine's least", mesh.Settings{MemoryBytes: 4096}, "module api: memory_bytes 4096"},
+		{"negative cpus", mesh.Settings{NanoCPUs: -1}, "module api: nano_cpus -1"},
+		{"user with a space", mesh.Settings{User: "root admin"}, `module api: user "root admin"`},
+		{"negative grace", mesh.Settings{StopGraceMS: -1}, "module api: stop_grace_ms -1"},
+		{"two at once", mesh.Settings{MemoryBytes: -1, StopGraceMS: -1}, "memory_bytes -1: want 0 (no limit) or at least 6291456 (6 MiB); stop_grace_ms -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			admitInvalid(t, mesh.Container{Module: "api", Digest: digestA, Settings: tc.s}, tc.want)
+		})
+	}
+}
+
 func TestCloneContainerIsDeep(t *testing.T) {
 	a := mesh.Container{Module: "api", Health: &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 1}, TCP: &mesh.TCPProbe{Port: 2}, Exec: []string{"x"}}}
 	b := host.CloneContainer(a)
 	b.Health.HTTP.Port, b.Health.TCP.Port, b.Health.Exec[0], b.Health.MinHealthyMS = 9, 9, "y", 9
 	assert.Equal(t, &mesh.Health{HTTP: &mesh.HTTPProbe{Port: 1}, TCP: &mesh.TCPProbe{Port: 2}, Exec: []string{"x"}}, a.Health)
+	v := mesh.Container{Module: "api", Settings: mesh.Settings{Volumes: []mesh.Mount{{Source: "data", Target: "/d"}}}}
+	host.CloneContainer(v).Volumes[0].Source = "other"
+	assert.Equal(t, "data", v.Volumes[0].Source, "volumes are copied")
 	assert.Nil(t, host.CloneHealth(nil))
 }
 

@@ -54,6 +54,9 @@ type Container struct {
 	// the host, and refuses bridge). Part of the spec, so a change
 	// recreates the container.
 	Network string `json:"network,omitempty"`
+	// Settings are its volumes, limits, user and stop grace; part of the
+	// spec too.
+	Settings
 }
 
 // Networks a container can join (Container.Network).
@@ -155,6 +158,8 @@ type RunningContainer struct {
 	Check *Health `json:"check,omitempty"`
 	// Network is the Network it was declared with.
 	Network string `json:"network,omitempty"`
+	// Settings are the Settings it was declared with.
+	Settings
 
 	// What the host judges of it (all new in the v1 API; an agent that
 	// does not judge health leaves them empty, which reads as unknown).
@@ -192,6 +197,7 @@ func (r RunningContainer) Declared() Container {
 		Env:        r.Env,
 		Health:     r.Check,
 		Network:    r.Network,
+		Settings:   r.Settings,
 	}
 }
 

@@ -169,12 +169,12 @@ func (inv invocation) command(ctx context.Context, out io.Writer) *exec.Cmd {
 	return cmd
 }
 
-// stop ends a running process: SIGTERM to its group, SIGKILL once the
-// grace is over (or Close ran out of time), and waits until it is reaped.
-func (r *Runtime) stop(p *proc) {
-	logLine(p.log, "stopping pid %d: SIGTERM, SIGKILL after %s", p.pid, r.o.StopGrace)
+// stop ends a running process: SIGTERM to its group, SIGKILL once grace
+// is over (or Close ran out of time), and waits until it is reaped.
+func (r *Runtime) stop(p *proc, grace time.Duration) {
+	logLine(p.log, "stopping pid %d: SIGTERM, SIGKILL after %s", p.pid, grace)
 	signalGroup(p.pid, sigTerm)
-	t := time.NewTimer(r.o.StopGrace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	killed := false
 	select {

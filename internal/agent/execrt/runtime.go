@@ -76,7 +76,6 @@ package execrt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -317,18 +316,6 @@ func New(o Options) (*Runtime, error) {
 // Name is "exec".
 func (r *Runtime) Name() string { return Name }
 
-// Check refuses a container declared on a bridge: the exec runtime runs
-// processes on the machine's own network and has no bridge to give one an
-// address on.
-func (r *Runtime) Check(cs []mesh.Container) error {
-	for _, c := range cs {
-		if c.Network == mesh.NetworkBridge {
-			return fmt.Errorf("module %s: network %s: the exec runtime runs processes on the machine's own network; declare network: %s, or leave it out", c.Module, c.Network, mesh.NetworkHost)
-		}
-	}
-	return nil
-}
-
 // Apply makes the runtime run exactly cs. An unchanged container (declared
 // JSON-identically) is kept and its current state reported; a new or
 // changed one reports starting and is pulled, unpacked and started in the
@@ -354,7 +341,7 @@ func (r *Runtime) Apply(_ context.Context, cs []mesh.Container, update func(Upda
 	}
 	next := make(map[string]*container, len(cs))
 	for _, c := range cs {
-		if old, ok := r.current[c.Module]; ok && sameSpec(old.spec, c) {
+		if old, ok := r.current[c.Module]; ok && mesh.SameSpec(old.spec, c) {
 			old.update = update
 			old.told = old.restarts
 			next[c.Module] = old
@@ -477,12 +464,4 @@ func (r *Runtime) setPID(ct *container, pid int) {
 	r.mu.Lock()
 	ct.pid = pid
 	r.mu.Unlock()
-}
-
-// sameSpec reports whether two containers are declared identically (the
-// agent's rule), so that a re-declared container keeps running.
-func sameSpec(a, b mesh.Container) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }

@@ -236,6 +236,31 @@ func TestCheckRefusesABridge(t *testing.T) {
 	require.ErrorContains(t, err, "module web: network bridge: the exec runtime runs processes on the machine's own network; declare network: host")
 }
 
+// Volumes, limits and a user are settings a process without a container
+// cannot have: each is refused, naming module and field, before anything
+// starts. A stop grace is honoured, so it passes.
+func TestCheckRefusesWhatItCannotHonour(t *testing.T) {
+	r := &Runtime{}
+	require.NoError(t, r.Check([]mesh.Container{{Module: "web", Settings: mesh.Settings{StopGraceMS: 3000}}}))
+	for _, tc := range []struct {
+		field string
+		s     mesh.Settings
+	}{
+		{"volumes", mesh.Settings{Volumes: []mesh.Mount{{Source: "data", Target: "/data"}}}},
+		{"memory", mesh.Settings{MemoryBytes: 64 << 20}},
+		{"cpus", mesh.Settings{NanoCPUs: 500_000_000}},
+		{"user", mesh.Settings{User: "1000:1000"}},
+	} {
+		err := r.Check([]mesh.Container{{Module: "web"}, {Module: "api", Settings: tc.s}})
+		require.ErrorContains(t, err, "module api: "+tc.field+": the exec runtime", tc.field)
+		require.ErrorContains(t, err, "leave "+tc.field+" out", tc.field)
+	}
+	err := r.Check([]mesh.Container{{Module: "api", Network: mesh.NetworkBridge, Settings: mesh.Settings{User: "app", MemoryBytes: 64 << 20}}})
+	require.ErrorContains(t, err, "module api: network bridge")
+	require.ErrorContains(t, err, "module api: memory")
+	require.ErrorContains(t, err, "module api: user")
+}
+
 func TestRunsImage(t *testing.T) {
 	reg := execrttest.NewRegistry(t)
 	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, []string{"IMAGE_ENV=from-image", "OVERRIDE=image"}, "serve", "v1"))
@@ -394,6 +419,34 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	log := readLog(t, dir, "stubborn")
 	assert.Contains(t, log, fmt.Sprintf("pid %d did not stop: SIGKILL", pid))
 	assert.Contains(t, log, "killed by signal 9")
+}
+
+// A container's own stop grace is what its process gets between SIGTERM
+// and SIGKILL, not the runtime's.
+func TestStopKillsAfterTheContainersGrace(t *testing.T) {
+	t.Parallel()
+	reg := execrttest.NewRegistry(t)
+	p := reg.Push(t, "meshroll/stubborn", execrttest.AppImage(t, nil, "ignore-term", "v1"))
+	dir := t.TempDir()
+	r, rec := newRuntime(t, dir, reg, func(o *Options) { o.StopGrace = time.Hour })
+	c := ctr("stubborn", p)
+	c.StopGraceMS = 300
+	rec.applyRunning(r, c)
+	pid := r.pidOf("stubborn")
+	logHas(t, dir, "stubborn", "testapp v1 ignoring SIGTERM")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, r.Close(ctx))
+	rec.closed.Store(true)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, 300*time.Millisecond, "the grace was given")
+	assert.Less(t, took, 8*time.Second, "the container's grace, not the runtime's hour")
+	assert.True(t, gone(pid))
+	log := readLog(t, dir, "stubborn")
+	assert.Contains(t, log, fmt.Sprintf("stopping pid %d: SIGTERM, SIGKILL after 300ms", pid))
+	assert.Contains(t, log, fmt.Sprintf("pid %d did not stop: SIGKILL", pid))
 }
 
 func TestCloseOutOfTimeKills(t *testing.T) {

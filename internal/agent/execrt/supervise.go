@@ -97,12 +97,12 @@ func (r *Runtime) run(ct *container, img *image, bo *backoff) {
 				select {
 				case <-p.exited:
 				case <-ct.ctx.Done():
-					r.stop(p)
+					r.stop(p, r.stopGrace(ct))
 					return
 				}
 			case <-ct.ctx.Done():
 				healthy.Stop()
-				r.stop(p)
+				r.stop(p, r.stopGrace(ct))
 				return
 			}
 			healthy.Stop()

@@ -9,7 +9,6 @@ package hosttest
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -310,7 +309,7 @@ func (h *Host) applyLocked(d mesh.Declaration) {
 			Check: spec.Health, Health: mesh.HealthUnknown,
 		}
 		c := &container{spec: spec, rc: rc, pending: h.cfg.startAfter}
-		if old := h.findLocked(spec.Module); old != nil && old.rc.State == mesh.StateRunning && sameSpec(old.spec, spec) {
+		if old := h.findLocked(spec.Module); old != nil && old.rc.State == mesh.StateRunning && mesh.SameSpec(old.spec, spec) {
 			c.rc.State, c.rc.Since, c.pending = mesh.StateRunning, old.rc.Since, 0
 			c.rc.Health, c.rc.HealthySince, c.rc.Restarts, c.rc.LastProbe = old.rc.Health, old.rc.HealthySince, old.rc.Restarts, old.rc.LastProbe
 		}
@@ -428,12 +427,6 @@ func (h *Host) reportLocked() mesh.Report {
 		running = append(running, c.rc)
 	}
 	return h.ledger.Report(running)
-}
-
-func sameSpec(a, b mesh.Container) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 func sortContainers(cs []*container) {
