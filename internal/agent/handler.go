@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/host"
@@ -77,6 +79,34 @@ func NewHandlerWith(a *Agent, o HandlerOptions) http.Handler {
 		w.Header().Set(HeaderRuntime, rt)
 		mux.ServeHTTP(w, r)
 	})
+}
+
+var _ host.LogStreamer = (*Agent)(nil)
+
+// Logs serves the host API's logs (host.LogStreamer) from the runtime: a
+// module the current declaration does not name is not found (whatever its
+// runtime may still have of it), and a runtime that keeps no logs is
+// unsupported, each said before anything is written.
+func (a *Agent) Logs(ctx context.Context, req host.LogsRequest, out io.Writer) error {
+	a.mu.Lock()
+	declared := a.containerLocked(req.Module) != nil
+	modules := make([]string, len(a.containers))
+	for i, rc := range a.containers {
+		modules[i] = rc.Module
+	}
+	a.mu.Unlock()
+	if !declared {
+		runs := "nothing"
+		if len(modules) > 0 {
+			runs = strings.Join(modules, ", ")
+		}
+		return &host.Refusal{Code: host.CodeNotFound, Message: fmt.Sprintf("module %s is not declared on machine %s (it runs %s)", req.Module, a.machine, runs)}
+	}
+	lr, ok := a.rt.(LogReader)
+	if !ok {
+		return &host.Refusal{Code: host.CodeUnsupported, Message: fmt.Sprintf("runtime %s keeps no container logs", a.rt.Name())}
+	}
+	return lr.Logs(ctx, req.Module, req.Tail, req.Follow, out)
 }
 
 func (a *Agent) serveJournal(w http.ResponseWriter, r *http.Request) {
