@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -99,6 +100,11 @@ func logsError(ctx context.Context, name string, m config.Machine, module string
 		case host.CodeUnsupported:
 			return &messageError{err: err, msg: fmt.Sprintf("machine %s cannot show logs: %s (host %s)", name, r.Message, m.Host)}
 		}
+	}
+	var se *host.StatusError
+	if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusNotImplemented) {
+		return &messageError{err: err, msg: fmt.Sprintf("machine %s cannot show logs: host %s answered %s to %s (an agent from before logs, or a fleet's own that serves none)",
+			name, m.Host, se.Text, host.PathLogs)}
 	}
 	if host.IsUnreachable(err) {
 		return &messageError{err: err, msg: fmt.Sprintf("machine %s: host %s did not answer: %v; is its host agent running there, and is machines.%s.host right?",

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -116,6 +117,13 @@ func TestMachineLogsErrorsSayWhatToDo(t *testing.T) {
 	require.Error(t, r.err)
 	assert.Equal(t, ExitError, ExitCode(r.err))
 	assert.Equal(t, "machine edge-1 has no module metrics to show: module metrics is not declared on machine edge-1 (it runs host) (host "+open+`; the config gives it host; see "starter machine show edge-1")`, r.err.Error())
+
+	old := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(old.Close)
+	cfg = configWithHosts(t, old.URL, old.URL)
+	r = run(t, "--config", cfg, "machine", "logs", "edge-1", "--module", "host")
+	require.Error(t, r.err)
+	assert.Equal(t, "machine edge-1 cannot show logs: host "+old.URL+` answered status 404: "404 page not found" to /v1/logs (an agent from before logs, or a fleet's own that serves none)`, r.err.Error())
 
 	gone := "http://" + unreachable
 	cfg = configWithHosts(t, gone, gone)
