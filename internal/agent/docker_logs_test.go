@@ -1,17 +1,21 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -148,4 +152,51 @@ func TestAgentLogsRefusals(t *testing.T) {
 	require.NoError(t, err)
 	err = anon.Logs(context.Background(), host.LogsRequest{Module: "api", Tail: 10}, io.Discard)
 	requireRefused(t, err, host.CodeUnauthorized)
+}
+
+// followRuntime is a noop runtime whose logs are a follow that writes one
+// line and then waits for its context.
+type followRuntime struct{ *NoopRuntime }
+
+func (followRuntime) Logs(ctx context.Context, _ string, _ int, _ bool, out io.Writer) error {
+	_, _ = io.WriteString(out, "following\n")
+	host.Flush(out)
+	<-ctx.Done()
+	return nil
+}
+
+// Shutting the agent's server down ends the follows it serves, so that a
+// person following a container's logs does not hold up the agent's stop.
+func TestShutdownEndsFollows(t *testing.T) {
+	a, err := Open(context.Background(), Options{Machine: testMachine, StateDir: t.TempDir(), Runtime: followRuntime{NewNoopRuntime(0)}, Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	_, err = a.Apply(context.Background(), decl(1, ctr("api", 1)))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := NewServer(a, "")
+	go func() { _ = srv.Serve(ln) }()
+	c, err := host.NewHTTPClient("http://"+ln.Addr().String(), "", nil)
+	require.NoError(t, err)
+
+	pr, pw := io.Pipe()
+	ended := make(chan error, 1)
+	go func() {
+		ended <- c.Logs(context.Background(), host.LogsRequest{Module: "api", Follow: true}, pw)
+		_ = pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "following\n", line)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(ctx), "shutdown waits for no follow")
+	select {
+	case err := <-ended:
+		require.NoError(t, err, "the follow ends as the host ended it")
+	case <-time.After(waitLimit):
+		t.Fatal("the follow outlived the server")
+	}
 }

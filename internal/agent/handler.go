@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/host"
@@ -45,15 +46,42 @@ func NewServer(a *Agent, token string) *http.Server {
 	return NewServerWith(a, HandlerOptions{Token: token})
 }
 
-// NewServerWith is NewServer with the handler's options.
+// NewServerWith is NewServer with the handler's options. Shutting the
+// server down ends the logs it is following (host.PathLogs), whose answers
+// would otherwise hold Shutdown for as long as their containers run.
 func NewServerWith(a *Agent, o HandlerOptions) *http.Server {
-	return &http.Server{
-		Handler:           NewHandlerWith(a, o),
+	stopping := make(chan struct{})
+	srv := &http.Server{
+		Handler:           endFollowsOnShutdown(stopping, NewHandlerWith(a, o)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	var once sync.Once
+	srv.RegisterOnShutdown(func() { once.Do(func() { close(stopping) }) })
+	return srv
+}
+
+// endFollowsOnShutdown ends a logs request's context once stopping is
+// closed: its answer then ends as if the caller had left.
+func endFollowsOnShutdown(stopping <-chan struct{}, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != host.PathLogs {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // NewHandler serves a's host API: host.NewHandler for report, declarations

@@ -57,7 +57,7 @@ the mesh config. The output is the container's own, whatever --output says.`,
 		req := host.LogsRequest{Module: module, Tail: tail, Follow: follow}
 		err = c.Logs(cmd.Context(), req, a.stdout)
 		if err == nil && follow && cmd.Context().Err() == nil {
-			_, _ = fmt.Fprintf(a.stderr, "the host ended the logs of %s on %s: its container stopped or was replaced\n", module, name)
+			_, _ = fmt.Fprintf(a.stderr, "the host ended the logs of %s on %s: its container stopped or was replaced, or the agent stopped\n", module, name)
 		}
 		return logsError(cmd.Context(), name, m, module, err)
 	})
