@@ -2,6 +2,9 @@ package testsuite
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/cli"
+	"github.com/meshroll/meshroll/internal/fleetui"
 )
 
 // logsMesh is module host, built into real images, on one machine whose
@@ -46,6 +51,7 @@ func TestMachineLogsExec(t *testing.T) {
 	require.NotRegexp(t, lineOf(l.first), tail)
 	require.Regexp(t, lineOf(l.first), l.run("--tail", "100"))
 	require.Empty(t, l.run("--tail", "0"))
+	l.fleetPageShows()
 
 	l.followUntilReplaced()
 	l.followUntilInterrupted()
@@ -62,6 +68,7 @@ func TestMachineLogsDocker(t *testing.T) {
 	require.Equal(t, l.version+"\n", l.run("--tail", "1"))
 	require.Equal(t, l.version+"\n", l.run("--tail", "100"), "the replaced build's container went with its logs")
 	require.Empty(t, l.run("--tail", "0"))
+	l.fleetPageShows()
 
 	l.followUntilReplaced()
 	l.followUntilInterrupted()
@@ -166,6 +173,32 @@ func (l *logsCheck) followUntilInterrupted() {
 	case <-time.After(30 * time.Second):
 		l.t.Fatal("the follow did not end on Ctrl-C")
 	}
+}
+
+// fleetPageShows reads the machine's page of the fleet page, as the worker
+// serves it, and finds the running build's line among the last lines of
+// the module's output, read from the host with the machine's token.
+func (l *logsCheck) fleetPageShows() {
+	l.t.Helper()
+	page, err := fleetui.New(fleetui.Options{
+		Source: fleetui.Reader{Config: l.cfg, Client: l.c, Catalogue: l.cat},
+		Config: l.cfg, Log: zerolog.Nop(),
+	})
+	require.NoError(l.t, err)
+	srv := httptest.NewServer(page)
+	defer srv.Close()
+	var body string
+	eventually(l.t, 30*time.Second, "the fleet page's machine view has read the fleet", func() bool {
+		resp, err := http.Get(srv.URL + "/machines/edge-1")
+		require.NoError(l.t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(l.t, err)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	require.Contains(l.t, body, `<h4>host <small>the last 20 lines`)
+	require.Regexp(l.t, `(?s)<pre class="log">(.*\n)?`+regexp.QuoteMeta(l.version)+`\n</pre>`, body)
 }
 
 // lineOf matches s as a whole line.
