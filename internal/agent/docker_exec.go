@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,22 +54,6 @@ func (r *DockerRuntime) Exec(ctx context.Context, module string, argv []string, 
 		case <-tick.C:
 		case <-ctx.Done():
 			return 0, fmt.Errorf("runtime docker: exec in %s: %w", module, ctx.Err())
-		}
-	}
-}
-
-// demux copies the engine's multiplexed output (frames of an 8-byte header,
-// stream and big-endian length, then that many bytes) to out.
-func demux(out io.Writer, r io.Reader) error {
-	var hdr [8]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if _, err := io.CopyN(out, r, int64(binary.BigEndian.Uint32(hdr[4:]))); err != nil {
-			return err
 		}
 	}
 }

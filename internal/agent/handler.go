@@ -3,8 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshroll/meshroll/internal/host"
@@ -43,15 +46,42 @@ func NewServer(a *Agent, token string) *http.Server {
 	return NewServerWith(a, HandlerOptions{Token: token})
 }
 
-// NewServerWith is NewServer with the handler's options.
+// NewServerWith is NewServer with the handler's options. Shutting the
+// server down ends the logs it is following (host.PathLogs), whose answers
+// would otherwise hold Shutdown for as long as their containers run.
 func NewServerWith(a *Agent, o HandlerOptions) *http.Server {
-	return &http.Server{
-		Handler:           NewHandlerWith(a, o),
+	stopping := make(chan struct{})
+	srv := &http.Server{
+		Handler:           endFollowsOnShutdown(stopping, NewHandlerWith(a, o)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	var once sync.Once
+	srv.RegisterOnShutdown(func() { once.Do(func() { close(stopping) }) })
+	return srv
+}
+
+// endFollowsOnShutdown ends a logs request's context once stopping is
+// closed: its answer then ends as if the caller had left.
+func endFollowsOnShutdown(stopping <-chan struct{}, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != host.PathLogs {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // NewHandler serves a's host API: host.NewHandler for report, declarations
@@ -77,6 +107,34 @@ func NewHandlerWith(a *Agent, o HandlerOptions) http.Handler {
 		w.Header().Set(HeaderRuntime, rt)
 		mux.ServeHTTP(w, r)
 	})
+}
+
+var _ host.LogStreamer = (*Agent)(nil)
+
+// Logs serves the host API's logs (host.LogStreamer) from the runtime: a
+// module the current declaration does not name is not found (whatever its
+// runtime may still have of it), and a runtime that keeps no logs is
+// unsupported, each said before anything is written.
+func (a *Agent) Logs(ctx context.Context, req host.LogsRequest, out io.Writer) error {
+	a.mu.Lock()
+	declared := a.containerLocked(req.Module) != nil
+	modules := make([]string, len(a.containers))
+	for i, rc := range a.containers {
+		modules[i] = rc.Module
+	}
+	a.mu.Unlock()
+	if !declared {
+		runs := "nothing"
+		if len(modules) > 0 {
+			runs = strings.Join(modules, ", ")
+		}
+		return &host.Refusal{Code: host.CodeNotFound, Message: fmt.Sprintf("module %s is not declared on machine %s (it runs %s)", req.Module, a.machine, runs)}
+	}
+	lr, ok := a.rt.(LogReader)
+	if !ok {
+		return &host.Refusal{Code: host.CodeUnsupported, Message: fmt.Sprintf("runtime %s keeps no container logs", a.rt.Name())}
+	}
+	return lr.Logs(ctx, req.Module, req.Tail, req.Follow, out)
 }
 
 func (a *Agent) serveJournal(w http.ResponseWriter, r *http.Request) {

@@ -108,6 +108,20 @@ type Execer interface {
 	Exec(ctx context.Context, module string, argv []string, out io.Writer) (int, error)
 }
 
+// LogReader is a Runtime that keeps its containers' output and can hand it
+// out, which is what the host API's logs (host.PathLogs) ask for: the exec
+// runtime from the log file it writes each process's output to, the docker
+// runtime through the engine's logs API. A runtime without it (noop) is
+// answered 501 unsupported, saying so.
+type LogReader interface {
+	// Logs writes the last tail lines of module's output to out and, with
+	// follow, what the container writes next, until ctx ends or the
+	// container is stopped, replaced or removed. Before it writes it may
+	// refuse with a *host.Refusal (a container that has not started); once
+	// it knows it will stream it calls host.Flush(out).
+	Logs(ctx context.Context, module string, tail int, follow bool, out io.Writer) error
+}
+
 // RuntimeOptions configures NewRuntime.
 type RuntimeOptions struct {
 	// StartDelay is how long the noop runtime reports a container starting
@@ -168,8 +182,10 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 }
 
 var (
-	_ Runtime = (*execrt.Runtime)(nil)
-	_ Execer  = (*execrt.Runtime)(nil)
+	_ Runtime   = (*execrt.Runtime)(nil)
+	_ Execer    = (*execrt.Runtime)(nil)
+	_ LogReader = (*execrt.Runtime)(nil)
+	_ LogReader = (*DockerRuntime)(nil)
 )
 
 // NoopRuntime runs nothing. It reports each declared container starting for

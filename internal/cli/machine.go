@@ -24,14 +24,14 @@ const DefaultJournalEntries = 10
 func (a *app) machineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "machine",
-		Short: "List the mesh's machines, show what one runs and was told, or sync one",
+		Short: "List the mesh's machines, show what one runs and was told, print a container's logs, or sync one",
 		Long: `machine reads the machines of the mesh config: what each host reports it
 runs, what its machine workflow is pushing and has queued, and the host's
 journal of what it was told.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.machineListCommand(), a.machineShowCommand(), a.machineSyncCommand())
+	cmd.AddCommand(a.machineListCommand(), a.machineShowCommand(), a.machineLogsCommand(), a.machineSyncCommand())
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -38,6 +39,11 @@ type fake struct {
 	journal     map[string][]machines.JournalEntry // newest first, indexes down to 1
 	journalErr  error
 	statusReads int
+	// logs are the modules' output by "machine/module"; logsErr fails
+	// every logs read, and logsHang holds each until its context ends.
+	logs     map[string]string
+	logsErr  error
+	logsHang bool
 	// block, when set, holds every Status read until it is closed.
 	block chan struct{}
 }
@@ -103,6 +109,21 @@ func (f *fake) Journal(_ context.Context, name string, before uint64, n int) (ma
 		p.NextBefore = p.Entries[k-1].Index
 	}
 	return p, nil
+}
+
+func (f *fake) Logs(ctx context.Context, name, module string, _ int) (string, error) {
+	if f.logsHang {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	if f.logsErr != nil {
+		return "", f.logsErr
+	}
+	text, ok := f.logs[name+"/"+module]
+	if !ok {
+		return "", &host.RefusedError{Status: http.StatusNotFound, Code: host.CodeNotFound, Message: "module " + module + " is not declared on machine " + name}
+	}
+	return text, nil
 }
 
 // cfg is a mesh config of machines "name:tier:module,module".

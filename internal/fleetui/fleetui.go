@@ -289,6 +289,7 @@ func (s *Server) funcs() template.FuncMap {
 		"shortDigest": mesh.ShortDigest,
 		"inList":      func(s string, list []string) bool { return slices.Contains(list, s) },
 		"whyDepth":    func() int { return whyDepth },
+		"logLines":    func() int { return logLines },
 	}
 }
 

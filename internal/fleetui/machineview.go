@@ -43,6 +43,9 @@ type machineView struct {
 	Freezes         []mesh.Freeze
 	Journal         []journalRow
 	Pager           pager
+	// Logs are the end of each module's output, the config's modules in
+	// its order.
+	Logs []moduleLog
 }
 
 // containerView is one running container and why it is there.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -106,23 +107,21 @@ func (s *Server) machine(w http.ResponseWriter, r *http.Request) {
 // fleet's snapshot for its cells and plans.
 func (s *Server) readMachine(ctx context.Context, name string, before uint64, snap *Snapshot) (machineView, freshness) {
 	started := s.o.Clock()
-	ch := make(chan struct{}, 3)
 	var (
 		d       machines.Detail
 		why, jp machines.JournalPage
 		whyErr  error
 		jpErr   error
+		logs    []moduleLog
+		wg      sync.WaitGroup
 	)
-	go func() { d, _ = s.o.Source.Machine(ctx, name); ch <- struct{}{} }()
-	go func() { why, whyErr = s.o.Source.Journal(ctx, name, 0, whyDepth); ch <- struct{}{} }()
+	wg.Go(func() { d, _ = s.o.Source.Machine(ctx, name) })
+	wg.Go(func() { why, whyErr = s.o.Source.Journal(ctx, name, 0, whyDepth) })
 	if before != 0 {
-		go func() { jp, jpErr = s.o.Source.Journal(ctx, name, before, journalPageSize); ch <- struct{}{} }()
-	} else {
-		ch <- struct{}{}
+		wg.Go(func() { jp, jpErr = s.o.Source.Journal(ctx, name, before, journalPageSize) })
 	}
-	for range 3 {
-		<-ch
-	}
+	wg.Go(func() { logs = s.readLogs(ctx, name, s.o.Config.Machines[name].Modules) })
+	wg.Wait()
 	if before == 0 {
 		// The newest page is the start of what "why" read.
 		jp.Entries, jpErr = why.Entries[:min(len(why.Entries), journalPageSize)], whyErr
@@ -132,6 +131,7 @@ func (s *Server) readMachine(ctx context.Context, name string, before uint64, sn
 		}
 	}
 	v := buildMachine(name, d, why, jp, before, snap)
+	v.Logs = logs
 	v.WorkflowLink = webUILink(s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace, meshapi.MachineID(name))
 	if jpErr != nil && d.HostError == "" {
 		v.JournalError = jpErr.Error()

@@ -45,6 +45,9 @@ type Source interface {
 	// Journal is up to n entries of a machine's journal older than entry
 	// before (0: from the newest).
 	Journal(ctx context.Context, name string, before uint64, n int) (machines.JournalPage, error)
+	// Logs is the last tail lines of module's output on machine name, as
+	// its host gives them (host.LogStreamer); the error is the host's.
+	Logs(ctx context.Context, name, module string, tail int) (string, error)
 }
 
 // Plan is a plan in flight: what the visibility store lists and what the

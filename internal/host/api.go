@@ -58,6 +58,12 @@ const (
 	// CodeInternal: the agent failed on its own side; transient as far as
 	// the caller knows.
 	CodeInternal = "internal"
+	// CodeNotFound: what was asked about does not exist on this host (the
+	// logs of a module it does not run); the message names it.
+	CodeNotFound = "not_found"
+	// CodeUnsupported: this host cannot do what was asked at all (logs
+	// from a runtime that keeps none); asking again cannot help.
+	CodeUnsupported = "unsupported"
 )
 
 // ApplyResult answers an accepted declaration. Repeat tells a retrying caller
@@ -93,6 +99,10 @@ func (r *Refusal) Status() int {
 		return http.StatusUnauthorized
 	case CodeInternal:
 		return http.StatusInternalServerError
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeUnsupported:
+		return http.StatusNotImplemented
 	default:
 		return http.StatusConflict
 	}

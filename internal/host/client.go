@@ -227,6 +227,31 @@ func (c *HTTPClient) Apply(ctx context.Context, d mesh.Declaration) (ApplyResult
 // do sends one request with hc and decodes a 200 answer into out; it returns
 // the answer's header for what travels there (the report's revision).
 func (c *HTTPClient) do(ctx context.Context, hc *http.Client, method, path string, body []byte, op string, out any) (http.Header, error) {
+	resp, err := c.send(ctx, hc, method, path, body, op)
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.failed(resp, op)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: read answer: %w", op, err)}
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, fmt.Errorf("host %s: %s: answer exceeds %d bytes", c.base, op, MaxBodyBytes)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, fmt.Errorf("host %s: %s: decode answer: %w", c.base, op, err)
+	}
+	return resp.Header, nil
+}
+
+// send sends one request with hc, with the token; the caller drains and
+// closes the answer. An error is the caller's own cancellation, wrapped,
+// or an *UnreachableError.
+func (c *HTTPClient) send(ctx context.Context, hc *http.Client, method, path string, body []byte, op string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -251,39 +276,40 @@ func (c *HTTPClient) do(ctx context.Context, hc *http.Client, method, path strin
 		}
 		return nil, &UnreachableError{URL: c.base, Err: err}
 	}
-	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBodyBytes))
-		_ = resp.Body.Close()
-	}()
-	lr := io.LimitReader(resp.Body, MaxBodyBytes+1)
+	return resp, nil
+}
 
+// drain reads what is left of an answer (up to MaxBodyBytes, so that the
+// connection can be reused) and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBodyBytes))
+	_ = resp.Body.Close()
+}
+
+// failed is the error of an answer other than 200: a refusal (4xx with the
+// API's error body, or 501 unsupported), a host that cannot serve now (5xx,
+// 408, 429), or something else answering (a 4xx without the body).
+func (c *HTTPClient) failed(resp *http.Response, op string) error {
+	code := resp.StatusCode
+	var b []byte
+	if code >= 400 {
+		b, _ = io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
+	}
+	var eb errorBody
+	refused := code >= 400 && json.Unmarshal(b, &eb) == nil && eb.Error.Code != ""
 	switch {
-	case resp.StatusCode == http.StatusOK:
-		b, err := io.ReadAll(lr)
-		if err != nil {
-			return nil, &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: read answer: %w", op, err)}
-		}
-		if len(b) > MaxBodyBytes {
-			return nil, fmt.Errorf("host %s: %s: answer exceeds %d bytes", c.base, op, MaxBodyBytes)
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			return nil, fmt.Errorf("host %s: %s: decode answer: %w", c.base, op, err)
-		}
-		return resp.Header, nil
-	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
-		return nil, &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: %s", op, statusText(resp.StatusCode, lr))}
-	case resp.StatusCode >= 400:
-		var eb errorBody
-		b, _ := io.ReadAll(lr)
-		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
-			return nil, &StatusError{URL: c.base, Op: op, Status: resp.StatusCode, Text: statusText(resp.StatusCode, bytes.NewReader(b))}
-		}
-		return nil, &RefusedError{
-			URL: c.base, Op: op, Status: resp.StatusCode,
-			Code: eb.Error.Code, Message: eb.Error.Message, LastSeq: eb.Error.LastSeq,
-		}
-	default:
-		return nil, fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(resp.StatusCode, lr))
+	case refused && code == http.StatusNotImplemented && eb.Error.Code == CodeUnsupported:
+		// Not transient: this host will never do it.
+	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: %s", op, statusText(code, bytes.NewReader(b)))}
+	case code < 400:
+		return fmt.Errorf("host %s: %s: unexpected %s", c.base, op, statusText(code, resp.Body))
+	case !refused:
+		return &StatusError{URL: c.base, Op: op, Status: code, Text: statusText(code, bytes.NewReader(b))}
+	}
+	return &RefusedError{
+		URL: c.base, Op: op, Status: code,
+		Code: eb.Error.Code, Message: eb.Error.Message, LastSeq: eb.Error.LastSeq,
 	}
 }
 

@@ -23,7 +23,9 @@ import (
 // answer differently. An empty token turns authentication off; the health
 // check never needs it, so probes need no secret. An agent that is also a
 // ReportWaiter has its report long-polled (see HeaderReportRevision); any
-// other answers the report at once, whatever the query asks.
+// other answers the report at once, whatever the query asks. An agent that
+// is also a LogStreamer serves its containers' logs (PathLogs); any other
+// answers them 501 unsupported.
 func NewHandler(agent Client, token string) http.Handler {
 	h := &handler{agent: agent}
 	if token != "" {
@@ -37,6 +39,7 @@ func NewHandler(agent Client, token string) http.Handler {
 	})
 	mux.HandleFunc("GET "+PathReport, h.authed(h.report))
 	mux.HandleFunc("POST "+PathDeclarations, h.authed(h.apply))
+	mux.HandleFunc("GET "+PathLogs, h.authed(h.logs))
 	return mux
 }
 
@@ -150,6 +153,97 @@ func (h *handler) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, res)
+}
+
+// logs streams a container's output as plain text (see PathLogs). A
+// refusal before the first byte is answered with its status; a failure
+// once the stream has begun cuts the connection, so that the caller reads
+// a stream cut short rather than one that ended.
+func (h *handler) logs(w http.ResponseWriter, r *http.Request) {
+	req, err := logsQuery(r)
+	if err != nil {
+		WriteRefusal(w, &Refusal{Code: CodeInvalid, Message: err.Error()})
+		return
+	}
+	ls, ok := h.agent.(LogStreamer)
+	if !ok {
+		WriteRefusal(w, &Refusal{Code: CodeUnsupported, Message: "this host agent serves no logs"})
+		return
+	}
+	if req.Follow {
+		// A follow answers for as long as the container runs; the
+		// server's write timeout is for ordinary answers.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	sw := &streamWriter{w: w, flush: req.Follow}
+	err = ls.Logs(r.Context(), req, sw)
+	switch {
+	case err == nil:
+		sw.start()
+	case r.Context().Err() != nil:
+		// The caller left; nobody hears an answer.
+	case !sw.started:
+		writeError(w, err)
+	default:
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// logsQuery reads PathLogs' parameters: module (required), tail (0 to
+// MaxLogTail, default DefaultLogTail) and follow (a boolean, 1 or true).
+func logsQuery(r *http.Request) (LogsRequest, error) {
+	q, err := Query(r, QueryModule, QueryTail, QueryFollow)
+	if err != nil {
+		return LogsRequest{}, err
+	}
+	req := LogsRequest{Module: q[QueryModule], Tail: DefaultLogTail}
+	if err := mesh.ValidName("module", req.Module); err != nil {
+		return LogsRequest{}, err
+	}
+	if v, ok := q[QueryTail]; ok {
+		if req.Tail, err = strconv.Atoi(v); err != nil || req.Tail < 0 || req.Tail > MaxLogTail {
+			return LogsRequest{}, fmt.Errorf("%s=%q: want a number of lines from 0 to %d", QueryTail, v, MaxLogTail)
+		}
+	}
+	if v, ok := q[QueryFollow]; ok {
+		if req.Follow, err = strconv.ParseBool(v); err != nil {
+			return LogsRequest{}, fmt.Errorf("%s=%q: want 1 or 0", QueryFollow, v)
+		}
+	}
+	return req, nil
+}
+
+// streamWriter answers 200 text/plain at the first write or flush, and
+// flushes every write of a follow so that each line leaves as it comes.
+type streamWriter struct {
+	w       http.ResponseWriter
+	flush   bool
+	started bool
+}
+
+func (s *streamWriter) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	s.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	s.w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	s.start()
+	n, err := s.w.Write(p)
+	if err == nil && s.flush {
+		err = http.NewResponseController(s.w).Flush()
+	}
+	return n, err
+}
+
+// Flush commits the answer and sends what is buffered (see LogStreamer).
+func (s *streamWriter) Flush() {
+	s.start()
+	_ = http.NewResponseController(s.w).Flush()
 }
 
 // Query returns r's query parameters, each given once and each one of

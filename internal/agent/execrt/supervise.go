@@ -72,7 +72,7 @@ func (r *Runtime) supervise(ct *container) {
 // run starts ct's process and restarts it whenever it exits, until ct is
 // stopped.
 func (r *Runtime) run(ct *container, img *image, bo *backoff) {
-	logPath := filepath.Join(r.logs, ct.spec.Module+".log")
+	logPath := r.logPath(ct.spec.Module)
 	short := 0
 	for {
 		if ct.ctx.Err() != nil {
@@ -129,6 +129,12 @@ func (r *Runtime) run(ct *container, img *image, bo *backoff) {
 			r.report(ct, mesh.StateStarting, "", false)
 		}
 	}
+}
+
+// logPath is module's log file: every process of the module, every
+// instance and restart, appends its output there (see Logs).
+func (r *Runtime) logPath(module string) string {
+	return filepath.Join(r.logs, module+".log")
 }
 
 // backoff is the delay before a restart: initial, doubling up to max.
