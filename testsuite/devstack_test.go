@@ -19,10 +19,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
 	"github.com/meshroll/meshroll/internal/devserver"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
 // The dev stack as a user runs it: `worker --dev` on the example mesh (a
@@ -423,7 +423,7 @@ func dsWaitPlan(t *testing.T, bins string, m *dsMesh, id string, state meshapi.P
 
 // dsBuffer is a process's output, written by its pipes while the test
 // reads it.
-type dsBuffer struct{ devlaunchtest.Buffer }
+type dsBuffer struct{ syncbuf.Buffer }
 
 func (b *dsBuffer) hasLine(line string) bool {
 	for _, l := range strings.Split(b.String(), "\n") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
 // logsHost is a host agent serving the host API's logs: module host's
@@ -141,7 +142,7 @@ func TestMachineLogsFollowEndsCleanlyOnInterrupt(t *testing.T) {
 	cfg := configWithHosts(t, url, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Execute(ctx, []string{"--config", cfg, "machine", "logs", "edge-1", "--module", "host", "--follow"}, out, io.Discard)
@@ -161,22 +162,4 @@ func TestMachineLogsFollowEndsCleanlyOnInterrupt(t *testing.T) {
 	}
 	assert.True(t, strings.HasPrefix(out.String(), "example host module 1 running\ntick\n"), out.String())
 	assert.True(t, h.last().Follow)
-}
-
-// syncBuffer is a buffer written by a command while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
 var headless = []string{"--namespace", "default", "--headless", "--log-level", "warn"}
@@ -49,7 +50,7 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 	}
 	t.Cleanup(func() { PickHostPort = FreeHostPort })
 
-	var out devlaunchtest.Buffer
+	var out syncbuf.Buffer
 	p, c, err := Launch(context.Background(), Options{CLI: path, Args: headless, Out: &out})
 	require.NoError(t, err, out.String())
 	t.Cleanup(func() {
@@ -69,7 +70,7 @@ func TestStartsAgainWhenThePickedPortWasTaken(t *testing.T) {
 func TestNamedAddressTakenFails(t *testing.T) {
 	path := devlaunchtest.TemporalCLI(t, "devlaunch")
 	taken := takenAddr(t)
-	var out devlaunchtest.Buffer
+	var out syncbuf.Buffer
 	_, _, err := Launch(context.Background(), Options{CLI: path, HostPort: taken, Args: headless, Out: &out, Timeout: 10 * time.Minute})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrAddressInUse)

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
 // fakeCLI writes a shell script standing in for the Temporal CLI: it
@@ -69,7 +69,7 @@ func alive(pid int) bool {
 // exited, and not at the timeout.
 func TestExitBeforeAnsweringFailsAtOnce(t *testing.T) {
 	cli, _ := fakeCLI(t, `echo "fake: cannot open database" >&2; exit 3`)
-	var out devlaunchtest.Buffer
+	var out syncbuf.Buffer
 	began := time.Now()
 	_, _, err := Launch(context.Background(), Options{CLI: cli, HostPort: "127.0.0.1:1", Out: &out, Timeout: 10 * time.Minute})
 	require.Error(t, err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 )
 
@@ -462,7 +463,7 @@ func TestOptionsDefaults(t *testing.T) {
 
 // runUntilReady runs the stack in the background on a real dev server,
 // wrapped so that the server's pid lands in a file, and waits for ready.
-func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, out *devlaunchtest.Buffer, pid func() int, result <-chan error) {
+func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, out *syncbuf.Buffer, pid func() int, result <-chan error) {
 	t.Helper()
 	cli := devlaunchtest.TemporalCLI(t, "devstack")
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -470,7 +471,7 @@ func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, ou
 	p = freePorts(t)
 	path := writeMesh(t, p)
 	state = t.TempDir()
-	out = &devlaunchtest.Buffer{}
+	out = &syncbuf.Buffer{}
 	res := make(chan error, 1)
 	go func() {
 		res <- Run(ctx, Options{ConfigPath: path, StateDir: state, UIPort: p.ui, MetricsListen: fmt.Sprintf("127.0.0.1:%d", p.metrics), Out: out})

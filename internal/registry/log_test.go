@@ -1,38 +1,20 @@
 package registry
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
-
-// lockedBuffer is a log the registry's handlers write from their goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A builder asks for blobs and manifests it has yet to push: the 404s
 // are the registry working, and write nothing to the worker's log.
 func TestServerLogsNoErrorForWhatIsNotThereYet(t *testing.T) {
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	s, err := New(t.TempDir(), WithLog(&log))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/agent/execrt/execrttest"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
-
-// lockedBuffer is a buffer a stream writes to while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
@@ -103,7 +85,7 @@ func TestTailOfNoFileIsEmpty(t *testing.T) {
 func TestFollow(t *testing.T) {
 	path := writeFile(t, "old 1\nold 2\nold 3\n")
 	done := make(chan struct{})
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	ended := make(chan error, 1)
 	go func() { ended <- streamFile(context.Background(), path, 1, done, &out, 5*time.Millisecond) }()
 
@@ -124,7 +106,7 @@ func TestFollow(t *testing.T) {
 func TestFollowEndsWithContext(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "later.log")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	ended := make(chan error, 1)
 	go func() { ended <- streamFile(ctx, path, 10, make(chan struct{}), &out, 5*time.Millisecond) }()
 
@@ -162,7 +144,7 @@ func TestLogsFollowsAContainerUntilReplaced(t *testing.T) {
 	require.NoError(t, r.Logs(context.Background(), "web", 1, false, &tail))
 	assert.Equal(t, 1, strings.Count(tail.String(), "\n"), tail.String())
 
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	ended := make(chan error, 1)
 	go func() { ended <- r.Logs(context.Background(), "web", 100, true, &out) }()
 	eventually(t, "the tail of v1's log", func() bool { return strings.Contains(out.String(), "testapp v1 mode serve") })
