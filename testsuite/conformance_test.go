@@ -56,7 +56,7 @@ func TestRegistryConformance(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "build the conformance suite in %s:\n%s", suite, out)
 
-	srv, err := registry.New(t.TempDir())
+	srv, err := registry.New(t.TempDir(), registry.WithAccess(registry.Access{Deletes: true}))
 	require.NoError(t, err)
 	url, err := srv.Start("127.0.0.1:0")
 	require.NoError(t, err)

@@ -53,6 +53,10 @@ type DockerRuntime struct {
 	base    string
 	// poll is how often a container's state is inspected.
 	poll time.Duration
+	// registryHost and registryAuth are the registry whose images are
+	// pulled with credentials, and the X-Registry-Auth value that carries
+	// them (WithRegistry).
+	registryHost, registryAuth string
 
 	mu      sync.Mutex
 	closed  bool
@@ -212,9 +216,8 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 		return
 	}
 	ref := c.Image + "@" + c.Digest
-	q := url.Values{"fromImage": {ref}}
-	if err := r.call(ctx, http.MethodPost, "/images/create?"+q.Encode(), nil, nil); err != nil {
-		fail(fmt.Errorf("pull %s: %w", ref, err))
+	if err := r.pull(ctx, ref); err != nil {
+		fail(err)
 		return
 	}
 	body := createBody(r.machine, c, ref, dc.hash)
@@ -375,7 +378,12 @@ func (r *DockerRuntime) Close(ctx context.Context) error {
 // call does one Engine API request (see request) and decodes its answer
 // into out.
 func (r *DockerRuntime) call(ctx context.Context, method, path string, in, out any) error {
-	resp, err := r.request(ctx, method, path, in)
+	return r.callWith(ctx, method, path, in, out, nil)
+}
+
+// callWith is call with header added to the request.
+func (r *DockerRuntime) callWith(ctx context.Context, method, path string, in, out any, header http.Header) error {
+	resp, err := r.requestWith(ctx, method, path, in, header)
 	if err != nil {
 		return err
 	}
@@ -406,6 +414,11 @@ func (r *DockerRuntime) call(ctx context.Context, method, path string, in, out a
 // answer is an error with the engine's message (304, "already
 // started/stopped", counts as success). The caller closes the answer's body.
 func (r *DockerRuntime) request(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	return r.requestWith(ctx, method, path, in, nil)
+}
+
+// requestWith is request with header added.
+func (r *DockerRuntime) requestWith(ctx context.Context, method, path string, in any, header http.Header) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -420,6 +433,9 @@ func (r *DockerRuntime) request(ctx context.Context, method, path string, in any
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {

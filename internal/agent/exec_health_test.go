@@ -148,7 +148,9 @@ func TestExecExitBeforeMinHealthy(t *testing.T) {
 	assert.Len(t, entries(es, OutcomeHealthy), 2)
 	exits := entries(es, OutcomeExited)
 	require.Len(t, exits, 2)
-	assert.Contains(t, exits[0].Message, "exit code 1 after 2")
+	// How long it ran is the runtime's reading, on a loaded box anything
+	// around the program's 2s: only the words are asserted.
+	assert.Regexp(t, `^exit code 1 after [0-9.]+m?s`, exits[0].Message)
 }
 
 // TestExecFloorAfterMinHealthy: the floor rises once the container has been

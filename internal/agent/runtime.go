@@ -138,8 +138,9 @@ type RuntimeOptions struct {
 	// containers' logs: the agent's own state directory, so that one
 	// directory is all a machine's agent owns.
 	StateDir string
-	// Registry authenticates the exec runtime's pulls from the registry it
-	// names (images elsewhere are pulled anonymously).
+	// Registry authenticates the exec and docker runtimes' pulls from the
+	// registry it names (images elsewhere are pulled anonymously, or as
+	// the engine is configured).
 	Registry registry.Options
 	// StopGrace is how long the exec runtime gives a stopped process
 	// between SIGTERM and SIGKILL (default execrt.DefaultStopGrace).
@@ -164,7 +165,10 @@ func NewRuntime(name string, o RuntimeOptions) (Runtime, error) {
 		}
 		return NewNoopRuntime(o.StartDelay), nil
 	case RuntimeDocker:
-		r := NewDockerRuntime(o.Machine, o.DockerSocket)
+		r, err := NewDockerRuntime(o.Machine, o.DockerSocket).WithRegistry(o.Registry)
+		if err != nil {
+			return nil, err
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := r.Ping(ctx); err != nil {

@@ -70,7 +70,7 @@ func defineFlags(fs *pflag.FlagSet) {
 	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), exec (pulls images by digest and runs their entrypoints as child processes) or docker (Docker Engine API; Podman's compatible service works)")
 	fs.String("docker-socket", agent.DefaultDockerSocket, "the Docker engine's unix socket, for --runtime docker")
 	fs.Duration("noop-start-delay", 0, "how long the noop runtime reports a container starting before running")
-	fs.String("registry", "", "OCI registry host[:port] (or http(s)://host[:port]) the exec runtime authenticates pulls from; images elsewhere are pulled anonymously")
+	fs.String("registry", "", "OCI registry host[:port] (or http(s)://host[:port]) the exec and docker runtimes authenticate pulls from; images elsewhere are pulled anonymously (docker: as the engine is configured)")
 	fs.String("registry-username", "", "user for --registry")
 	fs.String("registry-password", "", "password for --registry (prefer "+envPrefix+"_REGISTRY_PASSWORD: flags show in ps)")
 	fs.Bool("registry-insecure", false, "allow plain HTTP to --registry")

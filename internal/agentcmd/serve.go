@@ -62,8 +62,11 @@ func serve(ctx context.Context, s settings, stderr io.Writer) error {
 		log.Info().Str("registry", s.registry.Address).Str("registry_username", s.registry.Username).
 			Bool("registry_password", s.registry.Password != "").Bool("registry_insecure", s.registry.Insecure).
 			Str("registry_ca_file", s.registry.CAFile).Msg("runtime exec pulls images by digest and runs their entrypoints as child processes")
+	} else if s.runtime == agent.RuntimeDocker && s.registry.Address != "" {
+		log.Info().Str("registry", s.registry.Address).Str("registry_username", s.registry.Username).
+			Bool("registry_password", s.registry.Password != "").Msg("runtime docker passes the registry's credentials to the engine when it pulls its images")
 	} else if s.registry != (registry.Options{}) {
-		log.Warn().Str("runtime", s.runtime).Msg("registry options are only used by --runtime exec")
+		log.Warn().Str("runtime", s.runtime).Msg("registry options are only used by --runtime exec and docker")
 	}
 	log.Info().Str("address", ln.Addr().String()).Str("machine", s.machine).Str("state_dir", s.state).
 		Str("runtime", rt.Name()).Bool("auth", s.token != "").Bool("tls", s.tlsCert != "").Bool("metrics", s.metrics).Msg("host agent listening")

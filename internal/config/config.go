@@ -248,7 +248,18 @@ type Registry struct {
 	// (default "meshroll").
 	Repository string `mapstructure:"repository"`
 	// Listen is where the embedded registry serves (default 127.0.0.1:5000).
+	// Beyond loopback it needs Username and Password, which it then asks
+	// of every request (the worker's pushes use them).
 	Listen string `mapstructure:"listen"`
+	// PullUsername and PullPassword are what the embedded registry lets
+	// pull and nothing else: the hosts' credential (each agent's
+	// --registry-username and --registry-password).
+	PullUsername string        `mapstructure:"pull_username"`
+	PullPassword secret.String `mapstructure:"pull_password"`
+	// Deletes turns on the embedded registry's deletes (the distribution
+	// spec's content management). Off by default: meshroll never deletes,
+	// and a deleted image is one a machine can no longer pull.
+	Deletes bool `mapstructure:"deletes"`
 }
 
 // Machine is one host meshroll pushes to.

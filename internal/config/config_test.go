@@ -891,6 +891,17 @@ machines:
 			Message: "is not a URL without credentials"}}},
 		{"token and password", "", "registry: {address: reg.example:5000, username: u, password: p, token: t}\n", []Problem{{Key: "registry.token",
 			Message: "give either a token or a username and password, not both"}}},
+		{"embedded registry beyond loopback", "", "registry: {listen: \"0.0.0.0:5000\"}\n", []Problem{{Key: "registry.listen",
+			Message: "0.0.0.0:5000 reaches beyond loopback, and the embedded registry asks no credentials"}}},
+		{"embedded registry beyond loopback with credentials", "",
+			"registry: {listen: \"0.0.0.0:5000\", username: worker, password: p, pull_username: hosts, pull_password: q}\n", nil},
+		{"embedded registry on loopback", "", "registry: {listen: \"127.0.0.1:5000\"}\n", nil},
+		{"pull credential without a password", "", "registry: {username: worker, password: p, pull_username: hosts}\n",
+			[]Problem{{Key: "registry.pull_username", Message: "pull_username and pull_password go together"}}},
+		{"pull credential alone", "", "registry: {pull_username: hosts, pull_password: q}\n",
+			[]Problem{{Key: "registry.pull_username", Message: "a pull credential needs the worker's too"}}},
+		{"deletes at an external registry", "", "registry: {address: reg.example:5000, deletes: true}\n",
+			[]Problem{{Key: "registry.address", Message: "are the embedded registry's"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,6 +73,34 @@ func newValidationError(path string, ps []Problem) error {
 // problem, or nil. Load also checks the file's form (unknown and duplicate
 // keys, values of the wrong type), which a Config built in code cannot get
 // wrong.
+// validateEmbedded holds the embedded registry to loopback unless it asks
+// for credentials: anyone who reached it could push, pull, and (with
+// deletes on) delete what the machines pull.
+func (r Registry) validateEmbedded(ps *problemList) {
+	if r.Address != "" {
+		if r.PullUsername != "" || r.PullPassword != "" || r.Deletes {
+			ps.add("registry.address", "pull_username, pull_password and deletes are the embedded registry's; the registry at address has its own")
+		}
+		return
+	}
+	if (r.PullUsername == "") != (r.PullPassword == "") {
+		ps.add("registry.pull_username", "pull_username and pull_password go together (the hosts' credential; put the password in MESHROLL_REGISTRY_PULL_PASSWORD)")
+	}
+	if r.PullUsername != "" && r.Username == "" {
+		ps.add("registry.pull_username", "a pull credential needs the worker's too: set registry.username and registry.password, or the registry lets anyone push")
+	}
+	if r.Username != "" && r.Password == "" {
+		ps.add("registry.password", "the embedded registry asks for username %q with a password: set MESHROLL_REGISTRY_PASSWORD", r.Username)
+	}
+	host, _, err := net.SplitHostPort(r.Listen)
+	if err != nil || loopback(host) || r.Username != "" {
+		return
+	}
+	ps.add("registry.listen", "%s reaches beyond loopback, and the embedded registry asks no credentials: anyone who reaches it could push, "+
+		"and pull or replace what the machines run. Set registry.username and registry.password (MESHROLL_REGISTRY_PASSWORD) for the worker, "+
+		"and registry.pull_username and registry.pull_password for the hosts, or listen on 127.0.0.1", r.Listen)
+}
+
 func (c *Config) Validate() error {
 	return newValidationError(c.path, c.problems(nil))
 }
@@ -184,6 +212,7 @@ func (c *Config) problems(sk *skip) []Problem {
 	if c.Registry.Token != "" && (c.Registry.Username != "" || c.Registry.Password != "") {
 		ps.add("registry.token", "give either a token or a username and password, not both")
 	}
+	c.Registry.validateEmbedded(ps)
 	if len(c.Machines) == 0 {
 		ps.add("machines", "no machines; declare at least one machine to push to")
 	}

@@ -27,12 +27,12 @@ import (
 // in distribution's own layout, so a restart serves what was pushed before
 // it with no replay step that could fail. One Server per directory.
 //
-// Deletes are enabled (the distribution spec's content management), but
-// nothing ever garbage-collects the blobs: meshroll never deletes, and an
-// image a host runs stays pullable for as long as the state directory
-// lives.
+// Deletes are off unless Access allows them, and nothing ever
+// garbage-collects the blobs: an image a host runs stays pullable for as
+// long as the state directory lives. Who may push and pull is Access's.
 type Server struct {
-	app *handlers.App
+	app     *handlers.App
+	handler http.Handler
 
 	srvMu sync.Mutex
 	srv   *http.Server
@@ -42,7 +42,10 @@ type Server struct {
 // ServerOption configures New.
 type ServerOption func(*serverConfig)
 
-type serverConfig struct{ log io.Writer }
+type serverConfig struct {
+	log    io.Writer
+	access Access
+}
 
 // WithLog sends the registry's own log lines (warnings and errors of the
 // storage and the HTTP application, as logfmt) to w. They are discarded by
@@ -96,7 +99,7 @@ func New(dir string, opts ...ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry store %s: %w", abs, err)
 	}
-	return &Server{app: app}, nil
+	return &Server{app: app, handler: cfg.access.guard(app)}, nil
 }
 
 // newApp builds the distribution application, which reports a bad
@@ -145,7 +148,7 @@ func refuseLegacy(dir string) error {
 }
 
 // Handler serves the OCI distribution API at the site root.
-func (s *Server) Handler() http.Handler { return s.app }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on addr (for example "127.0.0.1:0") and serves in the
 // background until Close. It returns the registry's URL, http://host:port,

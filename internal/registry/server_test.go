@@ -25,11 +25,12 @@ import (
 )
 
 // serve opens the registry stored in dir (what names the opening in a
-// failure) and serves it in-process; both are closed when the test ends,
-// or sooner by the caller, to open the directory again.
-func serve(t *testing.T, dir, what string) (*Server, *httptest.Server, client) {
+// failure), deletes allowed unless opts say otherwise, and serves it
+// in-process; both are closed when the test ends, or sooner by the caller,
+// to open the directory again.
+func serve(t *testing.T, dir, what string, opts ...ServerOption) (*Server, *httptest.Server, client) {
 	t.Helper()
-	s, err := New(dir)
+	s, err := New(dir, append([]ServerOption{WithAccess(Access{Deletes: true})}, opts...)...)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -41,11 +42,11 @@ func serve(t *testing.T, dir, what string) (*Server, *httptest.Server, client) {
 	return s, hs, client{t: t, opts: Options{Address: hs.URL}}
 }
 
-// start opens the registry stored in dir and starts it on a free loopback
-// port, returning it and its URL; the caller closes it.
+// start opens the registry stored in dir, deletes allowed, and starts it
+// on a free loopback port, returning it and its URL; the caller closes it.
 func start(t *testing.T, dir string) (*Server, string) {
 	t.Helper()
-	s, err := New(dir)
+	s, err := New(dir, WithAccess(Access{Deletes: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,8 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 	if cfg.Registry.Address == "" {
 		// The registry's warnings and errors (logfmt lines of its own) go
 		// into the worker's log as messages of component=registry.
-		srv, err := registry.New(filepath.Join(state, "registry"), registry.WithLog(log.With().Str("component", "registry").Logger()))
+		srv, err := registry.New(filepath.Join(state, "registry"), registry.WithLog(log.With().Str("component", "registry").Logger()),
+			registry.WithAccess(embeddedAccess(cfg.Registry)))
 		if err != nil {
 			_ = closeAll()
 			return Deps{}, nil, fmt.Errorf("embedded registry: %w", err)
@@ -139,6 +140,17 @@ func RegistryOptions(r config.Registry) registry.Options {
 		o.Address = "http://" + r.Listen
 	}
 	return o
+}
+
+// embeddedAccess is who may do what at the embedded registry: the
+// worker's credential pushes, the hosts' only pulls, deletes as
+// configured.
+func embeddedAccess(r config.Registry) registry.Access {
+	return registry.Access{
+		Push:    registry.Credential{Username: r.Username, Password: r.Password},
+		Pull:    registry.Credential{Username: r.PullUsername, Password: r.PullPassword},
+		Deletes: r.Deletes,
+	}
 }
 
 // New builds a worker on the configured task queue. Its options are
