@@ -72,6 +72,8 @@ type stack struct {
 	workers         *faultWorkers
 	regDir, regAddr string
 	reg             *registry.Server
+	// access is who may do what at the stack's registry.
+	access registry.Access
 	stateDir        string
 }
 
@@ -110,6 +112,10 @@ type stackOptions struct {
 	images bool
 	// registry, when set, is where the go builder pushes instead.
 	registry string
+	// registryAccess, when it names a push credential, makes the stack's
+	// registry ask for credentials: the builder pushes with Push, the
+	// agents' runtimes pull with Pull.
+	registryAccess registry.Access
 	// uiPort, when set, gives the stack a dev server of its own serving
 	// the Temporal Web UI there.
 	uiPort string
@@ -183,9 +189,10 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.images || o.faults {
 		require.NoError(t, os.WriteFile(filepath.Join(s.repo, "go.mod"), []byte("module example.com/mesh\n\ngo 1.26\n"), 0o644))
 		s.regDir = t.TempDir()
+		s.access = o.registryAccess
 		s.startRegistry()
 		t.Cleanup(s.stopRegistry)
-		s.registry = registry.Options{Address: "http://" + s.regAddr}
+		s.registry = registry.Options{Address: "http://" + s.regAddr, Username: s.access.Push.Username, Password: s.access.Push.Password}
 		if o.registry != "" {
 			s.registry.Address = o.registry
 		}
@@ -301,19 +308,29 @@ func (s *stack) runtime(o stackOptions, machine string) func(dir string) agent.R
 		switch {
 		case o.docker:
 			rt, err := agent.NewRuntime(agent.RuntimeDocker, agent.RuntimeOptions{
-				Machine: s.engineName(machine), DockerSocket: socket, StateDir: dir, Registry: s.registry,
+				Machine: s.engineName(machine), DockerSocket: socket, StateDir: dir, Registry: s.pullRegistry(),
 			})
 			require.NoError(s.t, err)
 			return rt
 		case o.exec:
 			rt, err := agent.NewRuntime(agent.RuntimeExec, agent.RuntimeOptions{
-				Machine: machine, StateDir: dir, Registry: s.registry, HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
+				Machine: machine, StateDir: dir, Registry: s.pullRegistry(), HealthyAfter: 200 * time.Millisecond, StopGrace: 5 * time.Second,
 			})
 			require.NoError(s.t, err)
 			return rt
 		}
 		return agent.NewNoopRuntime(o.startDelay)
 	}
+}
+
+// pullRegistry is the stack's registry as the agents pull from it: with
+// the pull credential when the registry asks for one.
+func (s *stack) pullRegistry() registry.Options {
+	o := s.registry
+	if s.access.Pull.Username != "" {
+		o.Username, o.Password = s.access.Pull.Username, s.access.Pull.Password
+	}
+	return o
 }
 
 // startWorker runs the real worker in-process; it stops with the test, or
@@ -333,7 +350,7 @@ func (s *stack) startWorker() worker.Worker {
 // address it had before (a free one the first time).
 func (s *stack) startRegistry() {
 	s.t.Helper()
-	srv, err := registry.New(s.regDir)
+	srv, err := registry.New(s.regDir, registry.WithAccess(s.access))
 	require.NoError(s.t, err)
 	addr := s.regAddr
 	if addr == "" {

@@ -44,7 +44,7 @@ func (r *DockerRuntime) pull(ctx context.Context, ref string) error {
 		h = http.Header{"X-Registry-Auth": {r.registryAuth}}
 	}
 	if err := r.callWith(ctx, http.MethodPost, "/images/create?"+url.Values{"fromImage": {ref}}.Encode(), nil, nil, h); err != nil {
-		return fmt.Errorf("pull %s: %w", ref, err)
+		return registry.PullError(ref, err)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/statedir"
 )
 
@@ -160,7 +161,7 @@ func (r *Runtime) pull(ctx context.Context, c mesh.Container, dir string) error 
 		if got, ok := ggcrMismatch(err); ok {
 			return mismatch(repo, "manifest", got, c.Digest)
 		}
-		return fmt.Errorf("pull %s: %w", ref, err)
+		return registry.PullError(ref.String(), err)
 	}
 	if got := desc.Digest.String(); got != c.Digest {
 		return mismatch(repo, "manifest", got, c.Digest)
