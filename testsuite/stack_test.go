@@ -73,8 +73,8 @@ type stack struct {
 	regDir, regAddr string
 	reg             *registry.Server
 	// access is who may do what at the stack's registry.
-	access registry.Access
-	stateDir        string
+	access   registry.Access
+	stateDir string
 }
 
 // stackOptions shapes a stack. The zero value is a stack of no machines
