@@ -106,10 +106,13 @@ func TestContextEndsTheLaunch(t *testing.T) {
 // A server that ignores the interrupt is killed after the grace, and Stop
 // says so.
 func TestStopKillsAfterGrace(t *testing.T) {
-	cli, pidFile := fakeCLI(t, `trap "" INT; exec sleep 60`)
+	// The pid fakeCLI writes comes before the trap; this one after it, so
+	// that the interrupt is sent to a server that ignores it.
+	ignoring := filepath.Join(t.TempDir(), "ignoring")
+	cli, _ := fakeCLI(t, fmt.Sprintf(`trap "" INT; echo $$ > %q; exec sleep 60`, ignoring))
 	p := &Process{cmd: exec.Command(cli), grace: 500 * time.Millisecond, done: make(chan struct{})}
 	require.NoError(t, p.start(false))
-	readPid(t, pidFile)
+	readPid(t, ignoring)
 	err := p.Stop()
 	require.EqualError(t, err, "the Temporal dev server did not stop within 500ms of an interrupt and was killed")
 	select {
