@@ -294,7 +294,7 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 				}
 				r.report(dc, Update{Module: dc.spec.Module, State: state, Since: since, Reason: strings.TrimSpace(reason), Restarts: restarts}, update)
 			}
-			rv.look(ctx, r, dc, stopped)
+			rv.look(ctx, r, dc, stopped, time.Now())
 		}
 		select {
 		case <-ctx.Done():

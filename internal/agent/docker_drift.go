@@ -87,10 +87,9 @@ type reviver struct {
 	runningSince time.Time
 }
 
-// look takes one inspection in: stopped says the container exited and the
-// engine will not start it again.
-func (v *reviver) look(ctx context.Context, r *DockerRuntime, dc *dockerContainer, stopped bool) {
-	now := time.Now()
+// look takes in one inspection made at now: stopped says the container
+// exited and the engine will not start it again.
+func (v *reviver) look(ctx context.Context, r *DockerRuntime, dc *dockerContainer, stopped bool, now time.Time) {
 	if !stopped {
 		v.stoppedSince = time.Time{}
 		if v.runningSince.IsZero() {
