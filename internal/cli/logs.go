@@ -38,12 +38,9 @@ the mesh config. The output is the container's own, whatever --output says.`,
 		Args: machineNameArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
-		cfg, path, err := a.loadConfig()
-		if err != nil {
-			return err
-		}
 		name := args[0]
-		if err := knownMachine(cfg, path, name); err != nil {
+		cfg, _, err := a.loadConfigFor(name)
+		if err != nil {
 			return err
 		}
 		m := cfg.Machines[name]

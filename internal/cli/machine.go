@@ -118,6 +118,19 @@ func machineNameArg(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// loadConfigFor loads the mesh config for a command about one machine,
+// which must be one of its machines.
+func (a *app) loadConfigFor(machine string) (*config.Config, string, error) {
+	cfg, path, err := a.loadConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := knownMachine(cfg, path, machine); err != nil {
+		return nil, "", err
+	}
+	return cfg, path, nil
+}
+
 // knownMachine is nil for a machine of cfg, and otherwise a usage error
 // naming the machines it has and the file (path) to add it to.
 func knownMachine(cfg *config.Config, path, name string) error {
@@ -159,12 +172,9 @@ error.`,
 		if entries < 0 {
 			return usagef(nil, "--journal %d: want 0 or more", entries)
 		}
-		cfg, path, err := a.loadConfig()
-		if err != nil {
-			return err
-		}
 		name := args[0]
-		if err := knownMachine(cfg, path, name); err != nil {
+		cfg, _, err := a.loadConfigFor(name)
+		if err != nil {
 			return err
 		}
 		m := cfg.Machines[name]

@@ -50,11 +50,8 @@ code is 3 when one did not converge or was not superseded.`,
 		Args: machineNameArg,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			cfg, path, err := a.loadConfig()
+			cfg, path, err := a.loadConfigFor(name)
 			if err != nil {
-				return err
-			}
-			if err := knownMachine(cfg, path, name); err != nil {
 				return err
 			}
 			if module != "" {
