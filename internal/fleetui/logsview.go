@@ -29,6 +29,9 @@ type moduleLog struct {
 	Module  string
 	Text    string
 	Problem string
+	// Absent says, without alarm, that the host runs no container of the
+	// module: the config gives it, but no plan has put it there yet.
+	Absent string
 	// Follow is the starter command that follows it.
 	Follow string
 }
@@ -83,7 +86,9 @@ func (s *Server) readLogs(ctx context.Context, name string, modules []string) []
 		wg.Go(func() {
 			text, err := s.o.Source.Logs(ctx, name, mod, logLines)
 			out[i].Text = text
-			if err != nil {
+			if r, ok := host.IsRefused(err); ok && r.Code == host.CodeNotFound {
+				out[i].Absent, out[i].Follow = fmt.Sprintf("Not running on %s: no plan has put %s here yet, so it has no output.", name, mod), ""
+			} else if err != nil {
 				out[i].Problem = logProblem(name, m, err)
 			}
 		})
@@ -97,7 +102,7 @@ func logProblem(name string, m config.Machine, err error) string {
 	if msg, ok := m.TokenProblem(name, err); ok {
 		return msg
 	}
-	if r, ok := host.IsRefused(err); ok && (r.Code == host.CodeNotFound || r.Code == host.CodeUnsupported) {
+	if r, ok := host.IsRefused(err); ok && r.Code == host.CodeUnsupported {
 		return "No logs: " + r.Message + "."
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
