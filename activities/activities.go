@@ -109,32 +109,62 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 	return res, nil
 }
 
-// planSignalBudget is how many answers one plan may wait for. A plan hears
-// each machine's answer, and each put-back's, as a signal, and Temporal
-// refuses a workflow run's signals past 10,000
-// (history.maximumSignalsPerExecution): an answer refused there would leave
-// the plan waiting for good. The rest of the 10,000 is for hand-overs
-// retried, measurements and an operator's levers.
+// planSignalBudget is how many signals of answers one plan may wait for.
+// Temporal refuses a workflow run's signals past 10,000
+// (history.maximumSignalsPerExecution): an answer refused there would
+// leave the plan waiting for good. The rest of the 10,000 is for
+// hand-overs retried, measurements and an operator's levers.
 const planSignalBudget = 9000
 
 // withinSignalBudget refuses, before anything is built or pushed, a plan
-// whose answers could pass planSignalBudget: one per machine, and one more
-// per machine of its largest tier with analysis checks, which a failed
-// check puts back.
+// that could hear more than planSignalBudget signals of answers (see
+// planSignals). Only a large plan in many small batches can.
 func withinSignalBudget(module string, res meshapi.TargetsResult, size map[int]int) error {
+	if signals := planSignals(res, size); signals > planSignalBudget {
+		return permanent(meshapi.ErrInvalidInput, "module %s runs on %d machines in batches too small for one plan: it could hear %d signals of answers "+
+			"(at least one per batch, however small), and a plan takes at most %d, as Temporal refuses a workflow's signals past 10,000; "+
+			"raise max_parallel of its largest tiers, or give its machines to more modules",
+			module, len(res.Targets), signals, planSignalBudget)
+	}
+	return nil
+}
+
+// planSignals is the most signals of answers a plan of these targets and
+// tiers can hear. A plan of at most meshapi.RelayAbove machines hears one
+// per machine, and one more per machine of its largest analysed tier (a
+// failed check puts them back). A larger plan hears its answers through
+// relays: meshapi.RelayedSignals per hand-over, which is one per batch of
+// its tiers (every machine marked alone a batch of its own), and the
+// put-back of its largest analysed tier.
+func planSignals(res meshapi.TargetsResult, size map[int]int) int {
 	putBack := 0
 	for _, tp := range res.Tiers {
 		if len(tp.Analysis) > 0 {
 			putBack = max(putBack, size[tp.Tier])
 		}
 	}
-	if answers := len(res.Targets) + putBack; answers > planSignalBudget {
-		return permanent(meshapi.ErrInvalidInput, "module %s runs on %d machines, more than one plan can push: it would wait for %d answers "+
-			"(one per machine, and one per machine of its largest tier with analysis checks, for a put-back), and a plan takes at most %d, "+
-			"as Temporal refuses a workflow's signals past 10,000; give the module's machines to modules of at most %d machines each",
-			module, len(res.Targets), answers, planSignalBudget, planSignalBudget)
+	if len(res.Targets) <= meshapi.RelayAbove {
+		return len(res.Targets) + putBack
 	}
-	return nil
+	alone := map[int]int{}
+	for _, t := range res.Targets {
+		if t.Alone {
+			alone[t.Tier]++
+		}
+	}
+	signals := meshapi.RelayedSignals(putBack)
+	for _, tp := range res.Tiers {
+		rest := size[tp.Tier] - alone[tp.Tier]
+		signals += alone[tp.Tier]
+		batch := tp.MaxParallel
+		if batch <= 0 {
+			batch = max(rest, 1)
+		}
+		for from := 0; from < rest; from += batch {
+			signals += meshapi.RelayedSignals(min(batch, rest-from))
+		}
+	}
+	return signals
 }
 
 // Build builds the plan's module at its commit and records the build in the

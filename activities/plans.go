@@ -55,10 +55,10 @@ func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, 
 
 // Answer implements Plans.
 func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
-	err := p.Client.SignalWorkflow(ctx, r.Plan, "", meshapi.SignalPushResult, r)
+	err := p.Client.SignalWorkflow(ctx, r.AnswerTo(), "", meshapi.SignalPushResult, r)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		p.Log.Warn().Str("plan", r.Plan).Str("machine", r.Machine).Msg("plan did not take its answer: it has ended")
+		p.Log.Warn().Str("plan", r.Plan).Str("to", r.AnswerTo()).Str("machine", r.Machine).Msg("plan did not take its answer: it has ended")
 		return nil
 	}
 	return err

@@ -37,8 +37,8 @@ func (a *Activities) PushAndAnswer(ctx context.Context, in meshapi.PushInput) (m
 		return out, err
 	}
 	req := in.Request
-	res := meshapi.PushResult{Request: req.Request, Plan: req.Plan, Machine: req.Machine, Outcome: out.Outcome,
-		Reason: out.Reason, Seq: out.Seq, Rebased: out.Rebased}
+	res := meshapi.ResultOf(req, out.Outcome, out.Reason)
+	res.Seq, res.Rebased = out.Seq, out.Rebased
 	if err := a.Plans.Answer(ctx, res); err != nil {
 		return out, fmt.Errorf("answer plan %s: %w", req.Plan, err)
 	}

@@ -288,11 +288,13 @@ func TestCaptureSignalBudgetHistory(t *testing.T) {
 	writeIndex(t, idx)
 }
 
-// TestCaptureHandActivitiesHistory records a plan that hands a large tier
-// over by regular activities: a host plan over a tier 1 of 120 machines
-// (two activities) and the control node. Like the others it
-// runs only with MESHROLL_WRITE_HISTORIES=1.
-func TestCaptureHandActivitiesHistory(t *testing.T) {
+// TestCaptureRelayHistories records a plan that hears its answers through
+// relays (change answer-relays): a host plan over a tier 1 of 120 machines
+// (two hand-over activities, one relay) and the control node, and its
+// first relay. (plan-large-tier.json, recorded before relays, keeps the
+// path of a plan that hears each machine itself.) Like the others it runs
+// only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureRelayHistories(t *testing.T) {
 	t.Parallel()
 	capturing(t)
 	o := largeTierMesh(120)
@@ -300,12 +302,14 @@ func TestCaptureHandActivitiesHistory(t *testing.T) {
 	o.ownServer = true
 	s := newStack(t, o)
 	st := s.converge("host", s.commit("host"))
-	hand, answers, _ := s.planTasks(st.Plan)
-	require.Equal(t, 2, hand)
-	require.Equal(t, 121, answers)
+	h := s.planHistoryOf(st.Plan)
+	require.Equal(t, 2, h.handActivities)
+	require.Equal(t, 2, h.relays)
+	require.Equal(t, 121, h.answers)
 
 	idx := readIndex(t)
-	s.writeHistoryAs(idx, "plan-large-tier", st.Plan, "")
+	s.writeHistoryAs(idx, "plan-relayed.answer-relays", st.Plan, "")
+	s.writeHistoryAs(idx, "relay-passed-on.answer-relays", meshapi.RelayID(st.Plan, 0), "")
 	writeIndex(t, idx)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -22,36 +23,65 @@ func largeTierMesh(n int) stackOptions {
 	return o
 }
 
-// planTasks counts, from a plan's history on the server, its hand-over
-// activities, the answers it was signalled, and its failed workflow tasks.
-func (s *stack) planTasks(id string) (handActivities, answers, failedTasks int) {
+// planHistory is what a plan's history on the server shows of how it
+// handed its pushes over and heard their answers.
+type planHistory struct {
+	// events is the plan's own history's length.
+	events int
+	// handActivities is its HandPushes activities; relays, its relays.
+	handActivities, relays int
+	// signals is the answer signals the plan took (one per answer, or one
+	// per bundle from a relay); answers, the answers in them.
+	signals, answers int
+	// failedTasks is its workflow tasks failed or timed out.
+	failedTasks int
+}
+
+// planHistoryOf reads a plan's history from the server.
+func (s *stack) planHistoryOf(id string) planHistory {
 	s.t.Helper()
+	var h planHistory
 	s.eachEvent(id, func(e *historypb.HistoryEvent) {
+		h.events++
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "HandPushes" {
-				handActivities++
+				h.handActivities++
+			}
+		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+			if e.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName() == meshapi.RelayWorkflowType {
+				h.relays++
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == meshapi.SignalPushResult {
-				answers++
+			a := e.GetWorkflowExecutionSignaledEventAttributes()
+			switch a.GetSignalName() {
+			case meshapi.SignalPushResult:
+				h.signals++
+				h.answers++
+			case meshapi.SignalPushResults:
+				var b meshapi.PushResults
+				require.NoError(s.t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &b))
+				h.signals++
+				h.answers += len(b.Results)
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-			failedTasks++
+			h.failedTasks++
 		}
 	})
-	return handActivities, answers, failedTasks
+	return h
 }
 
-// A tier of 600 machines is handed over by activities of a hundred, once:
-// every machine is asked once and answers once. Handed over by one local
-// activity, inside the plan's workflow task, the answers buffered behind
-// the task passed the server's 100 and it failed
-// (WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND), the hand-over ran again,
-// every machine answered again, and plans of a thousand machines stalled for
-// a minute, of three thousand for good. (A workflow task may still fail on a
-// box loaded enough to time one out; it loses nothing, and the plan's
-// answers show whether anything was handed twice.)
+// A tier of 600 machines is handed over by activities of a hundred, once,
+// and heard through a relay: every machine is asked once and answers once,
+// and the plan takes their answers in bundles, so that its history grows
+// with bundles, not machines. Handed over by one local activity, inside the
+// plan's workflow task, the answers buffered behind the task passed the
+// server's 100 and it failed (WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND),
+// the hand-over ran again, every machine answered again, and plans of a
+// thousand machines stalled for a minute, of three thousand for good. (A
+// workflow task may still fail on a box loaded enough to time one out; it
+// loses nothing, and the plan's answers show whether anything was handed
+// twice.)
 func TestLargeTierHandedOverOnce(t *testing.T) {
 	t.Parallel()
 	const n = 600
@@ -59,10 +89,14 @@ func TestLargeTierHandedOverOnce(t *testing.T) {
 	st := s.converge("host", s.commit("host"))
 	require.Len(t, st.Tiers, 2)
 	assert.Len(t, st.Tiers[0].Machines, n)
-	hand, answers, failed := s.planTasks(st.Plan)
-	assert.Equal(t, n/100, hand, "tier 1 handed over by activities of a hundred machines; tier 2's one machine by a local one")
-	assert.Equal(t, n+1, answers, "each machine answered once: nothing was handed over twice")
-	t.Logf("%d workflow tasks of the plan failed or timed out", failed)
+	h := s.planHistoryOf(st.Plan)
+	assert.Equal(t, n/100, h.handActivities, "tier 1 handed over by activities of a hundred machines; tier 2's one machine by a local one")
+	assert.Equal(t, 2, h.relays, "a relay for each tier's hand-over")
+	assert.Equal(t, n+1, h.answers, "each machine answered once: nothing was handed over twice")
+	assert.LessOrEqual(t, h.signals, meshapi.RelayedSignals(n)+1, "tier 1's answers in bundles")
+	t.Logf("the plan's history: %d events for %d machines, %d answer signals; %d workflow tasks failed or timed out",
+		h.events, n+1, h.signals, h.failedTasks)
+	assert.Less(t, h.events, n/2, "the plan's history grows with bundles, not machines")
 	for _, m := range st.Tiers[0].Machines {
 		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
 	}

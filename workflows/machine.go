@@ -165,7 +165,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		}
 		out.Outcome, out.Reason = outcome, errorReason(err)
 	}
-	res := result(req, out.Outcome, out.Reason)
+	res := meshapi.ResultOf(req, out.Outcome, out.Reason)
 	res.Rebased = out.Rebased
 	if out.Seq > m.lastSeq {
 		m.lastSeq = out.Seq

@@ -17,7 +17,7 @@ const recentAnswers = 200
 // module supersedes older ones still waiting (newest wins).
 func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 	if r.Machine != m.in.Machine {
-		m.answer(ctx, result(r, meshapi.MachineRefused, fmt.Sprintf("request for machine %s reached machine %s", r.Machine, m.in.Machine)), false)
+		m.answer(ctx, meshapi.ResultOf(r, meshapi.MachineRefused, fmt.Sprintf("request for machine %s reached machine %s", r.Machine, m.in.Machine)), false)
 		return
 	}
 	if m.current != nil && m.current.Request == r.Request {
@@ -36,7 +36,7 @@ func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 	}
 	for _, q := range m.queue {
 		if q.Build.Module == r.Build.Module && q.Build.Generation > r.Build.Generation {
-			m.answer(ctx, result(r, meshapi.MachineSuperseded, fmt.Sprintf(
+			m.answer(ctx, meshapi.ResultOf(r, meshapi.MachineSuperseded, fmt.Sprintf(
 				"a newer build of %s (generation %d, plan %s) is already queued for %s", q.Build.Module, q.Build.Generation, q.Plan, m.in.Machine)), false)
 			return
 		}
@@ -51,7 +51,7 @@ func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 	}
 	m.queue = append(kept, r)
 	for _, q := range superseded {
-		m.answer(ctx, result(q, meshapi.MachineSuperseded, fmt.Sprintf(
+		m.answer(ctx, meshapi.ResultOf(q, meshapi.MachineSuperseded, fmt.Sprintf(
 			"superseded while queued on %s by a newer build of %s (generation %d, plan %s)", m.in.Machine, r.Build.Module, r.Build.Generation, r.Plan)), false)
 	}
 }
@@ -62,7 +62,7 @@ func (m *machine) cancel(c meshapi.CancelPush) {
 	for i, q := range m.queue {
 		if q.Request == c.Request {
 			m.queue = append(m.queue[:i:i], m.queue[i+1:]...)
-			m.remember(result(q, meshapi.MachineCancelled, "withdrawn by its plan: "+c.Reason))
+			m.remember(meshapi.ResultOf(q, meshapi.MachineCancelled, "withdrawn by its plan: "+c.Reason))
 			return
 		}
 	}
@@ -78,13 +78,13 @@ func (m *machine) answer(ctx workflow.Context, r meshapi.PushResult, delivered b
 		return
 	}
 	m.answering++
-	f := workflow.SignalExternalWorkflow(ctx, r.Plan, "", meshapi.SignalPushResult, r)
+	f := workflow.SignalExternalWorkflow(ctx, r.AnswerTo(), "", meshapi.SignalPushResult, r)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { m.answering-- }()
 		if err := f.Get(gctx, nil); err != nil {
 			// The plan is gone (terminated, or ended by an operator); the
 			// answer stays in Recent for anyone who asks.
-			workflow.GetLogger(gctx).Warn("plan did not take its answer", "plan", r.Plan, "error", err)
+			workflow.GetLogger(gctx).Warn("plan did not take its answer", "plan", r.Plan, "to", r.AnswerTo(), "error", err)
 		}
 	})
 }
@@ -94,8 +94,4 @@ func (m *machine) remember(r meshapi.PushResult) {
 	if len(m.recent) > recentAnswers {
 		m.recent = append([]meshapi.PushResult(nil), m.recent[len(m.recent)-recentAnswers:]...)
 	}
-}
-
-func result(r meshapi.PushRequest, outcome meshapi.MachineStatus, reason string) meshapi.PushResult {
-	return meshapi.PushResult{Request: r.Request, Plan: r.Plan, Machine: r.Machine, Outcome: outcome, Reason: reason}
 }

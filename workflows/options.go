@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -77,6 +78,16 @@ func handActivityOptions(ctx workflow.Context, reqs []meshapi.PushRequest) workf
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy:            retryForever,
 		Summary:                fmt.Sprintf("hand pushes to %d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine),
+	})
+}
+
+// relayOptions are a relay's: a child of its plan, ended with it, named in
+// the Web UI by the machines it hears.
+func relayOptions(ctx workflow.Context, id string, reqs []meshapi.PushRequest) workflow.Context {
+	return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:        id,
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+		StaticSummary:     fmt.Sprintf("relay the answers of %d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine),
 	})
 }
 

@@ -85,11 +85,20 @@ type plan struct {
 	inFlight  []int
 	// liftedSignals counts hold-lifted signals, to wake a held plan.
 	liftedSignals int
+
+	// relays says the plan's answers come through relays (a plan of more
+	// than meshapi.RelayAbove machines); relaysStarted counts them, for
+	// their IDs, and relaysOpen those not yet ended; relayLost says why
+	// one ended short of its answers.
+	relays                    bool
+	relaysStarted, relaysOpen int
+	relayLost                 string
 }
 
 // setup registers the state query and the control updates, and starts
-// taking the machines' answers: the push-result signal is the one route by
-// which the plan hears how a push ended (see take).
+// taking the machines' answers: the push-result signal, or its relays'
+// push-results bundles, are the one route by which the plan hears how a
+// push ended (see take).
 func (p *plan) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, meshapi.QueryState, func() (meshapi.PlanState, error) {
 		return p.st, nil
@@ -102,6 +111,11 @@ func (p *plan) setup(ctx workflow.Context) error {
 	p.takeHoldLifted(ctx)
 	p.takeMeasurements(ctx)
 	onSignal(ctx, meshapi.SignalPushResult, p.take)
+	onSignal(ctx, meshapi.SignalPushResults, func(b meshapi.PushResults) {
+		for _, r := range b.Results {
+			p.take(r)
+		}
+	})
 	return nil
 }
 
@@ -174,6 +188,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 	p.st.State = meshapi.PlanComposing
 	p.targetList = targets
 	p.index()
+	p.relays = p.relayed(ctx)
 	p.details(ctx, "composing")
 	decls, err := p.compose(ctx, targets, b, composed)
 	if err != nil {

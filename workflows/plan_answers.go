@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -44,6 +46,64 @@ func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
 		}
 	}
 	return first
+}
+
+// relayChange is the change ID of the relays: a plan of more than
+// meshapi.RelayAbove machines hears its answers through them.
+const relayChange = "answer-relays"
+
+// relayed says whether the plan's answers are relayed, once its tiers are
+// final: a plan of more than RelayAbove machines, started on code that
+// has relays.
+func (p *plan) relayed(ctx workflow.Context) bool {
+	n := 0
+	for _, t := range p.st.Tiers {
+		n += len(t.Machines)
+	}
+	return n > meshapi.RelayAbove && workflow.GetVersion(ctx, relayChange, workflow.DefaultVersion, 1) == 1
+}
+
+// startRelays, when the plan's answers are relayed, starts a relay for
+// every RelaySize requests of a hand-over and names it in their ReplyTo,
+// before any is handed over: an answer has somewhere to go as soon as it
+// is given. The plan waits for its relays to end as well as for their
+// answers (see hand), so that none is left to be terminated with it. A
+// relay that ends short of its answers (terminated by hand) sets
+// relayLost, which halts the plan rather than leave it waiting.
+func (p *plan) startRelays(ctx workflow.Context, reqs []meshapi.PushRequest) error {
+	if !p.relays {
+		return nil
+	}
+	var started []workflow.Future
+	for from := 0; from < len(reqs); from += meshapi.RelaySize {
+		part := reqs[from:min(from+meshapi.RelaySize, len(reqs))]
+		id := meshapi.RelayID(p.st.Plan, p.relaysStarted)
+		p.relaysStarted++
+		in := meshapi.RelayInput{Plan: p.st.Plan}
+		for i := range part {
+			part[i].ReplyTo = id
+			in.Requests = append(in.Requests, part[i].Request)
+		}
+		// The plan's own context: a relay lives until its answers are
+		// passed on, whatever step started it.
+		f := workflow.ExecuteChildWorkflow(relayOptions(p.ctx, id, part), meshapi.RelayWorkflowType, in)
+		started = append(started, f.GetChildWorkflowExecution())
+		p.relaysOpen++
+		workflow.Go(p.ctx, func(gctx workflow.Context) {
+			err := f.Get(gctx, nil)
+			p.relaysOpen--
+			if err != nil && p.relayLost == "" {
+				p.relayLost = fmt.Sprintf("the relay of %d machines' answers (%s) ended before passing them all on (%s)",
+					len(in.Requests), id, errorReason(err))
+			}
+		})
+	}
+	for _, s := range started {
+		if err := s.Get(ctx, nil); err != nil {
+			return fmt.Errorf("start a relay of the machines' answers: %w", err)
+		}
+	}
+	return nil
 }
 
 // place is where a machine's progress sits in the plan's tiers.

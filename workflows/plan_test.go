@@ -56,7 +56,10 @@ type planHarness struct {
 	// together, when set, holds a tier's answers until every machine of the
 	// tier has been handed its request, then buffers them all, so that the
 	// plan takes them in one workflow task, as a plan does when a tier's
-	// answers arrive faster than it runs tasks.
+	// answers arrive faster than it runs tasks. Relayed answers are
+	// buffered as bundles, straight to the plan; a together test mocks
+	// its relays to end at once (TestRelayPassesAnswersOnInBundles tests
+	// them).
 	together bool
 	held     []meshapi.PushResult
 	// handedLocally and handedByActivity count HandPushes calls by kind.
@@ -81,6 +84,7 @@ func (h *planHarness) failBuild(msg string) {
 func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 	h := &planHarness{t: t, env: quietSuite().NewTestWorkflowEnvironment(), targets: targets}
 	h.env.RegisterWorkflowWithOptions(Plan, workflow.RegisterOptions{Name: meshapi.PlanWorkflowType})
+	h.env.RegisterWorkflowWithOptions(Relay, workflow.RegisterOptions{Name: meshapi.RelayWorkflowType})
 	h.env.RegisterActivity(&activities.Activities{})
 	h.targetsFn = func() (meshapi.TargetsResult, error) { return meshapi.TargetsResult{Targets: targets}, nil }
 	h.buildFn = func() (mesh.Build, error) {
@@ -156,13 +160,13 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 				res = h.outcome(r.Machine)
 			}
 			if res != nil {
-				res.Request, res.Plan, res.Machine = r.Request, r.Plan, r.Machine
+				res.Request, res.Plan, res.ReplyTo, res.Machine = r.Request, r.Plan, r.ReplyTo, r.Machine
 				if h.together {
 					h.mu.Lock()
 					h.held = append(h.held, *res)
 					h.mu.Unlock()
 				} else {
-					h.env.SignalWorkflow(meshapi.SignalPushResult, *res)
+					h.answer(*res)
 				}
 			}
 		}
@@ -184,6 +188,17 @@ func newPlanHarness(t *testing.T, targets ...meshapi.Target) *planHarness {
 	})
 	recordSignals(h.env, &h.mu, meshapi.SignalCancelPush, &h.cancelled)
 	return h
+}
+
+// answer signals a machine's answer where a machine workflow would: the
+// request's relay, or else its plan.
+func (h *planHarness) answer(res meshapi.PushResult) {
+	if res.ReplyTo == "" {
+		h.env.SignalWorkflow(meshapi.SignalPushResult, res)
+		return
+	}
+	// A relay that has ended takes nothing: the machine workflow logs it.
+	_ = h.env.SignalWorkflowByID(res.ReplyTo, meshapi.SignalPushResult, res)
 }
 
 // handed is every machine handed a request, in hand-over order.
@@ -219,8 +234,21 @@ func (h *planHarness) releaseTier(reqs []meshapi.PushRequest) {
 	if len(h.held) < n {
 		return
 	}
+	var bundle []meshapi.PushResult
 	for _, res := range h.held {
-		h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResult, res)
+		if res.ReplyTo == "" {
+			h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResult, res)
+			continue
+		}
+		// Relayed answers reach the plan in bundles, as their relays
+		// would pass them on (the relays end at once: see together).
+		if bundle = append(bundle, res); len(bundle) == meshapi.RelayBundle {
+			h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResults, meshapi.PushResults{Results: bundle})
+			bundle = nil
+		}
+	}
+	if len(bundle) > 0 {
+		h.env.SignalWorkflowSkippingWorkflowTask(meshapi.SignalPushResults, meshapi.PushResults{Results: bundle})
 	}
 	h.held = nil
 }

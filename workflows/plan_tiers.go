@@ -155,11 +155,26 @@ func (p *plan) pushBatch(ctx workflow.Context, ti int, batch []int, decls map[st
 }
 
 // hand gives requests to their machine workflows and waits until every
-// machine of the tier has its answer (none is pushing or reverting).
+// machine of the tier has its answer (none is pushing or reverting) and
+// its relays, if any, have ended.
 func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, haltPrefix string) error {
-	err := p.step(ctx, func(sctx workflow.Context) error { return handOver(sctx, reqs) })
+	err := p.step(ctx, func(sctx workflow.Context) error {
+		if err := p.startRelays(sctx, reqs); err != nil {
+			return err
+		}
+		return handOver(sctx, reqs)
+	})
 	if err == nil {
-		err = workflow.Await(ctx, func() bool { return p.aborted || p.tierAnswered(ti) })
+		err = workflow.Await(ctx, func() bool {
+			return p.aborted || (p.tierAnswered(ti) && p.relaysOpen == 0) || p.relayLost != ""
+		})
+	}
+	// A relay that ended after passing every answer on cost nothing.
+	lost := p.relayLost
+	p.relayLost = ""
+	if err == nil && !p.aborted && !p.tierAnswered(ti) {
+		return endAs(meshapi.PlanHalted, fmt.Sprintf("tier %d halted: %s; a push still queued finds the plan ended and is dropped",
+			p.st.Tiers[ti].Tier, lost))
 	}
 	return p.interrupted(ctx, err, haltPrefix)
 }

@@ -1,13 +1,17 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -27,34 +31,55 @@ func fleetOf(n int) []meshapi.Target {
 // workflow task is taken in that one task inside the SDK's deadlock
 // detector (one second without yielding, as on a real worker; the test
 // environment runs it too, given raceSlowdown's seconds under the race
-// detector): each answer costs the plan the same whatever
-// the fleet's size. Taking an answer by walking every machine made that
-// task quadratic, and plans of 2,000 machines and more failed every
-// workflow task for good (TMPRL1101).
+// detector): each answer costs the plan the same whatever the fleet's
+// size. Taking an answer by walking every machine made that task
+// quadratic, and plans of 2,000 machines and more failed every workflow
+// task for good (TMPRL1101). So for answers in bundles from relays, and
+// one by one, as a plan started before relays hears them.
 func TestPlanTakesTenThousandAnswersInOneTask(t *testing.T) {
 	const n = 10_000
-	h := newPlanHarness(t, fleetOf(n)...)
-	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: raceSlowdown * time.Second})
-	// The environment fails a workflow blocked for 3s of wall clock; the
-	// hand-over activities signal 10,000 answers under the race detector,
-	// on a box CI shares with the integration tests. Only the plan's own
-	// tasks are held to a deadline here, by the detector above.
-	h.env.SetTestTimeout(2 * time.Minute)
-	h.together = true
-	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-	converged := 0
-	for _, tier := range st.Tiers {
-		for _, m := range tier.Machines {
-			if assert.Equal(t, meshapi.MachineConverged, m.State, m.Machine) {
-				converged++
+	for _, relayed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("relayed %v", relayed), func(t *testing.T) {
+			h := newPlanHarness(t, fleetOf(n)...)
+			h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: raceSlowdown * time.Second})
+			// The environment fails a workflow blocked for 3s of wall clock;
+			// the hand-over activities buffer 10,000 answers under the race
+			// detector, on a box CI shares with the integration tests. Only
+			// the plan's own tasks are held to a deadline here, by the
+			// detector above.
+			h.env.SetTestTimeout(2 * time.Minute)
+			h.together = true
+			relays := 0
+			if relayed {
+				h.env.OnWorkflow(meshapi.RelayWorkflowType, mock.Anything, mock.Anything).Return(
+					func(workflow.Context, meshapi.RelayInput) (meshapi.RelayResult, error) {
+						relays++
+						return meshapi.RelayResult{}, nil
+					})
+			} else {
+				h.env.OnGetVersion(relayChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
-		}
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+			converged := 0
+			for _, tier := range st.Tiers {
+				for _, m := range tier.Machines {
+					if assert.Equal(t, meshapi.MachineConverged, m.State, m.Machine) {
+						converged++
+					}
+				}
+			}
+			assert.Equal(t, 2*n, converged)
+			assert.Len(t, h.enqueued, 2*n/handBatch, "each tier handed over by activities of %d machines", handBatch)
+			assert.Equal(t, 2*n/handBatch, h.handedByActivity, "as regular activities, not in the plan's workflow task")
+			assert.Zero(t, h.handedLocally)
+			if relayed {
+				assert.Equal(t, 2*n/meshapi.RelaySize, relays, "a relay per thousand requests")
+			} else {
+				assert.Zero(t, relays)
+			}
+		})
 	}
-	assert.Equal(t, 2*n, converged)
-	assert.Len(t, h.enqueued, 2*n/handBatch, "each tier handed over by activities of %d machines", handBatch)
-	assert.Equal(t, 2*n/handBatch, h.handedByActivity, "as regular activities, not in the plan's workflow task")
-	assert.Zero(t, h.handedLocally)
 }
 
 // A hand-over of more than handLocally machines runs as regular activities
@@ -86,6 +111,65 @@ func TestPlanHandsLargeTiersOverByActivities(t *testing.T) {
 				assert.LessOrEqual(t, len(e), max(handBatch, handLocally))
 			}
 			assert.Equal(t, 2*c.machines, handed, "every machine handed once")
+		})
+	}
+}
+
+// A plan of more than RelayAbove machines hears its machines through
+// relays, a relay per thousand requests of each hand-over, which pass
+// every answer on; a smaller plan hears each machine itself. A relay that
+// ends short of its answers halts the plan, in words, rather than leave it
+// waiting for good.
+func TestPlanHearsALargeFleetThroughRelays(t *testing.T) {
+	cases := []struct {
+		name           string
+		perTier        int
+		relayFails     bool
+		relays, bundle int // relays started; answers they passed on
+	}{
+		{name: "a small plan hears each machine", perTier: meshapi.RelayAbove / 2, relays: 0},
+		{name: "a large plan, a relay per tier", perTier: 300, relays: 2, bundle: 600},
+		{name: "a tier of more than a relay's thousand", perTier: 1200, relays: 4, bundle: 2400},
+		{name: "a relay that ends short halts the plan", perTier: 300, relayFails: true, relays: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newPlanHarness(t, fleetOf(c.perTier)...)
+			relays, passed := 0, 0
+			if c.relayFails {
+				h.env.OnWorkflow(meshapi.RelayWorkflowType, mock.Anything, mock.Anything).Return(
+					func(workflow.Context, meshapi.RelayInput) (meshapi.RelayResult, error) {
+						relays++
+						return meshapi.RelayResult{}, errors.New("terminated by hand")
+					})
+			}
+			h.env.SetOnChildWorkflowCompletedListener(func(_ *workflow.Info, result converter.EncodedValue, err error) {
+				if c.relayFails {
+					return
+				}
+				relays++
+				var r meshapi.RelayResult
+				if assert.NoError(t, err) && assert.NoError(t, result.Get(&r)) {
+					passed += r.Answers
+				}
+			})
+			st := h.run(meshapi.PlanInput{})
+			assert.Equal(t, c.relays, relays, "relays")
+			if c.relayFails {
+				require.Equal(t, meshapi.PlanHalted, st.State)
+				assert.Contains(t, st.Reason, "tier 1 halted: the relay of 300 machines' answers")
+				assert.Contains(t, st.Reason, "terminated by hand")
+				return
+			}
+			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+			assert.Equal(t, c.bundle, passed, "answers passed on by relays")
+			for _, r := range h.requests {
+				if c.relays == 0 {
+					assert.Empty(t, r.ReplyTo, r.Machine)
+				} else {
+					assert.Contains(t, r.ReplyTo, st.Plan+"/relay-", r.Machine)
+				}
+			}
 		})
 	}
 }

@@ -1,10 +1,13 @@
 package workflows
 
 // liveChanges are the workflow.GetVersion change IDs the workflow code asks
-// today, each beside the constant its GetVersion call names: none since
-// baseline 2. A change that alters the commands either workflow issues
+// today, each beside the constant its GetVersion call names. A change that alters the commands either workflow issues
 // declares its ID here (TestVersionsAreDeclared holds the code to that).
-var liveChanges = map[string]string{}
+var liveChanges = map[string]string{
+	// Plan, since baseline 2: a plan of more than meshapi.RelayAbove
+	// machines hears its answers through relays.
+	"answer-relays": "relayChange",
+}
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is
 // the only code, and the histories recorded before it were dropped from the

@@ -35,8 +35,13 @@ func (p PushPolicy) WithDefaults() PushPolicy {
 type PushRequest struct {
 	// Request is unique per plan and machine; duplicates are ignored.
 	Request string `json:"request"`
-	// Plan is the plan workflow's ID; the answer is signalled there.
-	Plan        string           `json:"plan"`
+	// Plan is the plan workflow's ID; the answer is signalled there,
+	// unless ReplyTo names the plan's relay.
+	Plan string `json:"plan"`
+	// ReplyTo is the workflow the answer is signalled to when it is not
+	// the plan: a relay, for a plan too large to hear every machine itself
+	// (see RelayAbove).
+	ReplyTo     string           `json:"reply_to,omitempty"`
 	Machine     string           `json:"machine"`
 	Build       mesh.Build       `json:"build"`
 	Declaration mesh.Declaration `json:"declaration"`
@@ -78,14 +83,30 @@ func (r PushRequest) FromDigest() string {
 
 // PushResult answers a PushRequest.
 type PushResult struct {
-	Request string        `json:"request"`
-	Plan    string        `json:"plan"`
+	Request string `json:"request"`
+	Plan    string `json:"plan"`
+	// ReplyTo is the request's: the relay the answer goes to, if any.
+	ReplyTo string        `json:"reply_to,omitempty"`
 	Machine string        `json:"machine"`
 	Outcome MachineStatus `json:"outcome"`
 	Reason  string        `json:"reason,omitempty"`
 	// Seq is the declaration sequence sent (0 when nothing was sent).
 	Seq     uint64   `json:"seq,omitempty"`
 	Rebased []string `json:"rebased,omitempty"`
+}
+
+// AnswerTo is the workflow ID the answer is signalled to: the request's
+// relay, or else its plan.
+func (r PushResult) AnswerTo() string {
+	if r.ReplyTo != "" {
+		return r.ReplyTo
+	}
+	return r.Plan
+}
+
+// ResultOf is the answer to r, saying outcome and why.
+func ResultOf(r PushRequest, outcome MachineStatus, reason string) PushResult {
+	return PushResult{Request: r.Request, Plan: r.Plan, ReplyTo: r.ReplyTo, Machine: r.Machine, Outcome: outcome, Reason: reason}
 }
 
 // CancelPush withdraws a queued request.

@@ -50,6 +50,10 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{
 		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
+	// A relay lives within its plan, on the plan's build.
+	w.RegisterWorkflowWithOptions(workflows.Relay, workflow.RegisterOptions{
+		Name: meshapi.RelayWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
 	// The levers are short: each run finishes on the build that started it.
 	for name, fn := range map[string]any{
 		meshapi.RejectWorkflowType:   workflows.RejectBuild,
