@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,4 +50,45 @@ func TestRunWarnsOfSettingsTheRuntimeCannotHonour(t *testing.T) {
 	noop, err := agent.NewRuntime(agent.RuntimeNoop, agent.RuntimeOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, runtimeWarnings(cfg, map[string]agent.Runtime{"edge-1": noop}), "a runtime that checks nothing warns of nothing")
+}
+
+// `worker --dev --runtime docker` with no engine at its socket says so,
+// naming the socket and the flag, before anything starts.
+func TestRunDockerWithNoEngine(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started")
+	fakeCLI(t, "touch "+marker+"; exit 3")
+	p := freePorts(t)
+	socket := filepath.Join(t.TempDir(), "none.sock")
+	var out bytes.Buffer
+	err := Run(context.Background(), Options{ConfigPath: writeMesh(t, p), StateDir: t.TempDir(), UIPort: p.ui,
+		Runtime: agent.RuntimeDocker, DockerSocket: socket, Out: &out})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--runtime docker: runtime docker: no engine answers")
+	assert.Contains(t, err.Error(), socket)
+	assert.Contains(t, err.Error(), "--docker-socket names another socket")
+	assert.NoFileExists(t, marker, "the dev server was never started")
+	assert.NotContains(t, out.String(), "ready")
+}
+
+// On docker the dev stack's Ctrl-C stops its agents cleanly, which leave
+// their containers running; it says so, and how to remove them from the
+// engine it used. Needs the test engine (scripts/docker-test.sh).
+func TestRunOnDockerSaysItsContainersStay(t *testing.T) {
+	socket := os.Getenv("MESHROLL_TEST_DOCKER_SOCKET")
+	if socket == "" {
+		t.Skip(`no Docker engine: export MESHROLL_TEST_DOCKER_SOCKET="$(bash scripts/docker-test.sh)"`)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, _, out, _, res := runUntilReady(t, ctx, func(o *Options) { o.Runtime, o.DockerSocket = agent.RuntimeDocker, socket })
+	assert.Contains(t, out.String(), "(tier 1, runtime docker)")
+	cancel()
+	select {
+	case err := <-res:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return within a minute of Ctrl-C")
+	}
+	assert.Contains(t, out.String(), "docker     the machines' containers keep running; the next start adopts them. To remove them:\n")
+	assert.Contains(t, out.String(), "docker -H unix://"+socket+" rm -f $(docker -H unix://"+socket+" ps -aq --filter label=io.meshroll.machine)")
 }
