@@ -94,3 +94,71 @@ func TestDockerAgentKilledMidBakeThePlanGoesOn(t *testing.T) {
 		runsBuild(t, m.name, procs[m.name].report(), *st.Build)
 	}
 }
+
+// The real host binary with --runtime docker stopped by SIGTERM, as a
+// service manager stops it for an upgrade, and started again on its state
+// directory, on every machine: it exits cleanly, and leaves its container
+// running while it is down; the agent started again adopts the very same
+// container (same ID, start time and restart count), reports it running
+// without applying anything again, and the next merge rolls on.
+func TestDockerAgentStoppedBySIGTERMKeepsItsContainers(t *testing.T) {
+	t.Parallel()
+	socket := dockerSocket(t)
+	e := engine{socket: socket}
+	suffix := fmt.Sprintf("%08x", rand.Uint32())
+	machines := []machineSpec{{name: "edge-" + suffix, tier: 1, modules: []string{"host"}}, {name: "control-" + suffix, tier: 2, modules: []string{"host"}}}
+	s := newStack(t, stackOptions{faults: true, noAgents: true, images: true, docker: true, modules: []string{"host"}, machines: machines})
+	bin := filepath.Join(dsBuild(t, "host"), "host")
+	procs := map[string]*hostProc{}
+	for _, m := range machines {
+		t.Cleanup(func() { e.removeAll(t, m.name) }) // after the agent stops (cleanups run last first)
+		procs[m.name] = newHostProc(t, bin, m.name, s.regAddr, s.proxies[m.name], "--runtime", "docker", "--docker-socket", socket)
+	}
+	s.workers.start()
+	inspect := func(machine string) engineInspect {
+		t.Helper()
+		cs := e.containers(t, machine)
+		require.Len(t, cs, 1, "%s runs one container", machine)
+		var in engineInspect
+		require.NoError(t, e.get("/containers/"+cs[0].ID+"/json", &in))
+		in.ID = cs[0].ID
+		return in
+	}
+
+	first := s.wait(s.start("host", s.commit("host")).ID)
+	require.Equal(t, meshapi.PlanConverged, first.State, first.Reason)
+	for _, m := range machines {
+		p := procs[m.name]
+		was := inspect(m.name)
+		require.True(t, was.State.Running)
+		applied := len(journalOver(t, p.client()))
+
+		p.stop()
+		require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "%s: the agent stops cleanly on SIGTERM", m.name)
+		down := inspect(m.name)
+		require.Equal(t, was.ID, down.ID, "%s: the container stays while its agent is down", m.name)
+		require.True(t, down.State.Running, "%s: and runs", m.name)
+
+		p.start()
+		eventually(t, time.Minute, m.name+" reports its container running again", func() bool {
+			r, ok := p.report().Running("host")
+			return ok && r.State == mesh.StateRunning && r.Digest == first.Build.Digest
+		})
+		is := inspect(m.name)
+		require.Equal(t, was.ID, is.ID, "%s: the same container", m.name)
+		require.Equal(t, was.State.StartedAt, is.State.StartedAt, "%s: not restarted", m.name)
+		require.Equal(t, was.RestartCount, is.RestartCount, "%s: not restarted", m.name)
+		entries := journalOver(t, p.client())
+		for _, en := range entries[applied:] {
+			require.NotEqual(t, agent.OutcomeApplied, en.Outcome, "%s: nothing applied again on its restart", m.name)
+		}
+	}
+
+	next := s.wait(s.start("host", s.commit("host")).ID)
+	require.Equal(t, meshapi.PlanConverged, next.State, next.Reason)
+	for _, m := range machines {
+		entries := journalOver(t, procs[m.name].client())
+		checkJournalEntries(t, m.name, entries)
+		runsBuild(t, m.name, procs[m.name].report(), *next.Build)
+	}
+}

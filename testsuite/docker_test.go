@@ -243,12 +243,15 @@ func TestDockerAgentRestartedKeepsItsContainers(t *testing.T) {
 
 // Containers meshroll did not create are never touched: a container of the
 // same image with no labels, and one labelled for a machine of another
-// mesh, run on through ten merges on every machine and every agent's
-// restart (whose first declaration sweeps away its own machine's stray
-// containers), while a stray of this machine's own goes.
+// mesh, run on (same container, never restarted) through a hundred pushes
+// to ten machines sharing the engine, and every agent's restart (whose
+// first declaration sweeps away its own machine's stray containers), while
+// a stray of this machine's own goes.
 func TestDockerLeavesForeignContainersAlone(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, dockerMesh())
+	o := dockerMesh()
+	o.modules, o.controlPlane, o.machines = []string{"host"}, nil, hostFleet(9)
+	s := newStack(t, o)
 	first := s.converge("host", s.commit("host"))
 	e := engine{socket: os.Getenv(envDockerSocket)}
 	ref := first.Build.Image + "@" + first.Build.Digest
@@ -263,13 +266,29 @@ func TestDockerLeavesForeignContainersAlone(t *testing.T) {
 	stray := run(s.namespace+"-stray", map[string]string{
 		"io.meshroll.machine": s.engineName("edge-1"), "io.meshroll.module": "gone", "io.meshroll.spec": "0"})
 
-	for range 10 {
+	started := map[string]string{}
+	for _, id := range []string{foreign, otherMesh} {
+		var in engineInspect
+		require.NoError(t, e.get("/containers/"+id+"/json", &in))
+		started[id] = in.State.StartedAt
+	}
+
+	// pushes is how many declarations the engine's machines applied.
+	pushes := func() int {
+		n := 0
+		for _, h := range s.hosts {
+			n += len(h.Applied())
+		}
+		return n
+	}
+	for pushes() < 100 {
 		s.converge("host", s.commit("host"))
 	}
 	for _, m := range s.cfg.MachineNames() {
 		s.hosts[m].restart()
 	}
 	last := s.converge("host", s.commit("host"))
+	t.Logf("%d pushes to %d machines on the engine", pushes(), len(s.hosts))
 	for _, m := range s.cfg.MachineNames() {
 		s.dockerRuns(m, *last.Build)
 		s.checkJournal(m)
@@ -278,6 +297,7 @@ func TestDockerLeavesForeignContainersAlone(t *testing.T) {
 		var in engineInspect
 		require.NoError(t, e.get("/containers/"+id+"/json", &in), "container %s is still there", id)
 		require.True(t, in.State.Running, "container %s still runs", id)
+		require.Equal(t, started[id], in.State.StartedAt, "container %s was never restarted", id)
 		require.Zero(t, in.RestartCount)
 	}
 	eventually(t, time.Minute, "edge-1's stray container removed", func() bool {

@@ -67,7 +67,7 @@ func defineFlags(fs *pflag.FlagSet) {
 	fs.Bool("trusted-network", false, "serve without a token beyond loopback: only trusted hosts can reach --listen (without it, an agent listening beyond loopback needs a token)")
 	fs.String("tls-cert", "", "PEM certificate to serve TLS with (with --tls-key)")
 	fs.String("tls-key", "", "PEM private key of --tls-cert")
-	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), exec (pulls images by digest and runs their entrypoints as child processes) or docker (Docker Engine API; Podman's compatible service works)")
+	fs.String("runtime", agent.RuntimeNoop, "runtime: noop (runs nothing, for trying meshroll without images), exec (pulls images by digest and runs their entrypoints as child processes) or docker (Docker Engine API; Podman's compatible service with the settings docs/host-api.md#podman gives)")
 	fs.String("docker-socket", agent.DefaultDockerSocket, "the Docker engine's unix socket, for --runtime docker")
 	fs.Duration("noop-start-delay", 0, "how long the noop runtime reports a container starting before running")
 	fs.String("registry", "", "OCI registry host[:port] (or http(s)://host[:port]) the exec and docker runtimes authenticate pulls from; images elsewhere are pulled anonymously (docker: as the engine is configured)")

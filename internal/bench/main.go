@@ -6,6 +6,7 @@
 //	go run ./internal/bench -size full -runs 3    # the published table
 //	go run ./internal/bench -pprof /tmp/prof      # CPU and heap profiles
 //	go run ./internal/bench -only fan-out -local-push  # pushes as local activities (push.local_activity)
+//	go run ./internal/bench -only fan-out -machines 3 -runtime docker  # push to healthy on a real engine
 //
 // Scenarios: overhead (one machine, plan against a direct Go loop), fan-out
 // (3, 10, 100 and 1,000 machines in three tiers), batched (one tier of 100
@@ -18,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -26,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/bench/stack"
 	"github.com/meshroll/meshroll/internal/config"
 )
@@ -48,7 +51,15 @@ func main() {
 	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
 	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")
 	flag.BoolVar(&o.Server.LocalPush, "local-push", false, "set push.local_activity in the meshes: machine workflows push by local activities")
+	flag.StringVar(&o.Runtime, "runtime", agent.RuntimeNoop, "the fan-out agents' runtime: noop, or exec or docker to run a real Go build's image (the other scenarios run noop)")
+	flag.StringVar(&o.DockerSocket, "docker-socket", cmp.Or(os.Getenv("MESHROLL_TEST_DOCKER_SOCKET"), agent.DefaultDockerSocket), "the engine of -runtime docker (default $MESHROLL_TEST_DOCKER_SOCKET, which scripts/docker-test.sh prints, else the system's)")
 	flag.Parse()
+	switch o.Runtime {
+	case agent.RuntimeNoop, agent.RuntimeExec, agent.RuntimeDocker:
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -runtime: %q is not noop, exec or docker\n", o.Runtime)
+		os.Exit(2)
+	}
 	o.Server.NoEagerActivities = *noEager
 	switch o.Server.Compression {
 	case "", config.CompressionAuto, config.CompressionNone, config.CompressionGzip:

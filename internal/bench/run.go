@@ -50,6 +50,11 @@ type Options struct {
 	// Server is the engine settings an A/B toggles: the workers' gRPC
 	// compression and the server's eager activity dispatch.
 	Server stack.ServerOptions
+	// Runtime is the fan-out agents' runtime (stack.MeshOptions.Runtime):
+	// noop, or exec or docker to time pushes of a real build to healthy.
+	Runtime string
+	// DockerSocket is the engine of Runtime docker.
+	DockerSocket string
 }
 
 // sizes are each scenario's sizes.
@@ -183,6 +188,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		"date: " + report.Date(started),
 		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
 			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + ")",
+		"fan-out agents' runtime: " + cmp.Or(o.Runtime, "noop"),
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),
 	}

@@ -266,6 +266,9 @@ func prepare(o Options) (*stack, error) {
 		}
 		s.runtimes[name] = rt
 	}
+	for _, w := range runtimeWarnings(&own, s.runtimes) {
+		s.say("warning", "%s", w)
+	}
 	return s, nil
 }
 

@@ -463,7 +463,7 @@ func TestOptionsDefaults(t *testing.T) {
 
 // runUntilReady runs the stack in the background on a real dev server,
 // wrapped so that the server's pid lands in a file, and waits for ready.
-func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, out *syncbuf.Buffer, pid func() int, result <-chan error) {
+func runUntilReady(t *testing.T, ctx context.Context, with ...func(*Options)) (p ports, state string, out *syncbuf.Buffer, pid func() int, result <-chan error) {
 	t.Helper()
 	cli := devlaunchtest.TemporalCLI(t, "devstack")
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -473,8 +473,12 @@ func runUntilReady(t *testing.T, ctx context.Context) (p ports, state string, ou
 	state = t.TempDir()
 	out = &syncbuf.Buffer{}
 	res := make(chan error, 1)
+	o := Options{ConfigPath: path, StateDir: state, UIPort: p.ui, MetricsListen: fmt.Sprintf("127.0.0.1:%d", p.metrics), Out: out}
+	for _, w := range with {
+		w(&o)
+	}
 	go func() {
-		res <- Run(ctx, Options{ConfigPath: path, StateDir: state, UIPort: p.ui, MetricsListen: fmt.Sprintf("127.0.0.1:%d", p.metrics), Out: out})
+		res <- Run(ctx, o)
 	}()
 	deadline := time.After(2 * time.Minute)
 	for !strings.Contains(out.String(), "\nready\n") {

@@ -21,7 +21,9 @@ import (
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshfile"
+	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -58,6 +60,25 @@ type MeshOptions struct {
 	// MaxParallel is tiers.<tier>.max_parallel for the tiers it names;
 	// the others are pushed whole, as a tier without a policy is.
 	MaxParallel map[int]int
+	// Runtime is the agents' runtime: noop (the default, what the
+	// orchestration figures are measured on), or exec or docker, which
+	// run real images, so that a push's time to healthy on one runtime
+	// can be read against the other's for the same build. With exec or
+	// docker the modules are a program that serves until stopped, built
+	// by the go builder into Registry (unless Builder is set) and pulled
+	// from it by the agents; on docker every module's containers are on
+	// the host network (the engines meshroll is developed on have no
+	// bridge), and Close removes the containers the mesh's agents left.
+	Runtime string
+	// DockerSocket is the engine the docker runtime uses.
+	DockerSocket string
+	// Registry is where the go builder pushes and the agents pull from.
+	Registry registry.Options
+}
+
+// real reports whether the agents run real images.
+func (o MeshOptions) real() bool {
+	return o.Runtime == agent.RuntimeExec || o.Runtime == agent.RuntimeDocker
 }
 
 // Mesh is a set of host agents serving on loopback, the git repository its
@@ -77,6 +98,10 @@ type Mesh struct {
 	log     zerolog.Logger
 	servers []*http.Server
 	worker  worker.Worker
+	// engine and engineNames, on docker: the engine and the machine
+	// names the agents' containers are labelled with, for Close.
+	engine      string
+	engineNames []string
 }
 
 // NewMesh starts one noop host agent per machine, each on its own loopback
@@ -90,6 +115,16 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	m := &Mesh{
 		Repo: filepath.Join(dir, "repo"), Catalogue: catalogue.NewMemory(), Builder: o.Builder,
 		Agents: map[string]*agent.Agent{}, URLs: map[string]string{}, srv: srv, dir: dir, log: o.Log,
+	}
+	src := program
+	if o.real() {
+		if o.Registry.Address == "" {
+			return nil, fmt.Errorf("bench mesh: runtime %s needs a registry to build into and pull from", o.Runtime)
+		}
+		src = servingProgram
+		if m.Builder == nil {
+			m.Builder = &build.Go{Options: build.Options{Registry: o.Registry}}
+		}
 	}
 	if m.Builder == nil {
 		m.Builder = build.GitDigest{}
@@ -113,7 +148,7 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("bench repo: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(d, "main.go"), []byte(program), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d, "main.go"), []byte(src), 0o644); err != nil {
 			return nil, fmt.Errorf("bench repo: %w", err)
 		}
 	}
@@ -122,11 +157,26 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	}
 
 	nop := zerolog.Nop()
+	if o.Runtime == agent.RuntimeDocker {
+		m.engine = o.DockerSocket
+	}
 	for _, spec := range o.Machines {
-		a, err := agent.Open(ctx, agent.Options{
-			Machine: spec.Name, StateDir: filepath.Join(dir, "hosts", spec.Name),
-			Runtime: agent.NewNoopRuntime(0), Log: nop,
-		})
+		state := filepath.Join(dir, "hosts", spec.Name)
+		var rt agent.Runtime = agent.NewNoopRuntime(0)
+		if o.real() {
+			// On a shared engine a machine's name is this mesh's own:
+			// another bench's, or a test's, are never touched.
+			name := spec.Name
+			if o.Runtime == agent.RuntimeDocker {
+				name = filepath.Base(dir) + "." + spec.Name
+				m.engineNames = append(m.engineNames, name)
+			}
+			rt, err = agent.NewRuntime(o.Runtime, agent.RuntimeOptions{Machine: name, DockerSocket: o.DockerSocket, StateDir: state, Registry: o.Registry})
+			if err != nil {
+				return nil, fmt.Errorf("bench agent %s: %w", spec.Name, err)
+			}
+		}
+		a, err := agent.Open(ctx, agent.Options{Machine: spec.Name, StateDir: state, Runtime: rt, Log: nop})
 		if err != nil {
 			return nil, fmt.Errorf("bench agent %s: %w", spec.Name, err)
 		}
@@ -146,7 +196,11 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 		f.Push = "{local_activity: true}"
 	}
 	for _, mod := range o.Modules {
-		f.Modules = append(f.Modules, meshfile.Module{Name: mod, Repo: m.Repo, Health: fmt.Sprintf("{min_healthy: %s}", o.MinHealthy)})
+		mf := meshfile.Module{Name: mod, Repo: m.Repo, Health: fmt.Sprintf("{min_healthy: %s}", o.MinHealthy)}
+		if o.Runtime == agent.RuntimeDocker {
+			mf.Network = mesh.NetworkHost
+		}
+		f.Modules = append(f.Modules, mf)
 	}
 	if len(o.MaxParallel) > 0 {
 		var tiers []string
@@ -172,6 +226,23 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 // program is every bench module's source; only version.txt beside it
 // changes between commits.
 const program = "package main\n\nfunc main() {}\n"
+
+// servingProgram is every module's source on a runtime that runs it: a
+// service that runs until it is stopped.
+const servingProgram = `package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	<-term
+}
+`
 
 // Commit changes every module and commits on main, returning the commit.
 func (m *Mesh) Commit(ctx context.Context) (string, error) {
@@ -250,6 +321,10 @@ func (m *Mesh) Close() error {
 		if err := a.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close agent %s: %w", name, err))
 		}
+	}
+	if m.engine != "" {
+		// Containers outlive their agent; the bench's must not.
+		errs = append(errs, removeContainers(ctx, m.engine, m.engineNames))
 	}
 	errs = append(errs, os.RemoveAll(m.dir))
 	return errors.Join(errs...)
