@@ -27,30 +27,12 @@ import (
 // process, and the bake halts the plan: TestFaultHealthHostRestartedMidBake.)
 func TestDockerAgentKilledMidBakeThePlanGoesOn(t *testing.T) {
 	t.Parallel()
-	socket := dockerSocket(t)
-	e := engine{socket: socket}
-	// Machine names of this test's own: the binary labels containers
-	// with its machine, and the engine is shared.
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	edge, cn := "edge-"+suffix, "control-"+suffix
 	machines := []machineSpec{{name: edge, tier: 1, modules: []string{"host"}}, {name: cn, tier: 2, modules: []string{"host"}}}
-	s := newStack(t, stackOptions{faults: true, noAgents: true, images: true, docker: true,
+	s, e, procs := dockerHostStack(t, stackOptions{faults: true, noAgents: true, images: true, docker: true,
 		modules: []string{"host"}, machines: machines, health: faultHealthProbe, tiers: "{1: {bake: 20s}}"})
-	bin := filepath.Join(dsBuild(t, "host"), "host")
-	procs := map[string]*hostProc{}
-	for _, m := range machines {
-		t.Cleanup(func() { e.removeAll(t, m.name) }) // after the agent stops (cleanups run last first)
-		procs[m.name] = newHostProc(t, bin, m.name, s.regAddr, s.proxies[m.name], "--runtime", "docker", "--docker-socket", socket)
-	}
-	s.workers.start()
-	inspect := func(machine string) engineInspect {
-		cs := e.containers(t, machine)
-		require.Len(t, cs, 1, "%s runs one container", machine)
-		var in engineInspect
-		require.NoError(t, e.get("/containers/"+cs[0].ID+"/json", &in))
-		in.ID = cs[0].ID
-		return in
-	}
+	inspect := func(machine string) engineInspect { return e.inspectOne(t, machine) }
 
 	first := s.wait(s.start("host", s.commitSource("host", fmt.Sprintf(healthServer, "host v1", 200, 200))).ID)
 	require.Equal(t, meshapi.PlanConverged, first.State, first.Reason)
@@ -103,27 +85,10 @@ func TestDockerAgentKilledMidBakeThePlanGoesOn(t *testing.T) {
 // without applying anything again, and the next merge rolls on.
 func TestDockerAgentStoppedBySIGTERMKeepsItsContainers(t *testing.T) {
 	t.Parallel()
-	socket := dockerSocket(t)
-	e := engine{socket: socket}
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	machines := []machineSpec{{name: "edge-" + suffix, tier: 1, modules: []string{"host"}}, {name: "control-" + suffix, tier: 2, modules: []string{"host"}}}
-	s := newStack(t, stackOptions{faults: true, noAgents: true, images: true, docker: true, modules: []string{"host"}, machines: machines})
-	bin := filepath.Join(dsBuild(t, "host"), "host")
-	procs := map[string]*hostProc{}
-	for _, m := range machines {
-		t.Cleanup(func() { e.removeAll(t, m.name) }) // after the agent stops (cleanups run last first)
-		procs[m.name] = newHostProc(t, bin, m.name, s.regAddr, s.proxies[m.name], "--runtime", "docker", "--docker-socket", socket)
-	}
-	s.workers.start()
-	inspect := func(machine string) engineInspect {
-		t.Helper()
-		cs := e.containers(t, machine)
-		require.Len(t, cs, 1, "%s runs one container", machine)
-		var in engineInspect
-		require.NoError(t, e.get("/containers/"+cs[0].ID+"/json", &in))
-		in.ID = cs[0].ID
-		return in
-	}
+	s, e, procs := dockerHostStack(t, stackOptions{faults: true, noAgents: true, images: true, docker: true, modules: []string{"host"}, machines: machines})
+	inspect := func(machine string) engineInspect { return e.inspectOne(t, machine) }
 
 	first := s.wait(s.start("host", s.commit("host")).ID)
 	require.Equal(t, meshapi.PlanConverged, first.State, first.Reason)
@@ -161,4 +126,36 @@ func TestDockerAgentStoppedBySIGTERMKeepsItsContainers(t *testing.T) {
 		checkJournalEntries(t, m.name, entries)
 		runsBuild(t, m.name, procs[m.name].report(), *next.Build)
 	}
+}
+
+// dockerHostStack stands up o's stack with the real host binary, --runtime
+// docker on the test engine, for each of o's machines (their names this
+// test's own: the binary labels containers with its machine, and the engine
+// is shared), and starts the workers. The machines' containers are removed
+// once their agents stop.
+func dockerHostStack(t *testing.T, o stackOptions) (*stack, engine, map[string]*hostProc) {
+	t.Helper()
+	socket := dockerSocket(t)
+	e := engine{socket: socket}
+	s := newStack(t, o)
+	bin := filepath.Join(dsBuild(t, "host"), "host")
+	procs := map[string]*hostProc{}
+	for _, m := range o.machines {
+		t.Cleanup(func() { e.removeAll(t, m.name) }) // after the agent stops (cleanups run last first)
+		procs[m.name] = newHostProc(t, bin, m.name, s.regAddr, s.proxies[m.name], "--runtime", "docker", "--docker-socket", socket)
+	}
+	s.workers.start()
+	return s, e, procs
+}
+
+// inspectOne is the engine's inspection of the one container it runs for
+// machine.
+func (e engine) inspectOne(t *testing.T, machine string) engineInspect {
+	t.Helper()
+	cs := e.containers(t, machine)
+	require.Len(t, cs, 1, "%s runs one container", machine)
+	var in engineInspect
+	require.NoError(t, e.get("/containers/"+cs[0].ID+"/json", &in))
+	in.ID = cs[0].ID
+	return in
 }
