@@ -90,7 +90,7 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 		}
 		ts = []meshapi.Target{{Machine: in.Remove, Tier: m.Tier}}
 	}
-	res := meshapi.TargetsResult{Targets: ts}
+	res := meshapi.TargetsResult{Targets: ts, RelayAbove: a.Mesh.Push.RelayAbove}
 	size := map[int]int{}
 	for _, t := range ts {
 		if size[t.Tier] == 0 {
@@ -130,7 +130,7 @@ func withinSignalBudget(module string, res meshapi.TargetsResult, size map[int]i
 }
 
 // planSignals is the most signals of answers a plan of these targets and
-// tiers can hear. A plan of at most meshapi.RelayAbove machines hears one
+// tiers can hear. A plan of at most push.relay_above machines hears one
 // per machine, and one more per machine of its largest analysed tier (a
 // failed check puts them back). A larger plan hears its answers through
 // relays: meshapi.RelayedSignals per hand-over, which is one per batch of
@@ -143,7 +143,7 @@ func planSignals(res meshapi.TargetsResult, size map[int]int) int {
 			putBack = max(putBack, size[tp.Tier])
 		}
 	}
-	if len(res.Targets) <= meshapi.RelayAbove {
+	if !meshapi.Relayed(len(res.Targets), res.RelayAbove) {
 		return len(res.Targets) + putBack
 	}
 	alone := map[int]int{}

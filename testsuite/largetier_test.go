@@ -13,9 +13,11 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// largeTierMesh is the example mesh with a tier 1 of n edge machines.
+// largeTierMesh is the example mesh with a tier 1 of n edge machines, and
+// plans of more than 100 machines heard through relays.
 func largeTierMesh(n int) stackOptions {
 	o := exampleMesh()
+	o.push = "{relay_above: 100}"
 	o.machines = o.machines[:1] // control-node, tier 2
 	for i := range n {
 		o.machines = append(o.machines, machineSpec{name: fmt.Sprintf("edge-%03d", i), tier: 1, modules: []string{"host"}})

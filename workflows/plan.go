@@ -90,6 +90,7 @@ type plan struct {
 	// than meshapi.RelayAbove machines); relaysStarted counts them, for
 	// their IDs, and relaysOpen those not yet ended; relayLost says why
 	// one ended short of its answers.
+	relayAbove                int // from its targets
 	relays                    bool
 	relaysStarted, relaysOpen int
 	relayLost                 string
@@ -225,6 +226,7 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 		return nil, endAs(meshapi.PlanRefused, fmt.Sprintf("no machine runs module %s", p.in.Module))
 	}
 	p.publishMachines(ctx, tr.Targets)
+	p.relayAbove = tr.RelayAbove
 	for _, t := range tr.Targets {
 		if n := len(p.st.Tiers); n == 0 || p.st.Tiers[n-1].Tier != t.Tier {
 			p.st.Tiers = append(p.st.Tiers, meshapi.TierState{Tier: t.Tier, State: meshapi.TierWaiting})

@@ -53,14 +53,14 @@ func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
 const relayChange = "answer-relays"
 
 // relayed says whether the plan's answers are relayed, once its tiers are
-// final: a plan of more than RelayAbove machines, started on code that
-// has relays.
+// final: a plan of more than push.relay_above machines (as its targets
+// said), started on code that has relays.
 func (p *plan) relayed(ctx workflow.Context) bool {
 	n := 0
 	for _, t := range p.st.Tiers {
 		n += len(t.Machines)
 	}
-	return n > meshapi.RelayAbove && workflow.GetVersion(ctx, relayChange, workflow.DefaultVersion, 1) == 1
+	return meshapi.Relayed(n, p.relayAbove) && workflow.GetVersion(ctx, relayChange, workflow.DefaultVersion, 1) == 1
 }
 
 // startRelays, when the plan's answers are relayed, starts a relay for

@@ -115,7 +115,7 @@ func TestPlanHandsLargeTiersOverByActivities(t *testing.T) {
 	}
 }
 
-// A plan of more than RelayAbove machines hears its machines through
+// A plan of more than push.relay_above machines (here 100) hears its machines through
 // relays, a relay per thousand requests of each hand-over, which pass
 // every answer on; a smaller plan hears each machine itself. A relay that
 // ends short of its answers halts the plan, in words, rather than leave it
@@ -127,7 +127,7 @@ func TestPlanHearsALargeFleetThroughRelays(t *testing.T) {
 		relayFails     bool
 		relays, bundle int // relays started; answers they passed on
 	}{
-		{name: "a small plan hears each machine", perTier: meshapi.RelayAbove / 2, relays: 0},
+		{name: "a plan of push.relay_above machines hears each one", perTier: meshapi.RelayAbove / 100, relays: 0},
 		{name: "a large plan, a relay per tier", perTier: 300, relays: 2, bundle: 600},
 		{name: "a tier of more than a relay's thousand", perTier: 1200, relays: 4, bundle: 2400},
 		{name: "a relay that ends short halts the plan", perTier: 300, relayFails: true, relays: 1},
@@ -135,6 +135,9 @@ func TestPlanHearsALargeFleetThroughRelays(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newPlanHarness(t, fleetOf(c.perTier)...)
+			h.targetsFn = func() (meshapi.TargetsResult, error) {
+				return meshapi.TargetsResult{Targets: h.targets, RelayAbove: meshapi.RelayAbove / 50}, nil
+			}
 			relays, passed := 0, 0
 			if c.relayFails {
 				h.env.OnWorkflow(meshapi.RelayWorkflowType, mock.Anything, mock.Anything).Return(

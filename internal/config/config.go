@@ -216,6 +216,10 @@ type Push struct {
 	// handed it over, so a change reaches machine workflows already
 	// running at their next push.
 	LocalActivity bool `mapstructure:"local_activity"`
+	// RelayAbove is the most machines a plan hears itself; a larger plan
+	// hears its answers through relays (meshapi.RelayAbove, the default,
+	// says why and at what cost).
+	RelayAbove int `mapstructure:"relay_above"`
 }
 
 // Catalogue is where the worker records builds. Several workers share one
@@ -302,6 +306,7 @@ func Default() *Config {
 		Push: Push{
 			RunningTimeout: meshapi.DefaultPushPolicy.RunningTimeout,
 			RetryBudget:    meshapi.DefaultPushPolicy.RetryBudget,
+			RelayAbove:     meshapi.RelayAbove,
 		},
 		Modules:  map[string]Module{},
 		Machines: map[string]Machine{},

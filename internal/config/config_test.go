@@ -111,7 +111,7 @@ func TestDefault(t *testing.T) {
 	d := Default()
 	assert.Equal(t, Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: meshapi.DefaultTaskQueue}, d.Temporal)
 	assert.Equal(t, ".meshroll", d.StateDir)
-	assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 2 * time.Minute}, d.Push)
+	assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 2 * time.Minute, RelayAbove: meshapi.RelayAbove}, d.Push)
 	assert.Empty(t, d.Modules)
 	assert.Empty(t, d.Machines)
 	assert.Equal(t, meshapi.DefaultPushPolicy, d.PushPolicy())
@@ -218,7 +218,7 @@ tiers:
 	require.NoError(t, err)
 	assert.Equal(t, Temporal{Address: "temporal.internal:7233", Namespace: "mesh", TaskQueue: "mesh-q"}, c.Temporal)
 	assert.Equal(t, "/var/lib/meshroll", c.StateDir)
-	assert.Equal(t, Push{RunningTimeout: 90 * time.Second, RetryBudget: 90 * time.Second, LocalActivity: true}, c.Push)
+	assert.Equal(t, Push{RunningTimeout: 90 * time.Second, RetryBudget: 90 * time.Second, LocalActivity: true, RelayAbove: meshapi.RelayAbove}, c.Push)
 	assert.Equal(t, map[string]Module{"mesh-controller": {
 		Repo:         "git@example.com:meshroll/meshroll.git",
 		Path:         "examples/controller",
@@ -291,7 +291,7 @@ machines:
 			name: "duration of a section absent from the file",
 			env:  map[string]string{"MESHROLL_PUSH_RETRY_BUDGET": "30s"},
 			check: func(t *testing.T, c *Config) {
-				assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 30 * time.Second}, c.Push)
+				assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 30 * time.Second, RelayAbove: meshapi.RelayAbove}, c.Push)
 				assert.Equal(t, 30*time.Second, c.PushPolicy().RetryBudget)
 			},
 		},
@@ -665,7 +665,7 @@ machines:
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file, env (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health (line 5)"},
-				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity (line 3)"},
+				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},
 			},
 		},

@@ -20,6 +20,19 @@ type TargetsInput struct {
 type TargetsResult struct {
 	Targets []Target     `json:"targets"`
 	Tiers   []TierPolicy `json:"tiers,omitempty"`
+	// RelayAbove is push.relay_above when the plan was started: it hears
+	// its answers through relays if it has more machines. 0 (a plan
+	// started before the setting) means meshapi.RelayAbove.
+	RelayAbove int `json:"relay_above,omitempty"`
+}
+
+// Relayed says whether a plan of n machines hears its answers through
+// relays, given its targets' RelayAbove.
+func Relayed(n, above int) bool {
+	if above <= 0 {
+		above = RelayAbove
+	}
+	return n > above
 }
 
 // BuildInput builds a module at a commit.

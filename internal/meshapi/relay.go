@@ -21,10 +21,15 @@ const (
 	// relay to its plan.
 	SignalPushResults = "push-results"
 
-	// RelayAbove is the fewest machines of a plan whose answers are
-	// relayed: a smaller plan hears each machine itself, sparing it the
-	// relays' round trips.
-	RelayAbove = 100
+	// RelayAbove is the most machines a plan hears itself by default
+	// (push.relay_above). Relays cost a plan time: each is one more
+	// workflow whose tasks wait in the task queue behind every machine
+	// workflow's (measured at 3,000 machines: a relay's task waited
+	// seconds to a minute there, and plans took longer than plans heard
+	// directly), while a plan of up to 5,000 machines heard directly stays
+	// within Temporal's history warnings (about 7,000 events) and its
+	// signal limit. Relays are for plans larger than that.
+	RelayAbove = 5000
 	// RelaySize is the most requests one relay waits for.
 	RelaySize = 1000
 	// RelayBundle is how many answers a relay passes on at once when they
