@@ -49,7 +49,7 @@ func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
 }
 
 // relayChange is the change ID of the relays: a plan of more than
-// meshapi.RelayAbove machines hears its answers through them.
+// push.relay_above machines hears its answers through them.
 const relayChange = "answer-relays"
 
 // relayed says whether the plan's answers are relayed, once its tiers are
