@@ -528,13 +528,7 @@ func TestRunStopsCleanly(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, string(body), `<a href="/machines/control-node">control-node</a>`)
 	server := pid()
-	cancel()
-	select {
-	case err := <-res:
-		require.NoError(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not return within a minute of Ctrl-C")
-	}
+	stopRun(t, cancel, res)
 	assert.Contains(t, out.String(), "stopped    state kept in")
 	require.NoError(t, checkPorts([]bind{
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.ui)},
@@ -560,5 +554,18 @@ func TestRunDevServerDiesWhileRunning(t *testing.T) {
 		assert.Contains(t, err.Error(), "the Temporal dev server exited while the stack was running (signal: killed); see "+filepath.Join(state, "logs", "temporal.log"))
 	case <-time.After(time.Minute):
 		t.Fatal("Run did not notice the dev server died")
+	}
+}
+
+// stopRun cancels a Run, as Ctrl-C does, and waits for it to return
+// cleanly within a minute.
+func stopRun(t *testing.T, cancel context.CancelFunc, res <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-res:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return within a minute of Ctrl-C")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,13 +81,7 @@ func TestRunOnDockerSaysItsContainersStay(t *testing.T) {
 	defer cancel()
 	_, _, out, _, res := runUntilReady(t, ctx, func(o *Options) { o.Runtime, o.DockerSocket = agent.RuntimeDocker, socket })
 	assert.Contains(t, out.String(), "(tier 1, runtime docker)")
-	cancel()
-	select {
-	case err := <-res:
-		require.NoError(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not return within a minute of Ctrl-C")
-	}
+	stopRun(t, cancel, res)
 	assert.Contains(t, out.String(), "docker     the machines' containers keep running; the next start adopts them. To remove them:\n")
 	assert.Contains(t, out.String(), "docker -H unix://"+socket+" rm -f $(docker -H unix://"+socket+" ps -aq --filter label=io.meshroll.machine)")
 }
