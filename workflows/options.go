@@ -77,8 +77,17 @@ func handActivityOptions(ctx workflow.Context, reqs []meshapi.PushRequest) workf
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy:            retryForever,
-		Summary:                fmt.Sprintf("hand pushes to %d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine),
+		Summary:                "hand pushes to " + machinesOf(reqs),
 	})
+}
+
+// machinesOf names the machines of requests for a summary in the Web UI:
+// "1 machine, edge-1", or "120 machines, edge-000 to edge-119".
+func machinesOf(reqs []meshapi.PushRequest) string {
+	if len(reqs) == 1 {
+		return "1 machine, " + reqs[0].Machine
+	}
+	return fmt.Sprintf("%d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine)
 }
 
 // relayOptions are a relay's: a child of its plan, ended with it, named in
@@ -87,7 +96,7 @@ func relayOptions(ctx workflow.Context, id string, reqs []meshapi.PushRequest) w
 	return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        id,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_TERMINATE,
-		StaticSummary:     fmt.Sprintf("relay the answers of %d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine),
+		StaticSummary:     "relay the answers of " + machinesOf(reqs),
 	})
 }
 

@@ -176,3 +176,17 @@ func TestPlanHearsALargeFleetThroughRelays(t *testing.T) {
 		})
 	}
 }
+
+// The Web UI's summaries of hand-overs and relays name their machines in
+// words that read right for one machine and for many.
+func TestMachinesOf(t *testing.T) {
+	reqs := func(names ...string) []meshapi.PushRequest {
+		var rs []meshapi.PushRequest
+		for _, n := range names {
+			rs = append(rs, meshapi.PushRequest{Machine: n})
+		}
+		return rs
+	}
+	assert.Equal(t, "1 machine, control-node", machinesOf(reqs("control-node")))
+	assert.Equal(t, "3 machines, edge-1 to edge-3", machinesOf(reqs("edge-1", "edge-2", "edge-3")))
+}
