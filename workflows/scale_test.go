@@ -119,7 +119,11 @@ func TestPlanHandsLargeTiersOverByActivities(t *testing.T) {
 // relays, a relay per thousand requests of each hand-over, which pass
 // every answer on; a smaller plan hears each machine itself. A relay that
 // ends short of its answers halts the plan, in words, rather than leave it
-// waiting for good.
+// waiting for good. (A hand-over of more than a relay's thousand is
+// split among relays in TestPlanTakesTenThousandAnswersInOneTask: answered
+// one by one here, thousands of answers signalled from the hand-over
+// activities at once fill the test environment's callback queue, and it
+// deadlocks.)
 func TestPlanHearsALargeFleetThroughRelays(t *testing.T) {
 	cases := []struct {
 		name           string
@@ -129,7 +133,6 @@ func TestPlanHearsALargeFleetThroughRelays(t *testing.T) {
 	}{
 		{name: "a plan of push.relay_above machines hears each one", perTier: meshapi.RelayAbove / 100, relays: 0},
 		{name: "a large plan, a relay per tier", perTier: 300, relays: 2, bundle: 600},
-		{name: "a tier of more than a relay's thousand", perTier: 1200, relays: 4, bundle: 2400},
 		{name: "a relay that ends short halts the plan", perTier: 300, relayFails: true, relays: 1},
 	}
 	for _, c := range cases {
