@@ -2,7 +2,9 @@ package testsuite
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -31,4 +33,20 @@ func browserTab(t *testing.T, browser string) context.Context {
 		cancelAlloc()
 	})
 	return tab
+}
+
+// pollPage waits, within d, until the JavaScript expression js is true on
+// the tab's current page. A single-page UI may replace the page's
+// JavaScript context while it routes (the Web UI sends a workflow's page on
+// to its run), which ends a chromedp poll with "Cannot find context with
+// specified id"; the poll then starts again in the new context, within the
+// same deadline.
+func pollPage(ctx context.Context, js string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context with specified id") || !time.Now().Before(deadline) {
+			return err
+		}
+	}
 }

@@ -81,7 +81,7 @@ func TestFleetPageFollowsAGatedPlan(t *testing.T) {
 	}
 	waitFor := func(ctx context.Context, what, expr string) {
 		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(90*time.Second)))
+		err := pollPage(ctx, expr, 90*time.Second)
 		if err != nil {
 			body, _ := chromedp.Run(ctx, chromedp.Text("body"))
 			t.Fatalf("the fleet page never showed %s: %v\n%s", what, err, body)

@@ -84,7 +84,7 @@ func TestWebUIFindsPlanByModule(t *testing.T) {
 		t.Helper()
 		_, err := chromedp.Run(ctx, chromedp.Navigate(page))
 		require.NoError(t, err, "Web UI at %s", page)
-		_, err = chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(90*time.Second)))
+		err = pollPage(ctx, js, 90*time.Second)
 		require.NoError(t, err, "%s at %s", what, page)
 	}
 	// tab opens a tab of a workflow's page.
@@ -116,14 +116,14 @@ func TestWebUIFindsPlanByModule(t *testing.T) {
 	// the tiers as a list, not one run-on line.
 	open(ui+"/"+url.PathEscape(gated), has("User Metadata"), "the gated plan's page")
 	tab("User Metadata")
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](has("waiting for approval before tier 2"), chromedp.WithPollingTimeout(30*time.Second)))
+	err = pollPage(ctx, has("waiting for approval before tier 2"), 30*time.Second)
 	require.NoError(t, err, "the gated plan's current details say it waits")
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](has("starter plan approve "+gated+" --tier 2"), chromedp.WithPollingTimeout(10*time.Second)))
+	err = pollPage(ctx, has("starter plan approve "+gated+" --tier 2"), 10*time.Second)
 	require.NoError(t, err, "the gated plan's current details say how to approve")
 	items := `Array.from(document.querySelectorAll("iframe")).flatMap(f => { try { return Array.from(f.contentDocument.querySelectorAll("li")) } catch (e) { return [] } }).concat(Array.from(document.querySelectorAll("li"))).map(li => li.innerText.trim())`
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](items+`.some(t => t.startsWith("tier 2: gated"))`, chromedp.WithPollingTimeout(30*time.Second)))
+	err = pollPage(ctx, items+`.some(t => t.startsWith("tier 2: gated"))`, 30*time.Second)
 	require.NoError(t, err, "the gated plan's tiers are list items")
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](items+`.some(t => t.startsWith("commit: "))`, chromedp.WithPollingTimeout(30*time.Second)))
+	err = pollPage(ctx, items+`.some(t => t.startsWith("commit: "))`, 30*time.Second)
 	require.NoError(t, err, "the plan's static details are list items")
 	screenshot("ui-plan-gated.png")
 
@@ -143,7 +143,7 @@ func TestWebUIFindsPlanByModule(t *testing.T) {
 	tab("User Metadata")
 	// Tier 1 took the gated plan's build before the abort.
 	runs := fmt.Sprintf("host generation %d", atGate.Build.Generation)
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](has("last sequence sent")+" && "+has(runs), chromedp.WithPollingTimeout(30*time.Second)))
+	err = pollPage(ctx, has("last sequence sent")+" && "+has(runs), 30*time.Second)
 	require.NoError(t, err, "edge-1's current details say what it runs (%s)", runs)
 	screenshot("ui-machine.png")
 }
