@@ -30,8 +30,10 @@ func largeTierMesh(n int) stackOptions {
 type planHistory struct {
 	// events is the plan's own history's length.
 	events int
-	// handActivities is its HandPushes activities; relays, its relays.
+	// handActivities is its HandPushes activities; relays, its relays,
+	// and relayQueues the task queues they were started on.
 	handActivities, relays int
+	relayQueues            []string
 	// signals is the answer signals the plan took (one per answer, or one
 	// per bundle from a relay); answers, the answers in them.
 	signals, answers int
@@ -51,8 +53,9 @@ func (s *stack) planHistoryOf(id string) planHistory {
 				h.handActivities++
 			}
 		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-			if e.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName() == meshapi.RelayWorkflowType {
+			if a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a.GetWorkflowType().GetName() == meshapi.RelayWorkflowType {
 				h.relays++
+				h.relayQueues = append(h.relayQueues, a.GetTaskQueue().GetName())
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			a := e.GetWorkflowExecutionSignaledEventAttributes()
@@ -94,6 +97,9 @@ func TestLargeTierHandedOverOnce(t *testing.T) {
 	h := s.planHistoryOf(st.Plan)
 	assert.Equal(t, n/100, h.handActivities, "tier 1 handed over by activities of a hundred machines; tier 2's one machine by a local one")
 	assert.Equal(t, 2, h.relays, "a relay for each tier's hand-over")
+	for _, q := range h.relayQueues {
+		assert.Equal(t, meshapi.RelayTaskQueue(s.cfg.Temporal.TaskQueue), q, "relays run on a task queue of their own, not behind the machine workflows")
+	}
 	assert.Equal(t, n+1, h.answers, "each machine answered once: nothing was handed over twice")
 	assert.LessOrEqual(t, h.signals, meshapi.RelayedSignals(n)+1, "tier 1's answers in bundles")
 	t.Logf("the plan's history: %d events for %d machines, %d answer signals; %d workflow tasks failed or timed out",

@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
@@ -59,7 +58,7 @@ type stack struct {
 	hosts      map[string]*agentHost
 	cat        *catalogue.Memory
 	// worker is the in-process worker started last.
-	worker worker.Worker
+	worker *workerapp.Workers
 	// builder is what the in-process worker builds with.
 	builder build.Builder
 	// registry is the embedded registry's options when there is one.
@@ -335,7 +334,7 @@ func (s *stack) pullRegistry() registry.Options {
 
 // startWorker runs the real worker in-process; it stops with the test, or
 // earlier with the returned worker's Stop.
-func (s *stack) startWorker() worker.Worker {
+func (s *stack) startWorker() *workerapp.Workers {
 	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: s.cfg}, PollInterval: 20 * time.Millisecond}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	require.NoError(s.t, workerapp.EnsureSearchAttributes(context.Background(), s.c, s.cfg.Temporal.Namespace, log))

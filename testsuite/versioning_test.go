@@ -80,6 +80,9 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 			{name: "edge-1", tier: 0, modules: []string{"svc"}},
 			{name: "edge-2", tier: 1, modules: []string{"svc"}},
 		},
+		// Every plan hears its machines through relays, on the relays'
+		// own task queue: a pinned plan's relays must run on its build.
+		push: "{relay_above: 1}",
 	})
 	s.worker.Stop() // the stack's unversioned worker
 	deployment := "meshroll-" + strings.ToLower(sanitize(t.Name()))
@@ -109,6 +112,9 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	assert.Equal(t, meshapi.PlanConverged, st.State)
 	b, build := runsOn(t, s, first.ID)
 	assert.Equal(t, "build-a", build, "the plan in flight finished on the build that started it")
+	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, b)
+	b, build = runsOn(t, s, meshapi.RelayID(first.ID, 1))
+	assert.Equal(t, "build-a", build, "the relay the plan started after B became current ran on the plan's build")
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, b)
 	// An operator finds the plans still on A (step 3 of docs/observability.md).
 	pinnedToA := "TemporalWorkerDeploymentVersion='" + deployment + ":build-a' AND WorkflowType='" + meshapi.PlanWorkflowType + "'"

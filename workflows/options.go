@@ -90,11 +90,13 @@ func machinesOf(reqs []meshapi.PushRequest) string {
 	return fmt.Sprintf("%d machines, %s to %s", len(reqs), reqs[0].Machine, reqs[len(reqs)-1].Machine)
 }
 
-// relayOptions are a relay's: a child of its plan, ended with it, named in
-// the Web UI by the machines it hears.
+// relayOptions are a relay's: a child of its plan, ended with it, on the
+// relays' own task queue beside the plan's, named in the Web UI by the
+// machines it hears.
 func relayOptions(ctx workflow.Context, id string, reqs []meshapi.PushRequest) workflow.Context {
 	return workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        id,
+		TaskQueue:         meshapi.RelayTaskQueue(workflow.GetInfo(ctx).TaskQueueName),
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 		StaticSummary:     "relay the answers of " + machinesOf(reqs),
 	})

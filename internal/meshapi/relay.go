@@ -22,13 +22,13 @@ const (
 	SignalPushResults = "push-results"
 
 	// RelayAbove is the most machines a plan hears itself by default
-	// (push.relay_above). Relays cost a plan time: each is one more
-	// workflow whose tasks wait in the task queue behind every machine
-	// workflow's (measured at 3,000 machines: a relay's task waited
-	// seconds to a minute there, and plans took longer than plans heard
-	// directly), while a plan of up to 5,000 machines heard directly stays
-	// within Temporal's history warnings (about 7,000 events) and its
-	// signal limit. Relays are for plans larger than that.
+	// (push.relay_above). Relays cost a plan time: on the task queue the
+	// machine workflows share, measured at 3,000 machines, a relay's task
+	// waited seconds to a minute and plans took longer than plans heard
+	// directly (they have their own queue since, RelayTaskQueue, not yet
+	// measured at that size), while a plan of up to 5,000 machines heard
+	// directly stays within Temporal's history warnings (about 7,000
+	// events) and its signal limit. Relays are for plans larger than that.
 	RelayAbove = 5000
 	// RelaySize is the most requests one relay waits for.
 	RelaySize = 1000
@@ -63,6 +63,13 @@ type RelayResult struct {
 type PushResults struct {
 	Results []PushResult `json:"results"`
 }
+
+// RelayTaskQueue is where a plan's relays run: a queue of their own beside
+// the worker's (taskQueue), polled by the same workers, so that a relay's
+// tasks never wait behind the machine workflows' (at 3,000 machines, on the
+// shared queue, a relay's task waited up to 75 s while its answers
+// buffered).
+func RelayTaskQueue(taskQueue string) string { return taskQueue + "-relays" }
 
 // RelayID is the workflow ID of a plan's nth relay: made from the plan's ID
 // so that the Web UI lists it under its plan's name.

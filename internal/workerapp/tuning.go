@@ -21,3 +21,10 @@ func WorkerOptions() worker.Options {
 		MaxConcurrentActivityTaskPollers: 8,
 	}
 }
+
+// RelayWorkerOptions are the relays' worker's: workflow tasks only (a relay
+// runs no activity), with the SDK's two pollers, as a plan has at most a
+// few relays open at once, each a handful of tasks.
+func RelayWorkerOptions() worker.Options {
+	return worker.Options{}
+}

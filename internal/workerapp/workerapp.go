@@ -50,10 +50,7 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{
 		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
-	// A relay lives within its plan, on the plan's build.
-	w.RegisterWorkflowWithOptions(workflows.Relay, workflow.RegisterOptions{
-		Name: meshapi.RelayWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
-	})
+	registerRelay(w)
 	// The levers are short: each run finishes on the build that started it.
 	for name, fn := range map[string]any{
 		meshapi.RejectWorkflowType:   workflows.RejectBuild,
@@ -64,6 +61,17 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 	} {
 		w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	}
+}
+
+// registerRelay registers Relay, which runs on the relays' own task queue
+// (see Workers) and in the replay tests beside the others. A relay lives
+// within its plan, on the plan's build: the relays' queue is in the same
+// deployment version as the plan's, so a pinned plan's relays inherit its
+// version.
+func registerRelay(w worker.WorkflowRegistry) {
+	w.RegisterWorkflowWithOptions(workflows.Relay, workflow.RegisterOptions{
+		Name: meshapi.RelayWorkflowType, VersioningBehavior: workflow.VersioningBehaviorPinned,
+	})
 }
 
 // Deps are the activities' dependencies that a deployment chooses.
@@ -157,12 +165,41 @@ func embeddedAccess(r config.Registry) registry.Access {
 	}
 }
 
-// New builds a worker on the configured task queue. Its options are
-// WorkerOptions (tuning.go) with the deployment of worker.versioning added
-// (WithDeployment); with versioning enabled, cfg must name a build ID or
-// the binary must carry one (see BuildID), which the worker's command
-// (package workercmd) checks before calling New.
-func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) worker.Worker {
+// Workers are the workers one worker process runs: one on the configured
+// task queue, for every workflow and activity, and one on the relays' task
+// queue (meshapi.RelayTaskQueue) for Relay alone, so that a large plan's
+// relays are served by pollers of their own rather than behind thousands of
+// machine workflows' tasks.
+type Workers struct {
+	main, relays worker.Worker
+}
+
+// Start starts both workers; if the second fails, the first is stopped.
+func (w *Workers) Start() error {
+	if err := w.main.Start(); err != nil {
+		return err
+	}
+	if err := w.relays.Start(); err != nil {
+		w.main.Stop()
+		return fmt.Errorf("relays' task queue: %w", err)
+	}
+	return nil
+}
+
+// Stop stops both workers, the relays' first.
+func (w *Workers) Stop() {
+	w.relays.Stop()
+	w.main.Stop()
+}
+
+// New builds the worker process's workers (Workers) on the configured
+// task queue. Their options are WorkerOptions and RelayWorkerOptions
+// (tuning.go) with the deployment of worker.versioning added
+// (WithDeployment), one deployment version for both queues; with
+// versioning enabled, cfg must name a build ID or the binary must carry one
+// (see BuildID), which the worker's command (package workercmd) checks
+// before calling New.
+func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) *Workers {
 	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(WorkerOptions(), cfg.Worker.Versioning))
 	Register(w, &activities.Activities{
 		Mesh:         cfg,
@@ -176,13 +213,15 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 		Windows:      cfg.DeployWindows(),
 		Log:          log,
 	})
-	return w
+	relays := worker.New(c, meshapi.RelayTaskQueue(cfg.Temporal.TaskQueue), WithDeployment(RelayWorkerOptions(), cfg.Worker.Versioning))
+	registerRelay(relays)
+	return &Workers{main: w, relays: relays}
 }
 
-// Run runs the worker until ctx ends, then stops it cleanly (in-flight
+// Run runs the workers until ctx ends, then stops them cleanly (in-flight
 // activity attempts are given the SDK's stop timeout to finish). started,
-// if not nil, is called once the worker polls (readiness).
-func Run(ctx context.Context, w worker.Worker, started ...func()) error {
+// if not nil, is called once the workers poll (readiness).
+func Run(ctx context.Context, w *Workers, started ...func()) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
@@ -97,7 +96,7 @@ type Mesh struct {
 	dir     string
 	log     zerolog.Logger
 	servers []*http.Server
-	worker  worker.Worker
+	worker  *workerapp.Workers
 	// engine and engineNames, on docker: the engine and the machine
 	// names the agents' containers are labelled with, for Close.
 	engine      string
