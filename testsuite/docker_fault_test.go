@@ -131,11 +131,14 @@ func TestDockerAgentStoppedBySIGTERMKeepsItsContainers(t *testing.T) {
 // dockerHostStack stands up o's stack with the real host binary, --runtime
 // docker on the test engine, for each of o's machines (their names this
 // test's own: the binary labels containers with its machine, and the engine
-// is shared), and starts the workers. The machines' containers are removed
-// once their agents stop.
+// is shared), and starts the workers; on the bridge engine with o.bridge.
+// The machines' containers are removed once their agents stop.
 func dockerHostStack(t *testing.T, o stackOptions) (*stack, engine, map[string]*hostProc) {
 	t.Helper()
 	socket := dockerSocket(t)
+	if o.bridge {
+		socket = dockerBridgeSocket(t)
+	}
 	e := engine{socket: socket}
 	s := newStack(t, o)
 	bin := filepath.Join(dsBuild(t, "host"), "host")

@@ -23,14 +23,23 @@ import (
 // scripts/docker-test.sh starts and prints (.ci/run exports it).
 const envDockerSocket = "MESHROLL_TEST_DOCKER_SOCKET"
 
-// dockerEngine is the test engine's socket for machine's docker runtime:
-// the test skips without one (fails on CI, which must run it), and when it
-// ends every container the machine's runtime left on the engine is
-// removed, whatever the runtime did.
-func (s *stack) dockerEngine(machine string) string {
+// envDockerBridgeSocket names the socket of the second test engine, the
+// one with a bridge of its own (which never routes off the machine), that
+// `scripts/docker-test.sh --bridge` starts and prints (.ci/run exports it):
+// the test engine has no bridge, so bridge networking is tested there.
+const envDockerBridgeSocket = "MESHROLL_TEST_DOCKER_BRIDGE_SOCKET"
+
+// dockerEngine is the test engine's socket for machine's docker runtime
+// (the bridge engine's with bridge): the test skips without one (fails on
+// CI, which must run it), and when it ends every container the machine's
+// runtime left on the engine is removed, whatever the runtime did.
+func (s *stack) dockerEngine(machine string, bridge bool) string {
 	t := s.t
 	t.Helper()
 	socket := dockerSocket(t)
+	if bridge {
+		socket = dockerBridgeSocket(t)
+	}
 	e := engine{socket: socket}
 	t.Cleanup(func() { e.removeAll(t, s.engineName(machine)) })
 	return socket
@@ -40,15 +49,30 @@ func (s *stack) dockerEngine(machine string) string {
 // (fails on CI, which must run it).
 func dockerSocket(t *testing.T) string {
 	t.Helper()
-	socket := os.Getenv(envDockerSocket)
+	return engineSocket(t, envDockerSocket, "scripts/docker-test.sh")
+}
+
+// dockerBridgeSocket is the bridge engine's socket, as dockerSocket is the
+// test engine's.
+func dockerBridgeSocket(t *testing.T) string {
+	t.Helper()
+	return engineSocket(t, envDockerBridgeSocket, "scripts/docker-test.sh --bridge")
+}
+
+// engineSocket is the socket env names, which script starts and prints: the
+// test skips without one (fails on CI, which must run it), and fails when
+// no engine answers there.
+func engineSocket(t *testing.T, env, script string) string {
+	t.Helper()
+	socket := os.Getenv(env)
 	if socket == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set; CI must run the docker tests (.ci/run starts scripts/docker-test.sh)", envDockerSocket)
+			t.Fatalf("%s is not set; CI must run the docker tests (.ci/run starts %s)", env, script)
 		}
-		t.Skipf("no Docker engine for the docker tests: export %s=\"$(bash scripts/docker-test.sh)\"", envDockerSocket)
+		t.Skipf("no Docker engine for the docker tests: export %s=\"$(bash %s)\"", env, script)
 	}
 	e := engine{socket: socket}
-	require.NoError(t, e.get("/_ping", nil), "the test engine at %s (%s) does not answer; start it with scripts/docker-test.sh", socket, envDockerSocket)
+	require.NoError(t, e.get("/_ping", nil), "the test engine at %s (%s) does not answer; start it with %s", socket, env, script)
 	return socket
 }
 

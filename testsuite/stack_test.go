@@ -129,6 +129,10 @@ type stackOptions struct {
 	// engine (see dockerEngine), every module's containers on the host
 	// network; it needs images.
 	docker bool
+	// bridge, with docker, runs the docker runtime on the bridge engine
+	// (see dockerBridgeSocket) and declares every module's containers on
+	// its bridge, their probe ports published on 127.0.0.1.
+	bridge bool
 	// tokens makes every host agent require a token of its own (see
 	// machineToken), which the config gives the worker.
 	tokens bool
@@ -214,6 +218,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		mod := meshfile.Module{Name: m, Repo: s.repo, ControlPlane: slices.Contains(o.controlPlane, m), Health: o.healthYAML()}
 		if o.docker {
 			mod.Network = mesh.NetworkHost
+			if o.bridge {
+				mod.Network = mesh.NetworkBridge
+			}
 		}
 		if o.faults && !o.images {
 			mod.Extra = "builder: command, command: [sh, -c, " + strconv.Quote(commandDigest) + "]"
@@ -301,7 +308,7 @@ func (s *stack) clientOptions() client.Options {
 func (s *stack) runtime(o stackOptions, machine string) func(dir string) agent.Runtime {
 	var socket string
 	if o.docker {
-		socket = s.dockerEngine(machine)
+		socket = s.dockerEngine(machine, o.bridge)
 	}
 	return func(dir string) agent.Runtime {
 		switch {

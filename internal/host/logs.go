@@ -72,13 +72,20 @@ var _ LogStreamer = (*HTTPClient)(nil)
 // errNoAnswer ends a logs request whose host sent no answer in time.
 var errNoAnswer = errors.New("no answer")
 
+// errStalled ends a logs request without follow whose host stopped sending
+// mid-answer.
+var errStalled = errors.New("the host stopped sending")
+
 // Logs streams req.Module's output into out (see LogStreamer and PathLogs).
 // The client's timeout bounds the wait for the answer to begin, not the
 // stream: a follow runs until ctx ends (then Logs returns ctx's error,
 // wrapped) or the host ends it (the container was stopped, replaced or
-// removed: nil). A refusal is a *RefusedError (CodeNotFound,
-// CodeUnsupported, CodeUnauthorized...), a host that cannot be reached or
-// cuts the stream short an *UnreachableError.
+// removed: nil). Without follow the answer is a bounded tail, so the
+// timeout also bounds each wait for more of it: a host that stops sending
+// mid-answer is cut off rather than waited on forever. A refusal is a
+// *RefusedError (CodeNotFound, CodeUnsupported, CodeUnauthorized...), a
+// host that cannot be reached, cuts the stream short or stalls an
+// *UnreachableError.
 func (c *HTTPClient) Logs(ctx context.Context, req LogsRequest, out io.Writer) error {
 	op := "logs of " + req.Module
 	q := url.Values{QueryModule: {req.Module}, QueryTail: {strconv.Itoa(req.Tail)}}
@@ -89,7 +96,8 @@ func (c *HTTPClient) Logs(ctx context.Context, req LogsRequest, out io.Writer) e
 	defer cancel(nil)
 	hc := *c.hc
 	stop := func() bool { return true }
-	if wait := hc.Timeout; wait > 0 {
+	wait := hc.Timeout
+	if wait > 0 {
 		hc.Timeout = 0
 		t := time.AfterFunc(wait, func() { cancel(fmt.Errorf("%w within %s", errNoAnswer, wait)) })
 		stop = t.Stop
@@ -112,7 +120,32 @@ func (c *HTTPClient) Logs(ctx context.Context, req LogsRequest, out io.Writer) e
 	}
 	// Closed, not drained: a follow's body never ends by itself.
 	defer resp.Body.Close()
-	return c.copyStream(ctx, out, resp.Body, op)
+	if req.Follow || wait <= 0 {
+		return c.copyStream(ctx, out, resp.Body, op)
+	}
+	idle := time.AfterFunc(wait, func() { cancel(fmt.Errorf("%w for %s", errStalled, wait)) })
+	defer idle.Stop()
+	err = c.copyStream(ctx, out, &idleReader{r: resp.Body, idle: idle, wait: wait}, op)
+	if err != nil && errors.Is(context.Cause(rctx), errStalled) {
+		return &UnreachableError{URL: c.base, Err: fmt.Errorf("%s: %w", op, context.Cause(rctx))}
+	}
+	return err
+}
+
+// idleReader restarts its idle timer whenever a read brings bytes, so that
+// the timer fires only once the stream has sent nothing for wait.
+type idleReader struct {
+	r    io.Reader
+	idle *time.Timer
+	wait time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if n > 0 {
+		i.idle.Reset(i.wait)
+	}
+	return n, err
 }
 
 // copyStream copies a stream's body to out, telling the caller's end (ctx),

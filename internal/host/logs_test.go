@@ -233,3 +233,24 @@ func TestClientLogsNoAnswerIsUnreachable(t *testing.T) {
 	assert.True(t, host.IsUnreachable(err), "%v", err)
 	assert.Contains(t, err.Error(), "no answer within 50ms")
 }
+
+// A host that sends part of a tail and then stops sending, its connection
+// still open, is cut off once the client's timeout passes with nothing
+// more, and reported unreachable, what it sent already printed; without
+// follow nothing waits on it forever.
+func TestClientLogsTailStalledMidStreamIsUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	c, err := host.NewHTTPClient(srv.URL, secret, &http.Client{Timeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	var out strings.Builder
+	err = c.Logs(context.Background(), host.LogsRequest{Module: "api", Tail: 10}, &out)
+	require.Error(t, err)
+	assert.True(t, host.IsUnreachable(err), "%v", err)
+	assert.Contains(t, err.Error(), "logs of api: the host stopped sending for 50ms")
+	assert.Equal(t, "first\n", out.String())
+}
