@@ -55,7 +55,7 @@ type ListFilter struct {
 	// AnyMachine matches plans that push any of these machines: those a
 	// label selector picks (--selector).
 	AnyMachine []string
-	State   meshapi.PlanStatus
+	State      meshapi.PlanStatus
 	// Limit bounds how many plans List returns; 0 means no bound.
 	Limit int
 	// Running keeps the list to plans whose workflow still runs: those an
