@@ -196,9 +196,9 @@ type machineRow struct {
 	Worst     string
 	HostError string
 	// Labels are its labels, key=value joined by commas; "" for none.
-	Labels    string
-	Queue     string
-	Cells     []cell
+	Labels string
+	Queue  string
+	Cells  []cell
 }
 
 // cell is one module on one machine.
