@@ -3,8 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,21 +17,13 @@ import (
 // are placed by label: edge-1 a canary, edge-2 not.
 func labelledConfig(t *testing.T, hostURL string) string {
 	t.Helper()
-	y := fmt.Sprintf(`temporal: {address: %s, namespace: default, task_queue: meshroll}
-modules:
-  mesh-controller: {repo: ., path: examples/controller, control_plane: true}
-  host:            {repo: ., path: examples/host}
-machines:
-  control-node: {host: %[2]q, tier: 3, modules: [mesh-controller, host]}
-  edge-1:       {host: %[2]q, labels: {ring: canary, site: fra1}, modules: [host]}
-  edge-2:       {host: %[2]q, labels: {ring: main, site: ams2}, modules: [host]}
+	return unreachableMesh(t, fmt.Sprintf(`  control-node: {host: %[1]q, tier: 3, modules: [mesh-controller, host]}
+  edge-1:       {host: %[1]q, labels: {ring: canary, site: fra1}, modules: [host]}
+  edge-2:       {host: %[1]q, labels: {ring: main, site: ams2}, modules: [host]}
 tiers:
   1: {select: "ring=canary"}
   2: {select: "site"}
-`, unreachable, hostURL)
-	p := filepath.Join(t.TempDir(), "mesh.yaml")
-	require.NoError(t, os.WriteFile(p, []byte(y), 0o600))
-	return p
+`, hostURL))
 }
 
 // status --selector keeps the machines whose labels match, shows the
