@@ -36,6 +36,9 @@ type machineSpec struct {
 	name    string
 	tier    int
 	modules []string
+	// labels, when set, are the machine's labels in flow style; with
+	// them, tier 0 leaves the tier out for a tier's select to place it.
+	labels string
 }
 
 // stack is a whole meshroll on loopback: a Temporal dev server (a
@@ -249,7 +252,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 			s.proxies[m.name] = p
 			host = p.URL()
 		}
-		f.Machines = append(f.Machines, meshfile.Machine{Name: m.name, Host: host, Tier: m.tier, Modules: m.modules, Token: token})
+		f.Machines = append(f.Machines, meshfile.Machine{Name: m.name, Host: host, Tier: m.tier, NoTier: m.labels != "" && m.tier == 0,
+			Modules: m.modules, Labels: m.labels, Token: token})
 	}
 	if o.windows != nil {
 		f.Windows = o.windows()

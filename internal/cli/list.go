@@ -20,8 +20,9 @@ const DefaultListLimit = 20
 
 func (a *app) listCommand() *cobra.Command {
 	var f plans.ListFilter
+	var sel string
 	cmd := &cobra.Command{
-		Use:   "list [--module M] [--commit C] [--machine NAME] [--state S] [--limit N]",
+		Use:   "list [--module M] [--commit C] [--machine NAME] [--selector S] [--state S] [--limit N]",
 		Short: "List plans, newest first, by module, commit, machine or state",
 		Long: `list shows the plans of this mesh (its task queue), newest first, from
 Temporal's visibility store. Every filter given must match:
@@ -29,6 +30,8 @@ Temporal's visibility store. Every filter given must match:
   --module   the merged module
   --commit   the merge commit (full id)
   --machine  a machine the plan pushes
+  --selector a machine the plan pushes, among those whose labels the
+             selector matches (by the labels in the mesh config now)
   --state    the plan's state, one of
              ` + plans.StateNames() + `
 
@@ -53,7 +56,14 @@ may not be listed yet, and a state may be a step behind "starter plan show".`,
 		if err := f.Validate(); err != nil {
 			return &UsageError{Err: err}
 		}
-		return a.withConfig(cmd.Context(), nil, func(ctx context.Context, cfg *config.Config, c client.Client) error {
+		// The selector picks machines by the labels the mesh config gives
+		// them, before Temporal is dialled.
+		pick := func(cfg *config.Config, path string) error {
+			var err error
+			_, f.AnyMachine, err = selectMachines(cfg, path, sel)
+			return err
+		}
+		return a.withConfig(cmd.Context(), pick, func(ctx context.Context, cfg *config.Config, c client.Client) error {
 			f.TaskQueue = cfg.Temporal.TaskQueue
 			list, err := plans.List(ctx, c, cfg.Temporal.Namespace, f)
 			if err != nil {
@@ -69,6 +79,7 @@ may not be listed yet, and a state may be a step behind "starter plan show".`,
 	fl.StringVar(&f.Module, "module", "", "only plans of this module")
 	fl.StringVar(&f.Commit, "commit", "", "only plans of this merge commit (full id)")
 	fl.StringVar(&f.Machine, "machine", "", "only plans that push this machine")
+	fl.StringVar(&sel, "selector", "", "only plans that push a machine whose labels match this label selector, such as \"ring=canary\"")
 	fl.StringVar((*string)(&f.State), "state", "", "only plans in this state ("+plans.StateNames()+")")
 	fl.IntVar(&f.Limit, "limit", DefaultListLimit, "at most this many plans")
 	return cmd

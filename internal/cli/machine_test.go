@@ -49,14 +49,22 @@ func fakeHost(t *testing.T, rep mesh.Report, page host.JournalPage) string {
 // machines at the given host URLs.
 func configWithHosts(t *testing.T, controlNode, edge1 string) string {
 	t.Helper()
+	return unreachableMesh(t, fmt.Sprintf(`  control-node: {host: %q, tier: 2, modules: [mesh-controller, host]}
+  edge-1:       {host: %q, tier: 1, modules: [host]}
+`, controlNode, edge1))
+}
+
+// unreachableMesh writes a mesh config with Temporal unreachable, modules
+// mesh-controller and host, and rest after "machines:" (the machines'
+// lines, and any section after them).
+func unreachableMesh(t *testing.T, rest string) string {
+	t.Helper()
 	y := fmt.Sprintf(`temporal: {address: %s, namespace: default, task_queue: meshroll}
 modules:
   mesh-controller: {repo: ., path: examples/controller, control_plane: true}
   host:            {repo: ., path: examples/host}
 machines:
-  control-node: {host: %q, tier: 2, modules: [mesh-controller, host]}
-  edge-1:       {host: %q, tier: 1, modules: [host]}
-`, unreachable, controlNode, edge1)
+%s`, unreachable, rest)
 	p := filepath.Join(t.TempDir(), "mesh.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(y), 0o600))
 	return p

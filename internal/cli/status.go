@@ -37,10 +37,11 @@ const clearScreen = "\x1b[H\x1b[2J"
 
 func (a *app) statusCommand() *cobra.Command {
 	var f machines.StatusFilter
+	var sel string
 	var watch bool
 	var interval time.Duration
 	cmd := &cobra.Command{
-		Use:   "status [--module M] [--machine NAME] [--watch [--interval 2s]]",
+		Use:   "status [--module M] [--machine NAME] [--selector S] [--watch [--interval 2s]]",
 		Short: "Show every machine × module: what runs, how far behind, which plan, drift",
 		Long: `status shows the fleet: for every machine, each module the mesh config gives
 it and each its host reports running, sorted by tier, machine and module:
@@ -71,7 +72,11 @@ every field in full: "rows", one a machine and module; "machines", each
 machine's host and workflow once (as "starter machine list" gives them); and
 "newest_healthy", the generation BEHIND counts from, by module.
 
-Every host is asked, within ` + machines.HostCheckTimeout.String() + `, also with --module or --machine: BEHIND
+LABELS, shown when a machine has any, are the machine's labels from the mesh
+config; --selector keeps the machines they match (ring=canary, site in
+(fra1, ams2), gpu, !gpu; a comma is and).
+
+Every host is asked, within ` + machines.HostCheckTimeout.String() + `, also with --module, --machine or --selector: BEHIND
 counts from the whole fleet. A host that cannot be asked is named below the
 table and its rows show "?" for all it would have said. An unreachable Temporal is named too, and status
 then exits 1, after printing what the hosts said.
@@ -82,7 +87,8 @@ otherwise one table after another, and with --output json one object a line
 so, and exits 0 when interrupted.`,
 		Example: `  starter status
   starter status --module host --output json
-  starter status --machine edge-1 --watch --interval 5s`,
+  starter status --machine edge-1 --watch --interval 5s
+  starter status --selector "ring=canary"`,
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, _ []string) error {
@@ -101,6 +107,9 @@ so, and exits 0 when interrupted.`,
 		if err := knownScope(cfg, path, f.Module, f.Machine); err != nil {
 			return err
 		}
+		if f.Selector, _, err = selectMachines(cfg, path, sel); err != nil {
+			return err
+		}
 		if watch {
 			return a.watchStatus(cmd.Context(), cfg, f, interval)
 		}
@@ -113,6 +122,7 @@ so, and exits 0 when interrupted.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.Module, "module", "", "only this module's rows")
 	fl.StringVar(&f.Machine, "machine", "", "only this machine's rows")
+	fl.StringVar(&sel, "selector", "", selectorHelp)
 	fl.BoolVar(&watch, "watch", false, "redraw every --interval until interrupted")
 	fl.DurationVar(&interval, "interval", DefaultStatusInterval, "time between --watch refreshes")
 	return cmd
@@ -238,15 +248,23 @@ func (keptClient) Close() {}
 // that could not be read.
 func writeStatus(w io.Writer, st machines.Status) error {
 	var b strings.Builder
-	queues := map[string]string{}
+	queues, labels := map[string]string{}, map[string]string{}
+	labelled := false
 	for _, m := range st.Machines {
 		queues[m.Machine] = queueCell(m)
+		labels[m.Machine] = "\t" + config.LabelString(m.Labels)
+		labelled = labelled || len(m.Labels) > 0
+	}
+	labelsHead := "\tLABELS"
+	if !labelled {
+		// No column for a fleet without labels.
+		labels, labelsHead = map[string]string{}, ""
 	}
 	if len(st.Rows) == 0 {
 		b.WriteString("no module matches: no machine asked is given it or runs it\n")
 	} else {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tTIER\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT\tFROZEN")
+		fmt.Fprintln(tw, "MACHINE\tTIER"+labelsHead+"\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT\tFROZEN")
 		for _, r := range st.Rows {
 			drift := dash(r.Drift)
 			switch {
@@ -262,7 +280,7 @@ func writeStatus(w io.Writer, st machines.Status) error {
 			case r.Frozen:
 				frozen = "frozen"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, r.Module, statusCells(r), queues[r.Machine], drift, frozen)
+			fmt.Fprintf(tw, "%s\t%d%s\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, labels[r.Machine], r.Module, statusCells(r), queues[r.Machine], drift, frozen)
 		}
 		_ = tw.Flush()
 	}

@@ -271,8 +271,18 @@ type Machine struct {
 	// Host is the base URL of the host API, http or https.
 	Host string `mapstructure:"host"`
 	// Tier orders pushes: every machine of a tier converges before the next
-	// tier starts, lowest first, so early tiers are the canaries.
+	// tier starts, lowest first, so early tiers are the canaries. A machine
+	// the file gives no tier is on the lowest-numbered tier whose select
+	// matches its Labels (ResolveTiers); a tier the file gives wins.
 	Tier int `mapstructure:"tier"`
+	// Labels say what the machine is (its site, ring, hardware), so that a
+	// tier can select its machines (tiers.<n>.select) and an operator can
+	// pick machines with --selector. Keys and values follow Kubernetes'
+	// label rules (package selector).
+	Labels map[string]string `mapstructure:"labels"`
+	// TierBySelector says the file gives the machine no tier: Tier is the
+	// one its labels select, once ResolveTiers has run (Load runs it).
+	TierBySelector bool `mapstructure:"-"`
 	// Modules are the modules the machine runs, in the order its
 	// declarations list them.
 	Modules []string `mapstructure:"modules"`

@@ -485,7 +485,7 @@ machines:
     host: http://h:1
     modules: [host]
 `,
-			want: []Problem{{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 3)"}},
+			want: []Problem{{"machines.edge-1.tier", "missing; give the machine a tier, a non-negative integer (tier 0 is pushed first), or labels that a tiers.<n>.select matches (line 3)"}},
 		},
 		{
 			name: "quoted tier is accepted",
@@ -661,8 +661,8 @@ machines:
   edge-1: {host: http://h:1, tiers: 1, modules: [host]}
 `,
 			want: []Problem{
-				{"machines.edge-1.tier", "missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 7)"},
-				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, modules, token, ca_file, env (line 7)"},
+				{"machines.edge-1.tier", "missing; give the machine a tier, a non-negative integer (tier 0 is pushed first), or labels that a tiers.<n>.select matches (line 7)"},
+				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above (line 3)"},
@@ -756,8 +756,8 @@ machines:
 		`  machines.control-node.tier: runs the control plane (mesh-controller) so must be in a tier above every other machine; edge-3 is in tier 2 (line 9)
   machines.edge-1.host: "localhost:7401" has no scheme; want the host API's base URL, such as http://localhost:7401 (line 10)
   machines.edge-1.modules: unknown module "hots"; modules are host, mesh-controller, unused (line 10)
-  machines.edge-1.tier: missing; every machine needs a tier, a non-negative integer (tier 0 is pushed first) (line 10)
-  machines.edge-1.tiers: unknown key; known keys: host, tier, modules, token, ca_file, env (line 10)
+  machines.edge-1.tier: missing; give the machine a tier, a non-negative integer (tier 0 is pushed first), or labels that a tiers.<n>.select matches (line 10)
+  machines.edge-1.tiers: unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 10)
   machines.edge-2.tier: must be a non-negative integer, got 1.5 (line 11)
   machines.edge-3.modules: runs no modules; list the modules it runs, such as [host] (line 12)
   modules.host: duplicate key: defined at line 5 and again at line 7; only one may stay

@@ -40,9 +40,11 @@ type ruleOf struct {
 }
 
 // rules are the keys with a rule. A negative tier or a port out of range is
-// read, and Validate reports it.
+// read, and Validate reports it. A machine's tier may be left out when a
+// tier's select picks it; Validate names a machine that neither gives one
+// nor is selected.
 var rules = map[ruleOf]rule{
-	{reflect.TypeFor[Machine](), "tier"}:        {want: "a non-negative integer", missing: "every machine needs a tier, a non-negative integer (tier 0 is pushed first)"},
+	{reflect.TypeFor[Machine](), "tier"}:        {want: "a non-negative integer"},
 	{reflect.TypeFor[mesh.HTTPProbe](), "port"}: probePort,
 	{reflect.TypeFor[mesh.TCPProbe](), "port"}:  probePort,
 }

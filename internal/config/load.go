@@ -74,6 +74,8 @@ type loader struct {
 	names map[string][]string
 	// leaves are the keys that hold values, in the walk's order.
 	leaves []leaf
+	// valued holds the leaves the file or a variable gives a value.
+	valued map[string]bool
 }
 
 // parse is Parse, in the steps above; path names the file in errors.
@@ -125,6 +127,12 @@ func parse(path string, data []byte) (*Config, error) {
 	l.settle(reflect.ValueOf(c).Elem(), "")
 	c.path = path
 	c.origins = origins{lines: l.lines, envs: l.envs}
+	for name, m := range c.Machines {
+		key := "machines." + name + ".tier"
+		m.TierBySelector = !l.valued[key] && !l.skip.has(key)
+		c.Machines[name] = m
+	}
+	c.ResolveTiers()
 
 	// What Validate cannot check for want of a section or key the file
 	// does not let be read.
@@ -183,6 +191,7 @@ func (l *loader) overlay() error {
 		}
 		zero[vkey] = reflect.Zero(lf.typ).Interface()
 	}
+	l.valued = given
 	for vkey, z := range zero {
 		l.v.Set(vkey, z)
 	}

@@ -212,8 +212,8 @@ machines:
   b: *m
 `
 	assert.Equal(t, []Problem{
-		{"machines.a.colour", "unknown key; known keys: host, tier, modules, token, ca_file, env (line 3)"},
-		{"machines.b.colour", "unknown key; known keys: host, tier, modules, token, ca_file, env (line 3)"},
+		{"machines.a.colour", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 3)"},
+		{"machines.b.colour", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 3)"},
 	}, problemsOf(t, src))
 }
 
@@ -239,7 +239,7 @@ machines:
   edge-1: {Host: http://h:1, tier: 1, modules: [host]}
 `
 	assert.Equal(t, []Problem{
-		{"machines.edge-1.Host", "unknown key; known keys: host, tier, modules, token, ca_file, env (line 3)"},
+		{"machines.edge-1.Host", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 3)"},
 		{"machines.edge-1.host", "missing; want the host API's base URL, such as http://10.0.0.5:7400 (line 3)"},
 	}, problemsOf(t, src))
 }

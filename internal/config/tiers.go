@@ -54,6 +54,11 @@ type TierPolicy struct {
 	// once the tier is healthy, before the next tier starts: what the
 	// fleet's own metrics say of the build, beyond each machine's probe.
 	Analysis []string `mapstructure:"analysis"`
+	// Select is a label selector (package selector): a machine the file
+	// gives no tier is on the lowest-numbered tier whose Select matches
+	// its labels. Empty: the tier selects no machine, only those whose
+	// tier names it.
+	Select string `mapstructure:"select"`
 }
 
 // DefaultTierPolicy is the policy of a tier not listed under tiers, and the
@@ -103,15 +108,21 @@ func (c *Config) Rollout(tier, size int) TierRollout {
 // leaves a tier whose every machine fails halting the plan.
 func (c *Config) tierProblems(ps *problemList) {
 	size := map[int]int{}
-	for _, m := range c.Machines {
-		size[m.Tier]++
+	for name, m := range c.Machines {
+		if !c.unplaced(name) {
+			size[m.Tier]++
+		}
 	}
 	// A machine whose tier could not be read may be on any tier.
 	sizesKnown := ps.skip == nil || !ps.skip.machineTiers
 	for _, t := range sortedKeys(c.Tiers) {
 		p, n := c.Tiers[t], size[t]
 		key := "tiers." + strconv.Itoa(t)
-		if n == 0 && sizesKnown {
+		switch {
+		case n > 0 || !sizesKnown:
+		case p.Select != "":
+			ps.add(key, "no machine is on tier %d: its select %q matches no machine that is given no tier (machines are on %s); fix the selector or the labels, or remove the tier", t, p.Select, tierList(size))
+		default:
 			ps.add(key, "no machine is on tier %d (machines are on %s); fix the tier number or remove it", t, tierList(size))
 		}
 		switch mp := p.MaxParallel; {

@@ -290,6 +290,7 @@ func (c *Config) problems(sk *skip) []Problem {
 		}
 	}
 
+	c.labelProblems(ps)
 	c.placementProblems(ps)
 	c.tierProblems(ps)
 	c.analysisProblems(ps)
@@ -377,7 +378,7 @@ func (c *Config) placementProblems(ps *problemList) {
 		highestTier = -1
 	)
 	usable := func(name string) bool {
-		return !ps.skip.has("machines."+name+".tier") && c.Machines[name].Tier >= 0
+		return !ps.skip.has("machines."+name+".tier") && c.Machines[name].Tier >= 0 && !c.unplaced(name)
 	}
 	for _, name := range c.MachineNames() {
 		if !usable(name) || c.IsControlPlane(name) {

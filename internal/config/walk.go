@@ -89,6 +89,7 @@ var mapsOf = map[string]string{
 	"checks":    "check name to check",
 	"env":       "variable name to value",
 	"headers":   "header name to value",
+	"labels":    "label key to value",
 }
 
 var (

@@ -55,6 +55,7 @@ func (c *Config) Warnings() []string {
 	for _, name := range names {
 		out = append(out, envWarnings("machine", name, c.Machines[name].Env)...)
 	}
+	out = append(out, c.labelWarnings()...)
 	return append(out, c.analysisWarnings()...)
 }
 

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/selector"
 )
 
 // A cell's state: what one module on one machine is, by the worst thing
@@ -63,11 +65,15 @@ func order(state string) int {
 var filterStates = []string{stateNotHealthy, stateUnknown, stateFailed, stateRejected, stateRolling, stateDrift, stateBehind, stateHealthy, stateFrozen}
 
 // filter narrows the matrix, from the page's query: ?module=M (repeated),
-// ?state=S, ?q=part-of-a-machine-name.
+// ?state=S, ?q=part-of-a-machine-name, ?selector=a-label-selector.
 type filter struct {
 	Modules []string
 	State   string
 	Query   string
+	// Selector is the label selector as asked, sel as parsed (a selector
+	// that does not parse is a note, and filters nothing).
+	Selector string
+	sel      selector.Selector
 	// Notes say what was asked that could not be used.
 	Notes []string
 }
@@ -95,11 +101,19 @@ func parseFilter(q url.Values, modules []string) filter {
 		f.Notes = append(f.Notes, fmt.Sprintf("no state %q; states are %s", s, strings.Join(filterStates, ", ")))
 	}
 	f.Query = strings.TrimSpace(q.Get("q"))
+	f.Selector = strings.TrimSpace(q.Get("selector"))
+	if sel, err := selector.Parse(f.Selector); err != nil {
+		f.Notes = append(f.Notes, err.Error()+`; write it as "ring=canary", "site in (fra1, ams2)", "gpu" or "!gpu"`)
+	} else {
+		f.sel = sel
+	}
 	return f
 }
 
 // active says whether anything narrows the matrix.
-func (f filter) active() bool { return len(f.Modules) > 0 || f.State != "" || f.Query != "" }
+func (f filter) active() bool {
+	return len(f.Modules) > 0 || f.State != "" || f.Query != "" || f.Selector != ""
+}
 
 // values is the filter as query parameters, for links that keep it.
 func (f filter) values() url.Values {
@@ -112,6 +126,9 @@ func (f filter) values() url.Values {
 	}
 	if f.Query != "" {
 		v.Set("q", f.Query)
+	}
+	if f.Selector != "" {
+		v.Set("selector", f.Selector)
 	}
 	return v
 }
@@ -178,8 +195,10 @@ type machineRow struct {
 	// strip.
 	Worst     string
 	HostError string
-	Queue     string
-	Cells     []cell
+	// Labels are its labels, key=value joined by commas; "" for none.
+	Labels string
+	Queue  string
+	Cells  []cell
 }
 
 // cell is one module on one machine.
@@ -234,10 +253,13 @@ func buildMatrix(s *Snapshot, modules []string, f filter) matrixView {
 			tiers[m.Tier] = t
 		}
 		t.Total++
-		if f.Query != "" && !strings.Contains(strings.ToLower(m.Machine), strings.ToLower(f.Query)) {
+		if f.Query != "" && !strings.Contains(strings.ToLower(m.Machine), strings.ToLower(f.Query)) || !f.sel.Matches(m.Labels) {
 			continue
 		}
 		row := machineRow{Name: m.Machine, HostError: m.HostError, Queue: queueWords(m), Worst: stateHealthy}
+		if len(m.Labels) > 0 {
+			row.Labels = config.LabelString(m.Labels)
+		}
 		var states []string
 		any := false
 		for _, col := range cols {

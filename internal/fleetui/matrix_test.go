@@ -96,6 +96,8 @@ func TestMatrixFilters(t *testing.T) {
 		machines.StatusRow{Machine: "db-1", Tier: 3, Module: "metrics", HostError: "host http://db-1 unreachable: refused"},
 	)}
 	src.status.Machines[3].HostStatus = machines.HostUnreachable
+	src.status.Machines[0].Labels = map[string]string{"ring": "canary", "site": "fra1"}
+	src.status.Machines[1].Labels = map[string]string{"ring": "main", "site": "ams2"}
 	src.freezes = []mesh.Freeze{{ID: 1, Module: "metrics", Machine: "edge-2", By: "alice", Reason: "disk swap", At: t0}}
 	srv, _ := server(t, src, cfg("edge-1:1:host,metrics", "edge-2:1:host,metrics", "control-node:2:host,mesh-controller", "db-1:3:metrics"))
 	for _, tc := range []struct {
@@ -116,6 +118,11 @@ func TestMatrixFilters(t *testing.T) {
 		{query: "module=mesh-controller&state=failed", shown: nil},
 		{query: "q=EDGE", shown: []string{"edge-1", "edge-2"}},
 		{query: "q=edge&state=behind", shown: []string{"edge-2"}},
+		{query: "selector=ring%3Dcanary", shown: []string{"edge-1"}},
+		{query: "selector=site+in+(fra1,+ams2)&state=behind", shown: []string{"edge-2"}},
+		{query: "selector=!ring", shown: []string{"control-node", "db-1"}},
+		{query: "selector=ring+in+canary", shown: []string{"edge-1", "edge-2", "control-node", "db-1"},
+			notes: []string{`selector &#34;ring in canary&#34;: at position 9: want ( after in`}},
 		{query: "module=nginx&state=sleepy", shown: []string{"edge-1", "edge-2", "control-node", "db-1"},
 			notes: []string{`no module &#34;nginx&#34; in this fleet; modules are host, mesh-controller, metrics`, `no state &#34;sleepy&#34;; states are not-healthy, unknown`}},
 	} {
@@ -161,4 +168,16 @@ func TestMatrixFoldsLargeTiers(t *testing.T) {
 	assert.Equal(t, openTierMax+2, strings.Count(body, `class="dot s-healthy"`), "a dot a machine")
 	_, body, _ = get(t, srv, "/?q=w-")
 	assert.Contains(t, body, `<details id="tier-1" open><summary>`, "a filter unfolds what it keeps")
+}
+
+// Each machine's labels are shown beside its name, and the selector field
+// keeps what was asked.
+func TestMatrixShowsLabels(t *testing.T) {
+	src := &fake{status: status(row("edge-1", 1, "host", 27), row("edge-2", 1, "host", 27))}
+	src.status.Machines[0].Labels = map[string]string{"site": "fra1", "ring": "canary"}
+	srv, _ := server(t, src, cfg("edge-1:1:host", "edge-2:1:host"))
+	_, body, _ := get(t, srv, "/?selector=ring")
+	assert.Contains(t, body, `edge-1</a> <small class="labels">ring=canary,site=fra1</small>`)
+	assert.Contains(t, body, `<input type="search" name="selector" value="ring"`)
+	assert.Equal(t, []string{"edge-1"}, machinesShown(body))
 }

@@ -20,10 +20,13 @@ const HostCheckTimeout = 2 * time.Second
 // Row is one machine of List, and of Status.Machines: a machine's host
 // and workflow, as "machine list" and "status" both show them.
 type Row struct {
-	Machine string   `json:"machine"`
-	Tier    int      `json:"tier"`
-	Modules []string `json:"modules"`
-	Host    string   `json:"host"`
+	Machine string `json:"machine"`
+	Tier    int    `json:"tier"`
+	// Labels are the machine's labels from the mesh config, which
+	// tiers' select and --selector match on.
+	Labels  map[string]string `json:"labels,omitempty"`
+	Modules []string          `json:"modules"`
+	Host    string            `json:"host"`
 	// LastSeq and Queue are the machine workflow's; null when it has no
 	// workflow yet or it could not be asked (WorkflowError says why).
 	LastSeq *uint64 `json:"last_seq"`
@@ -123,7 +126,7 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 
 // row is the reading as List words it.
 func (r reading) row() Row {
-	row := Row{Machine: r.name, Tier: r.m.Tier, Modules: r.m.Modules, Host: r.m.Host}
+	row := Row{Machine: r.name, Tier: r.m.Tier, Labels: r.m.Labels, Modules: r.m.Modules, Host: r.m.Host}
 	if row.Modules == nil {
 		row.Modules = []string{}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/selector"
 )
 
 // Drift of a StatusRow: where what a machine runs and what the mesh config
@@ -29,11 +30,20 @@ const (
 	DriftUnexpected = "unexpected"
 )
 
-// StatusFilter narrows ReadStatus to one module, one machine or both; the
-// empty value is the whole fleet.
+// StatusFilter narrows ReadStatus to one module, one machine, the machines
+// a label selector picks, or all of these at once; the empty value is the
+// whole fleet.
 type StatusFilter struct {
 	Module  string
 	Machine string
+	// Selector keeps the machines whose labels it matches (the zero
+	// value matches every machine).
+	Selector selector.Selector
+}
+
+// picks says whether the filter keeps machine m, called name.
+func (f StatusFilter) picks(name string, m config.Machine) bool {
+	return (f.Machine == "" || f.Machine == name) && f.Selector.Matches(m.Labels)
 }
 
 // Status is the fleet at one moment, as `starter status` shows it: what
@@ -134,7 +144,7 @@ type StatusRow struct {
 // said; a host that could not be asked is named in its rows and machine.
 func ReadStatus(ctx context.Context, cfg *config.Config, dial Dial, f StatusFilter) (Status, error) {
 	asked := time.Now().UTC()
-	rs, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.Machine == "" || f.Machine == name }, dial)
+	rs, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.picks(name, cfg.Machines[name]) }, dial)
 	st := statusOf(rs, f)
 	st.AskedAt = asked
 	return st, err
@@ -154,7 +164,7 @@ func statusOf(rs []reading, f StatusFilter) Status {
 		}
 	}
 	for _, r := range rs {
-		if f.Machine != "" && r.name != f.Machine {
+		if !f.picks(r.name, r.m) {
 			continue
 		}
 		mr := r.row()

@@ -13,6 +13,7 @@ import (
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/selector"
 )
 
 var (
@@ -39,6 +40,22 @@ func but(c mesh.RunningContainer, change func(*mesh.RunningContainer)) mesh.Runn
 func machine(name string, tier int, modules []string, cs ...mesh.RunningContainer) reading {
 	return reading{name: name, m: config.Machine{Host: "http://" + name, Tier: tier, Modules: modules},
 		rep: mesh.Report{Machine: name, Containers: cs}}
+}
+
+// labelled is r with the labels given as key, value pairs.
+func labelled(r reading, kv ...string) reading {
+	r.m.Labels = map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.m.Labels[kv[i]] = kv[i+1]
+	}
+	return r
+}
+
+func mustSelector(t *testing.T, s string) selector.Selector {
+	t.Helper()
+	sel, err := selector.Parse(s)
+	require.NoError(t, err)
+	return sel
 }
 
 // down is a reading of a machine whose host did not answer.
@@ -214,6 +231,17 @@ func TestStatusRows(t *testing.T) {
 				machine("edge-1", 1, []string{"host"}, healthy("host", 5, hostPlanB, 1)),
 			},
 			want:   map[string]cell{"control-node/host": {gen: num(4), commit: commitA, plan: hostPlanA, behind: num(1)}},
+			newest: map[string]int64{"host": 5},
+		},
+		{
+			name: "the machines a selector picks: still behind the rest of the fleet",
+			f:    StatusFilter{Selector: mustSelector(t, "ring=canary")},
+			rs: []reading{
+				labelled(machine("edge-1", 1, []string{"host"}, healthy("host", 4, hostPlanA, 1)), "ring", "canary"),
+				labelled(machine("edge-2", 1, []string{"host"}, healthy("host", 4, hostPlanA, 1)), "ring", "main"),
+				machine("edge-3", 2, []string{"host"}, healthy("host", 5, hostPlanB, 1)),
+			},
+			want:   map[string]cell{"edge-1/host": {gen: num(4), commit: commitA, plan: hostPlanA, behind: num(1)}},
 			newest: map[string]int64{"host": 5},
 		},
 	} {

@@ -56,7 +56,12 @@ type Module struct {
 type Machine struct {
 	Name, Host string
 	Tier       int
-	Modules    []string
+	// NoTier leaves tier out, for a tier's select to place the machine.
+	NoTier  bool
+	Modules []string
+	// Labels, when set, are the machine's labels in flow style, such as
+	// {ring: canary}.
+	Labels string
 	// Token, when set, is the host token the worker sends.
 	Token string
 }
@@ -83,7 +88,12 @@ func (f File) String() string {
 	}
 	y.WriteString("machines:\n")
 	for _, m := range f.Machines {
-		fmt.Fprintf(&y, "  %s: {host: %q, tier: %d, modules: [%s]", m.Name, m.Host, m.Tier, strings.Join(m.Modules, ", "))
+		fmt.Fprintf(&y, "  %s: {host: %q", m.Name, m.Host)
+		if !m.NoTier {
+			fmt.Fprintf(&y, ", tier: %d", m.Tier)
+		}
+		fmt.Fprintf(&y, ", modules: [%s]", strings.Join(m.Modules, ", "))
+		put(&y, ", labels: %s", m.Labels)
 		put(&y, ", token: %q", m.Token)
 		y.WriteString("}\n")
 	}

@@ -52,7 +52,10 @@ type ListFilter struct {
 	Commit    string
 	// Machine matches plans that push it (MeshrollMachines).
 	Machine string
-	State   meshapi.PlanStatus
+	// AnyMachine matches plans that push any of these machines: those a
+	// label selector picks (--selector).
+	AnyMachine []string
+	State      meshapi.PlanStatus
 	// Limit bounds how many plans List returns; 0 means no bound.
 	Limit int
 	// Running keeps the list to plans whose workflow still runs: those an
@@ -78,6 +81,11 @@ func (f ListFilter) Validate() error {
 	}
 	if f.Machine != "" {
 		if err := mesh.ValidName("machine", f.Machine); err != nil {
+			return err
+		}
+	}
+	for _, m := range f.AnyMachine {
+		if err := mesh.ValidName("machine", m); err != nil {
 			return err
 		}
 	}
@@ -107,6 +115,14 @@ func Query(f ListFilter) (string, error) {
 	add(meshapi.SACommit.GetName(), f.Commit)
 	// On a KeywordList, = means "contains".
 	add(meshapi.SAMachines.GetName(), f.Machine)
+	if len(f.AnyMachine) > 0 {
+		// On a KeywordList, IN means "contains any of".
+		quoted := make([]string, len(f.AnyMachine))
+		for i, m := range f.AnyMachine {
+			quoted[i] = quote(m)
+		}
+		terms = append(terms, meshapi.SAMachines.GetName()+" IN ("+strings.Join(quoted, ", ")+")")
+	}
 	add(meshapi.SAState.GetName(), string(f.State))
 	if f.Running {
 		terms = append(terms, "ExecutionStatus = 'Running'")

@@ -29,6 +29,7 @@ func TestQuery(t *testing.T) {
 		{"module", ListFilter{Module: "host"}, `WorkflowType = 'Plan' AND MeshrollModule = 'host'`},
 		{"commit", ListFilter{Commit: commit}, `WorkflowType = 'Plan' AND MeshrollCommit = '` + commit + `'`},
 		{"machine", ListFilter{Machine: "edge-1"}, `WorkflowType = 'Plan' AND MeshrollMachines = 'edge-1'`},
+		{"machines a selector picks", ListFilter{AnyMachine: []string{"edge-1", "edge-3"}}, `WorkflowType = 'Plan' AND MeshrollMachines IN ('edge-1', 'edge-3')`},
 		{"state", ListFilter{State: meshapi.PlanHalted}, `WorkflowType = 'Plan' AND MeshrollState = 'halted'`},
 		{"held", ListFilter{State: meshapi.PlanHeld}, `WorkflowType = 'Plan' AND MeshrollState = 'held'`},
 		// The plans an unfreeze tells: those still running, whatever they show.
@@ -60,6 +61,7 @@ func TestQueryRejectsWhatCannotMatch(t *testing.T) {
 		{"module upper case", ListFilter{Module: "Host"}, "module name"},
 		{"machine injection", ListFilter{Machine: "edge-1' OR MeshrollState = 'x"}, "machine name"},
 		{"machine empty-ish", ListFilter{Machine: " "}, "machine name"},
+		{"selected machine injection", ListFilter{AnyMachine: []string{"edge-1') OR (1=1"}}, "machine name"},
 		{"commit injection", ListFilter{Commit: commit + "' OR 1=1"}, "not a full commit id"},
 		{"short commit", ListFilter{Commit: commit[:12]}, "not a full commit id"},
 		{"state injection", ListFilter{State: "converged' OR 1=1"}, "is not one of building, composing"},
