@@ -79,16 +79,7 @@ func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
 // sent the newer controller; it returns the stack for what a runtime adds.
 func staleControllerRebased(t *testing.T, o stackOptions) *stack {
 	s := newStack(t, o)
-	h1, k1 := s.commit("host"), s.commit("mesh-controller")
-	s.converge("mesh-controller", k1)
-	s.converge("host", h1)
-
-	h2 := s.commit("host")
-	hostPlan := s.startGated("host", h2, 2)
-
-	k2 := s.commit("mesh-controller")
-	s.converge("mesh-controller", k2)
-
+	_, h2, _, k2, hostPlan := s.staleHostPlan()
 	_, err := controlPlan(s, hostPlan, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
 	require.NoError(t, err)
 	st := s.wait(hostPlan)
