@@ -19,10 +19,7 @@ import (
 func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, exampleMesh())
-	h1 := s.commit("host")
-	s.converge("host", h1)
-	h2 := s.commit("host")
-	held := s.startGated("host", h2, 2)
+	_, h2, held := s.heldAtTier2("host")
 	before := len(s.hosts["control-node"].Applied())
 
 	out, err := s.starter("freeze", "--module", "host", "--reason", "incident 42", "--by", "alice", "--output", "json")

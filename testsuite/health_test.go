@@ -254,14 +254,7 @@ func TestAHostThatLostItsStateIsNotTakenBelowItsFloor(t *testing.T) {
 
 func lostStateNotBelowFloor(t *testing.T, o stackOptions) {
 	s := newStack(t, o)
-	k1, h1 := s.commit("mesh-controller"), s.commit("host")
-	s.converge("mesh-controller", k1)
-	s.converge("host", h1)
-
-	h2 := s.commit("host")
-	held := s.startGated("host", h2, 2)
-	k2 := s.commit("mesh-controller")
-	s.converge("mesh-controller", k2)
+	h1, h2, k1, k2, held := s.staleHostPlan()
 	s.runs("control-node", s.build("mesh-controller", k2), s.build("host", h1))
 	var before engineInspect
 	if o.docker {

@@ -38,9 +38,7 @@ func TestCaptureAnalysisHistories(t *testing.T) {
 	o.tiers = "{1: {max_parallel: 1, analysis: [error-rate]}}"
 	o.analysis = fmt.Sprintf(`{providers: {status: {web: {url: "%s/{{.Module}}", json_path: "$.error_rate"}}},
   checks: {error-rate: {provider: status, success: "result < 0.5", interval: 200ms, count: 2}}}`, srv.URL)
-	o.identity = "meshroll-capture"
-	o.ownServer = true
-	s := newStack(t, o)
+	s := captureStack(t, o)
 
 	passed := s.start("host", s.commit("host")).ID
 	require.Equal(t, meshapi.PlanConverged, s.wait(passed).State)
@@ -57,9 +55,9 @@ func TestCaptureAnalysisHistories(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, meshapi.PlanConverged, s.wait(approved).State)
 
-	idx := readIndex(t)
-	for name, id := range map[string]string{"plan-analysis-passed": passed, "plan-analysis-failed-put-back": failed, "plan-analysis-inconclusive-approved": approved} {
-		s.writeHistoryAs(idx, name, id, "")
-	}
-	writeIndex(t, idx)
+	s.writeHistories(
+		capturedRun{"plan-analysis-passed", passed, ""},
+		capturedRun{"plan-analysis-failed-put-back", failed, ""},
+		capturedRun{"plan-analysis-inconclusive-approved", approved, ""},
+	)
 }

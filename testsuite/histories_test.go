@@ -113,15 +113,10 @@ func TestCaptureHistories(t *testing.T) {
 	o.machines = append(o.machines, machineSpec{name: "edge-2", tier: 1, modules: []string{"host"}})
 	o.tiers = "{1: {max_parallel: 1, bake: 1s}}"
 	o.push = "{retry_budget: 2s, running_timeout: 30s}"
-	o.identity = "meshroll-capture"
-	o.ownServer = true
-	s := newStack(t, o)
-	ctx := context.Background()
+	s := captureStack(t, o)
 
 	// A machine workflow that continues as new after two requests.
-	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: meshapi.MachineID("control-node"), TaskQueue: s.cfg.Temporal.TaskQueue},
-		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "control-node", ContinueAfter: 2})
-	require.NoError(t, err)
+	run := s.startMachine(meshapi.MachineInput{Machine: "control-node", ContinueAfter: 2})
 
 	h1, k1 := s.commit("host"), s.commit("mesh-controller")
 	s.converge("mesh-controller", k1)
@@ -132,7 +127,7 @@ func TestCaptureHistories(t *testing.T) {
 	kOld := s.commit("mesh-controller") // merged, but its plan comes late
 	k2 := s.commit("mesh-controller")
 	s.converge("mesh-controller", k2)
-	_, err = controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "capture"})
+	_, err := controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "capture"})
 	require.NoError(t, err)
 	require.Equal(t, meshapi.PlanConverged, s.wait(gated).State)
 	// Superseded: the late plan of an older controller.
@@ -160,19 +155,18 @@ func TestCaptureHistories(t *testing.T) {
 	halted := s.start("host", h4).ID
 	require.Equal(t, meshapi.PlanHalted, s.wait(halted).State)
 
-	require.NoError(t, os.MkdirAll(historyDir, 0o755))
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "plan-converged-gated-rebased", gated, "")
-	s.writeHistoryAs(idx, "plan-superseded", superseded, "")
-	s.writeHistoryAs(idx, "plan-aborted-at-gate", aborted, "")
-	s.writeHistoryAs(idx, "plan-halted-unreachable", halted, "")
-	s.writeHistoryAs(idx, "plan-held-frozen", frozen, "")
-	s.writeHistoryAs(idx, "lever-freeze", meshapi.FreezeID("freeze", "host", ""), "")
-	s.writeHistoryAs(idx, "lever-unfreeze", meshapi.FreezeID("unfreeze", "host", ""), "")
-	s.writeHistoryAs(idx, "lever-list-freezes", meshapi.FreezesID, "")
-	s.writeHistoryAs(idx, "machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID())
-	s.writeHistoryAs(idx, "machine-running", meshapi.MachineID("edge-1"), "")
-	writeIndex(t, idx)
+	s.writeHistories(
+		capturedRun{"plan-converged-gated-rebased", gated, ""},
+		capturedRun{"plan-superseded", superseded, ""},
+		capturedRun{"plan-aborted-at-gate", aborted, ""},
+		capturedRun{"plan-halted-unreachable", halted, ""},
+		capturedRun{"plan-held-frozen", frozen, ""},
+		capturedRun{"lever-freeze", meshapi.FreezeID("freeze", "host", ""), ""},
+		capturedRun{"lever-unfreeze", meshapi.FreezeID("unfreeze", "host", ""), ""},
+		capturedRun{"lever-list-freezes", meshapi.FreezesID, ""},
+		capturedRun{"machine-continued-as-new", meshapi.MachineID("control-node"), run.GetRunID()},
+		capturedRun{"machine-running", meshapi.MachineID("edge-1"), ""},
+	)
 }
 
 // TestCaptureLeverHistories records the histories of the levers' workflow
@@ -183,10 +177,7 @@ func TestCaptureHistories(t *testing.T) {
 func TestCaptureLeverHistories(t *testing.T) {
 	t.Parallel()
 	capturing(t)
-	o := exampleMesh()
-	o.identity = "meshroll-capture"
-	o.ownServer = true
-	s := newStack(t, o)
+	s := captureStack(t, exampleMesh())
 	h1 := s.commit("host")
 	s.converge("host", h1)
 	s.converge("host", s.commit("host"))
@@ -201,12 +192,12 @@ func TestCaptureLeverHistories(t *testing.T) {
 	out, err = s.starter("machine", "sync", "edge-1", "--wait")
 	require.NoError(t, err, out)
 
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "lever-reject-build", meshapi.RejectID("host", h1), "")
-	s.writeHistoryAs(idx, "lever-list-builds", meshapi.BuildsID("host"), "")
-	s.writeHistoryAs(idx, "plan-rollback", meshapi.RollbackID("host"), "")
-	s.writeHistoryAs(idx, "plan-sync", meshapi.SyncID("edge-1", "host"), "")
-	writeIndex(t, idx)
+	s.writeHistories(
+		capturedRun{"lever-reject-build", meshapi.RejectID("host", h1), ""},
+		capturedRun{"lever-list-builds", meshapi.BuildsID("host"), ""},
+		capturedRun{"plan-rollback", meshapi.RollbackID("host"), ""},
+		capturedRun{"plan-sync", meshapi.SyncID("edge-1", "host"), ""},
+	)
 }
 
 // TestCaptureWindowHistory records a plan held outside a deployment window
@@ -217,22 +208,18 @@ func TestCaptureWindowHistory(t *testing.T) {
 	t.Parallel()
 	capturing(t)
 	o := exampleMesh()
-	o.identity = "meshroll-capture"
-	o.ownServer = true
 	o.windows = func() string {
 		now := time.Now().UTC()
 		start := now.Truncate(time.Minute)
 		return fmt.Sprintf(`[{deny: "%d %d * * *", duration: %s, time_zone: UTC, reason: recording}]`,
 			start.Minute(), start.Hour(), now.Add(6*time.Second).Sub(start).Round(time.Millisecond))
 	}
-	s := newStack(t, o)
+	s := captureStack(t, o)
 	id := s.start("host", s.commit("host")).ID
 	waitFor(t, s, id, meshapi.PlanHeld)
 	require.Equal(t, meshapi.PlanConverged, s.wait(id).State)
 
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "plan-held-window", id, "")
-	writeIndex(t, idx)
+	s.writeHistories(capturedRun{"plan-held-window", id, ""})
 }
 
 // TestCapturePushModesHistory records a machine workflow that pushes by
@@ -243,10 +230,7 @@ func TestCaptureWindowHistory(t *testing.T) {
 func TestCapturePushModesHistory(t *testing.T) {
 	t.Parallel()
 	capturing(t)
-	o := exampleMesh()
-	o.identity = "meshroll-capture"
-	o.ownServer = true
-	s := newStack(t, o)
+	s := captureStack(t, exampleMesh())
 	s.converge("host", s.commit("host"))
 	s.converge("mesh-controller", s.commit("mesh-controller"))
 	s.worker.Stop()
@@ -257,9 +241,7 @@ func TestCapturePushModesHistory(t *testing.T) {
 	require.Equal(t, 2, scheduled, "two pushes by regular activities")
 	require.Equal(t, 1, markers, "then one by a local activity")
 
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "machine-push-modes", meshapi.MachineID("control-node"), "")
-	writeIndex(t, idx)
+	s.writeHistories(capturedRun{"machine-push-modes", meshapi.MachineID("control-node"), ""})
 }
 
 // TestCaptureSignalBudgetHistory records a machine workflow run that
@@ -270,22 +252,15 @@ func TestCapturePushModesHistory(t *testing.T) {
 func TestCaptureSignalBudgetHistory(t *testing.T) {
 	t.Parallel()
 	capturing(t)
-	o := exampleMesh()
-	o.identity = "meshroll-capture"
-	o.ownServer = true
-	s := newStack(t, o)
-	run, err := s.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: meshapi.MachineID("control-node"), TaskQueue: s.cfg.Temporal.TaskQueue},
-		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "control-node", SignalBudget: 2})
-	require.NoError(t, err)
+	s := captureStack(t, exampleMesh())
+	run := s.startMachine(meshapi.MachineInput{Machine: "control-node", SignalBudget: 2})
 	s.converge("host", s.commit("host"))
 	s.converge("mesh-controller", s.commit("mesh-controller"))
-	err = run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
+	err := run.GetWithOptions(context.Background(), nil, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
 	var continued *workflow.ContinueAsNewError
 	require.ErrorAs(t, err, &continued, "the run continued as new at its budget")
 
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "machine-signal-budget", meshapi.MachineID("control-node"), run.GetRunID())
-	writeIndex(t, idx)
+	s.writeHistories(capturedRun{"machine-signal-budget", meshapi.MachineID("control-node"), run.GetRunID()})
 }
 
 // TestCaptureRelayHistories records a plan that hears its answers through
@@ -298,19 +273,54 @@ func TestCaptureRelayHistories(t *testing.T) {
 	t.Parallel()
 	capturing(t)
 	o := largeTierMesh(120)
-	o.identity = "meshroll-capture"
-	o.ownServer = true
-	s := newStack(t, o)
+	s := captureStack(t, o)
 	st := s.converge("host", s.commit("host"))
 	h := s.planHistoryOf(st.Plan)
 	require.Equal(t, 2, h.handActivities)
 	require.Equal(t, 2, h.relays)
 	require.Equal(t, 121, h.answers)
 
-	idx := readIndex(t)
-	s.writeHistoryAs(idx, "plan-relayed.answer-relays", st.Plan, "")
-	s.writeHistoryAs(idx, "relay-passed-on.answer-relays", meshapi.RelayID(st.Plan, 0), "")
-	writeIndex(t, idx)
+	s.writeHistories(
+		capturedRun{"plan-relayed.answer-relays", st.Plan, ""},
+		capturedRun{"relay-passed-on.answer-relays", meshapi.RelayID(st.Plan, 0), ""},
+	)
+}
+
+// captureStack stands up a stack on a Temporal server of its own for a
+// capture test, its worker named meshroll-capture: the identity every
+// committed history carries.
+func captureStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	o.identity = "meshroll-capture"
+	o.ownServer = true
+	return newStack(t, o)
+}
+
+// startMachine starts a machine workflow with the input a test chooses
+// (a budget, a continue-as-new count), ahead of the plans that would
+// start it with the defaults.
+func (s *stack) startMachine(in meshapi.MachineInput) client.WorkflowRun {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: meshapi.MachineID(in.Machine), TaskQueue: s.cfg.Temporal.TaskQueue},
+		meshapi.MachineWorkflowType, in)
+	require.NoError(s.t, err)
+	return run
+}
+
+// capturedRun names one workflow run whose history a capture saves: the
+// file's name, the workflow ID, and the run ID ("" for the latest run).
+type capturedRun struct{ name, id, runID string }
+
+// writeHistories saves the runs' histories and names them in index.json.
+func (s *stack) writeHistories(runs ...capturedRun) {
+	s.t.Helper()
+	idx := readIndex(s.t)
+	for _, r := range runs {
+		s.writeHistoryAs(idx, r.name, r.id, r.runID)
+	}
+	writeIndex(s.t, idx)
 }
 
 // writeHistoryAs saves a workflow run's history as JSON, the format the

@@ -74,21 +74,26 @@ func TestStaleControllerPlanIsRebasedNotDowngraded(t *testing.T) {
 	staleControllerRebased(t, exampleMesh())
 }
 
+// edge1Down stands up the example mesh with a push retry budget of budget
+// and edge-1's host down, and gives a host commit to merge: the set-up of
+// the tests of a plan that cannot reach a machine.
+func edge1Down(t *testing.T, budget string) (*stack, string) {
+	t.Helper()
+	o := exampleMesh()
+	o.push = "{retry_budget: " + budget + ", running_timeout: 30s}"
+	s := newStack(t, o)
+	_ = s.commit("mesh-controller")
+	h1 := s.commit("host")
+	s.hosts["edge-1"].SetDown(true)
+	return s, h1
+}
+
 // staleControllerRebased plays the 2026-10-02 incident on a stack of o
 // (exampleMesh's machines and modules) and asserts that the stale plan
 // sent the newer controller; it returns the stack for what a runtime adds.
 func staleControllerRebased(t *testing.T, o stackOptions) *stack {
 	s := newStack(t, o)
-	h1, k1 := s.commit("host"), s.commit("mesh-controller")
-	s.converge("mesh-controller", k1)
-	s.converge("host", h1)
-
-	h2 := s.commit("host")
-	hostPlan := s.startGated("host", h2, 2)
-
-	k2 := s.commit("mesh-controller")
-	s.converge("mesh-controller", k2)
-
+	_, h2, _, k2, hostPlan := s.staleHostPlan()
 	_, err := controlPlan(s, hostPlan, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
 	require.NoError(t, err)
 	st := s.wait(hostPlan)
@@ -144,12 +149,7 @@ func TestRedeliveredMergeFindsThePlanAlreadyStarted(t *testing.T) {
 // tiers are untouched and the plan names the machine.
 func TestUnreachableHostHaltsTier(t *testing.T) {
 	t.Parallel()
-	o := exampleMesh()
-	o.push = "{retry_budget: 3s, running_timeout: 30s}"
-	s := newStack(t, o)
-	_ = s.commit("mesh-controller")
-	h1 := s.commit("host")
-	s.hosts["edge-1"].SetDown(true)
+	s, h1 := edge1Down(t, "3s")
 	st := s.wait(s.start("host", h1).ID)
 	require.Equal(t, meshapi.PlanHalted, st.State)
 	require.Contains(t, st.Reason, "edge-1")

@@ -21,10 +21,7 @@ import (
 func TestRejectedBuildIsNeverSent(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, exampleMesh())
-	h1 := s.commit("host")
-	s.converge("host", h1)
-	h2 := s.commit("host")
-	held := s.startGated("host", h2, 2)
+	h1, h2, held := s.heldAtTier2("host")
 	b1, b2 := s.build("host", h1), s.build("host", h2)
 	s.runs("edge-1", b2)
 	before := len(s.hosts["control-node"].Applied())

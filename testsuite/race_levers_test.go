@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/meshapi"
-	"github.com/meshroll/meshroll/internal/plans"
 )
 
 // raceRejection is a build rejected during a round, and each host's last
@@ -38,10 +36,7 @@ type raceRejection struct {
 // ends on the newest build of every module it runs.
 func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 	t.Parallel()
-	seed := *raceSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
+	seed := raceSeedNow()
 	rounds, merges := max(*raceRounds-1, 1), max(*raceMerges-2, 4)
 	if *raceSoak {
 		rounds, merges = max(rounds, 10), max(merges, 10)
@@ -71,16 +66,7 @@ func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 		gated := ms[rng.IntN(len(ms))]
 		gated.gated = true
 
-		var wg sync.WaitGroup
-		follow := func(m *raceMerge) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer cancel()
-				m.final, m.err = plans.Wait(ctx, s.c, m.id, 200*time.Millisecond, nil)
-			}()
-		}
+		f := &raceFollower{s: s}
 		gated.id = s.start(gated.module, gated.commit, lastTier[gated.module]).ID
 		waitFor(t, s, gated.id, meshapi.PlanGated, tag)
 		order := slices.Clone(ms)
@@ -104,11 +90,11 @@ func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 			}
 			if m != gated {
 				m.id = s.start(m.module, m.commit).ID
-				follow(m)
+				f.follow(m)
 			}
 			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // staggers starts only
 		}
-		wg.Wait()
+		f.wait()
 
 		// A rollback of a module, while the gated plan waits.
 		mod := o.modules[rng.IntN(len(o.modules))]
@@ -137,8 +123,8 @@ func TestRaceSuiteWithRejectionsAndRollbacks(t *testing.T) {
 
 		_, err = controlPlan(s, gated.id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "race suite"})
 		require.NoError(t, err, "approve %s %s", gated.id, tag)
-		follow(gated)
-		wg.Wait()
+		f.follow(gated)
+		f.wait()
 		for _, m := range ms {
 			require.NoError(t, m.err, "%s %s", m.id, tag)
 			switch m.final.State {

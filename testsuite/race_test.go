@@ -96,6 +96,36 @@ func raceCommits(s *stack, rng *rand.Rand, modules []string, merges int) []*race
 	return ms
 }
 
+// raceSeedNow is the seed a race test runs with: -race.seed, else one from
+// the clock.
+func raceSeedNow() int64 {
+	if *raceSeed != 0 {
+		return *raceSeed
+	}
+	return time.Now().UnixNano()
+}
+
+// raceFollower waits for a round's plans in the background, each plan's end
+// into its raceMerge.
+type raceFollower struct {
+	s  *stack
+	wg sync.WaitGroup
+}
+
+// follow waits for m's plan (started, or just approved) to end.
+func (f *raceFollower) follow(m *raceMerge) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		m.final, m.err = plans.Wait(ctx, f.s.c, m.id, 200*time.Millisecond, nil)
+	}()
+}
+
+// wait returns once every plan followed so far has ended.
+func (f *raceFollower) wait() { f.wg.Wait() }
+
 type raceMerge struct {
 	module string
 	commit string
@@ -118,10 +148,7 @@ type raceMerge struct {
 // build of every module it runs.
 func TestRaceSuite(t *testing.T) {
 	t.Parallel()
-	seed := *raceSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
+	seed := raceSeedNow()
 	rounds, merges := *raceRounds, *raceMerges
 	if *raceSoak {
 		rounds, merges = max(rounds, 25), max(merges, 12)
@@ -181,22 +208,13 @@ func TestRaceSuite(t *testing.T) {
 		}
 		t.Logf("round %d %s: start order %s", round+1, tag, strings.Join(desc, " "))
 
-		var wg sync.WaitGroup
-		follow := func(m *raceMerge) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer cancel()
-				m.final, m.err = plans.Wait(ctx, s.c, m.id, 200*time.Millisecond, nil)
-			}()
-		}
+		f := &raceFollower{s: s}
 		for _, m := range order {
 			if m.gated {
 				m.id = s.start(m.module, m.commit, lastTier[m.module]).ID
 			} else {
 				m.id = s.start(m.module, m.commit).ID
-				follow(m)
+				f.follow(m)
 			}
 			if m.hold {
 				st := waitFor(t, s, m.id, meshapi.PlanGated, tag)
@@ -206,7 +224,7 @@ func TestRaceSuite(t *testing.T) {
 		}
 
 		// Every plan not gated ends while the gated ones wait.
-		wg.Wait()
+		f.wait()
 		var gated []*raceMerge
 		for _, m := range order {
 			if m.gated {
@@ -221,10 +239,10 @@ func TestRaceSuite(t *testing.T) {
 		for _, m := range gated {
 			_, err := controlPlan(s, m.id, meshapi.UpdateApprove, meshapi.ApproveInput{By: "race suite"})
 			require.NoError(t, err, "approve %s %s", m.id, tag)
-			follow(m)
+			f.follow(m)
 			time.Sleep(time.Duration(rng.IntN(80)) * time.Millisecond) // staggers approvals only
 		}
-		wg.Wait()
+		f.wait()
 
 		for _, m := range ms {
 			require.NoError(t, m.err, "%s %s", m.id, tag)

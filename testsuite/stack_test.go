@@ -474,6 +474,34 @@ func (s *stack) startGated(module, commit string, gates ...int) string {
 	return id
 }
 
+// heldAtTier2 converges module at a first commit, then starts a plan of a
+// second commit and waits until it holds at tier 2's gate: the set-up of
+// the tests of what may reach a plan between its tiers. It returns both
+// commits and the held plan.
+func (s *stack) heldAtTier2(module string) (first, second, held string) {
+	s.t.Helper()
+	first = s.commit(module)
+	s.converge(module, first)
+	second = s.commit(module)
+	return first, second, s.startGated(module, second, 2)
+}
+
+// staleHostPlan sets up the 2026-10-02 incident: host and controller
+// converged, a host plan composed and held at tier 2's gate, then a newer
+// controller converged while it waits. It returns the host's two commits,
+// the controller's two and the held plan.
+func (s *stack) staleHostPlan() (h1, h2, k1, k2, held string) {
+	s.t.Helper()
+	h1, k1 = s.commit("host"), s.commit("mesh-controller")
+	s.converge("mesh-controller", k1)
+	s.converge("host", h1)
+	h2 = s.commit("host")
+	held = s.startGated("host", h2, 2)
+	k2 = s.commit("mesh-controller")
+	s.converge("mesh-controller", k2)
+	return h1, h2, k1, k2, held
+}
+
 func (s *stack) wait(id string) meshapi.PlanState {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -65,12 +65,7 @@ func TestStarterMergeWaitAndShow(t *testing.T) {
 // A --wait merge whose plan halts exits non-zero (code 3) and says where.
 func TestStarterWaitExitsNonZeroWhenHalted(t *testing.T) {
 	t.Parallel()
-	o := exampleMesh()
-	o.push = "{retry_budget: 2s, running_timeout: 30s}"
-	s := newStack(t, o)
-	_ = s.commit("mesh-controller")
-	h1 := s.commit("host")
-	s.hosts["edge-1"].SetDown(true)
+	s, h1 := edge1Down(t, "2s")
 	out, err := s.starter("merge", "--module", "host", "--commit", h1, "--wait")
 	require.Error(t, err, out)
 	require.Equal(t, cli.ExitPlanFailed, cli.ExitCode(err))

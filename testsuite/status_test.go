@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cli"
 	"github.com/meshroll/meshroll/internal/mesh"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
 // statusJSON is the part of `status --output json` scripts rely on.
@@ -232,35 +232,16 @@ func TestStatus(t *testing.T) {
 	require.Regexp(t, `(?m)^control-node\s+2\s+host\s+`+fmt.Sprint(g1.Generation)+`\s+`, refreshes[0])
 }
 
-// firstWrite is a stdout that cancels the command's context at its first
-// Write: a watch writes each refresh in one Write, so the watch ends right
-// after its first refresh is printed.
-type firstWrite struct {
-	mu     sync.Mutex
-	writes []string
-	cancel context.CancelFunc
-}
-
-func (w *firstWrite) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = append(w.writes, string(p))
-	w.cancel()
-	return len(p), nil
-}
-
 // watchStatus runs `status --watch` until its first refresh is printed,
 // and returns what it wrote; the watch must end without an error.
 func watchStatus(t *testing.T, s *stack, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out := &firstWrite{cancel: cancel}
+	out := &syncbuf.Writes{N: 1, Cancel: cancel}
 	var errb bytes.Buffer
 	err := cli.Execute(ctx, append([]string{"--config", s.configPath, "status", "--watch"}, args...), out, &errb)
 	require.NoError(t, err, errb.String())
 	require.NotErrorIs(t, ctx.Err(), context.DeadlineExceeded, "no refresh printed")
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	return out.writes
+	return out.All()
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -91,11 +90,7 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	// edge-1's machine workflow continues-as-new after every push, to show
 	// what a continued run does under versioning.
 	edge1 := meshapi.MachineID("edge-1")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	_, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: edge1, TaskQueue: s.cfg.Temporal.TaskQueue},
-		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: "edge-1", ContinueAfter: 1})
-	cancel()
-	require.NoError(t, err)
+	s.startMachine(meshapi.MachineInput{Machine: "edge-1", ContinueAfter: 1})
 	first := s.start("svc", s.git("rev-parse", "HEAD"), 1)
 	waitFor(t, s, first.ID, meshapi.PlanGated)
 	b, _ := runsOn(t, s, first.ID)
@@ -106,7 +101,7 @@ func TestWorkerVersioningUpgrade(t *testing.T) {
 	// Build B becomes current while the first plan waits at its gate.
 	versionedWorker(t, s, deployment, "build-b")
 	one := 1
-	_, err = controlPlan(s, first.ID, meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one, By: "test"})
+	_, err := controlPlan(s, first.ID, meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one, By: "test"})
 	require.NoError(t, err)
 	st := waitFor(t, s, first.ID, meshapi.PlanConverged)
 	assert.Equal(t, meshapi.PlanConverged, st.State)

@@ -25,15 +25,24 @@ ns="${TEMPORAL_NAMESPACE:-meshroll}"
 # production test checks this list against the code.
 attributes="MeshrollModule=Keyword MeshrollCommit=Keyword MeshrollMachines=KeywordList MeshrollState=Keyword MeshrollMachine=Keyword"
 
-tries=0
-until "$cli" operator cluster health --address "$addr" >/dev/null 2>&1; do
-	tries=$((tries + 1))
-	if [ "$tries" -ge 90 ]; then
-		echo "create-namespace: the Temporal frontend at $addr is not healthy after 90 tries" >&2
-		exit 1
-	fi
-	sleep 1
-done
+# retry N WHY CMD...: runs CMD (its stderr dropped, its stdout passed on)
+# once a second until it succeeds; after N failures it says WHY and fails.
+retry() {
+	n="$1" why="$2"
+	shift 2
+	tries=0
+	until "$@" 2>/dev/null; do
+		tries=$((tries + 1))
+		if [ "$tries" -ge "$n" ]; then
+			echo "create-namespace: $why" >&2
+			return 1
+		fi
+		sleep 1
+	done
+}
+
+retry 90 "the Temporal frontend at $addr is not healthy after 90 tries" \
+	"$cli" operator cluster health --address "$addr" >/dev/null
 
 if "$cli" operator namespace describe --address "$addr" --namespace "$ns" >/dev/null 2>&1; then
 	echo "create-namespace: namespace $ns exists" >&2
@@ -42,15 +51,8 @@ else
 fi
 
 # A namespace just created takes a moment to be usable for its attributes.
-tries=0
-until have="$("$cli" operator search-attribute list --address "$addr" --namespace "$ns" 2>/dev/null)"; do
-	tries=$((tries + 1))
-	if [ "$tries" -ge 60 ]; then
-		echo "create-namespace: cannot list the search attributes of $ns" >&2
-		exit 1
-	fi
-	sleep 1
-done
+have="$(retry 60 "cannot list the search attributes of $ns" \
+	"$cli" operator search-attribute list --address "$addr" --namespace "$ns")"
 for a in $attributes; do
 	name="${a%%=*}"
 	if printf '%s\n' "$have" | grep -qw "$name"; then

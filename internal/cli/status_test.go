@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
 func TestStatusRefusesBadInputBeforeDialing(t *testing.T) {
@@ -163,39 +163,17 @@ func TestWriteStatus(t *testing.T) {
 	assert.Equal(t, "no module matches: no machine asked is given it or runs it\n", b.String())
 }
 
-// cancelAfter is a stdout that cancels its context at the nth Write: a
-// watch writes each refresh in one Write, so the test ends it after that
-// refresh is printed, without waiting for time to pass.
-type cancelAfter struct {
-	mu     sync.Mutex
-	n      int
-	writes []string
-	cancel context.CancelFunc
-}
-
-func (w *cancelAfter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = append(w.writes, string(p))
-	if len(w.writes) == w.n {
-		w.cancel()
-	}
-	return len(p), nil
-}
-
 func watchStatus(t *testing.T, refreshes int, args ...string) ([]string, error) {
 	t.Helper()
 	t.Setenv("MESHROLL_TEMPORAL_ADDRESS", "")
 	t.Setenv(config.EnvConfig, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := &cancelAfter{n: refreshes, cancel: cancel}
+	out := &syncbuf.Writes{N: refreshes, Cancel: cancel}
 	var stderr bytes.Buffer
 	err := Execute(ctx, args, out, &stderr)
 	require.NotErrorIs(t, ctx.Err(), context.DeadlineExceeded, "the watch never printed %d refreshes", refreshes)
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	return out.writes, err
+	return out.All(), err
 }
 
 // --watch goes on while Temporal is unreachable (saying so in each

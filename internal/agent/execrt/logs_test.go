@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/meshroll/meshroll/internal/agent/execrt/execrttest"
 	"github.com/meshroll/meshroll/internal/syncbuf"
 )
 
@@ -132,10 +131,7 @@ func TestFollowEndsWithContext(t *testing.T) {
 // follow.
 func TestLogsFollowsAContainerUntilReplaced(t *testing.T) {
 	t.Parallel()
-	reg := execrttest.NewRegistry(t)
-	v1 := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
-	v2 := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v2"))
-	dir := t.TempDir()
+	reg, v1, v2, dir := twoWebBuilds(t)
 	r, rec := newRuntime(t, dir, reg)
 	rec.applyRunning(r, ctr("web", v1))
 	logHas(t, dir, "web", "testapp v1 mode serve")

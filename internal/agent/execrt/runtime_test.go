@@ -119,6 +119,18 @@ func (rec *recorder) waitMatch(from int, what string, match func(Update) bool) U
 
 type rtOpt func(*Options)
 
+// twoWebBuilds pushes two builds of meshroll/web (the test app serving, as
+// v1 and v2) to a registry of the test's own, and gives a fresh state dir
+// for the runtime that pulls them: the set-up of the tests of a build
+// replacing another.
+func twoWebBuilds(t *testing.T) (reg *execrttest.Registry, v1, v2 execrttest.Pushed, dir string) {
+	t.Helper()
+	reg = execrttest.NewRegistry(t)
+	v1 = reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
+	v2 = reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v2"))
+	return reg, v1, v2, t.TempDir()
+}
+
 func newRuntime(t *testing.T, dir string, reg *execrttest.Registry, opts ...rtOpt) (*Runtime, *recorder) {
 	t.Helper()
 	o := Options{
@@ -307,10 +319,7 @@ func TestRunsImage(t *testing.T) {
 
 func TestReplace(t *testing.T) {
 	t.Parallel()
-	reg := execrttest.NewRegistry(t)
-	v1 := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
-	v2 := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v2"))
-	dir := t.TempDir()
+	reg, v1, v2, dir := twoWebBuilds(t)
 	r, rec := newRuntime(t, dir, reg)
 
 	rec.applyRunning(r, ctr("web", v1))
@@ -514,10 +523,7 @@ func TestTamperedLayer(t *testing.T) {
 
 func TestCache(t *testing.T) {
 	t.Parallel()
-	reg := execrttest.NewRegistry(t)
-	v1 := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
-	v2 := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v2"))
-	dir := t.TempDir()
+	reg, v1, v2, dir := twoWebBuilds(t)
 	r, rec := newRuntime(t, dir, reg)
 
 	rec.applyRunning(r, ctr("web", v1))
