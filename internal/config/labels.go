@@ -45,6 +45,12 @@ func (c *Config) SelectTier(labels map[string]string) (int, bool) {
 	return 0, false
 }
 
+// parses says a tier's select is a selector.
+func parses(src string) bool {
+	_, err := selector.Parse(src)
+	return err == nil
+}
+
 // unplaced says machine is given no tier and no tier selects it, so its
 // Tier means nothing.
 func (c *Config) unplaced(machine string) bool {

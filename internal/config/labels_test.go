@@ -98,6 +98,11 @@ func TestLabelProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "select of a tier no one else is on does not parse",
+			from: `select: "ring=canary"`, to: `select: "ring in canary"`,
+			want: []Problem{{"tiers.1.select", `selector "ring in canary": at position 9: want ( after in; want requirements joined by commas, such as "ring=canary", "site in (fra1, ams2)", "gpu" or "!gpu" (line 11)`}},
+		},
+		{
 			name: "machine no tier selects",
 			from: "labels: {ring: main, site: ams2}", to: "labels: {ring: main, site: lon1}",
 			want: []Problem{{"machines.edge-2.tier", `missing, and no tier's select matches the machine's labels {ring=main,site=lon1} (tier 1 "ring=canary", tier 2 "site in (fra1, ams2)"); give it a tier, or labels that one of these matches (line 7)`}},

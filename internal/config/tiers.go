@@ -120,6 +120,9 @@ func (c *Config) tierProblems(ps *problemList) {
 		key := "tiers." + strconv.Itoa(t)
 		switch {
 		case n > 0 || !sizesKnown:
+		case p.Select != "" && !parses(p.Select):
+			// tiers.<n>.select names what is wrong; that it selects
+			// nothing follows.
 		case p.Select != "":
 			ps.add(key, "no machine is on tier %d: its select %q matches no machine that is given no tier (machines are on %s); fix the selector or the labels, or remove the tier", t, p.Select, tierList(size))
 		default:
