@@ -23,7 +23,7 @@ func selectMachines(cfg *config.Config, path, src string) (selector.Selector, []
 	if err != nil {
 		return selector.Selector{}, nil, usagef(err, "--selector: %v", err)
 	}
-	names, _ := cfg.Selected(src) // parsed above
+	names := cfg.Selected(sel)
 	if len(names) == 0 {
 		return selector.Selector{}, nil, usagef(nil, "--selector %q matches no machine of %s (labels: %s)", src, path, fleetLabels(cfg))
 	}

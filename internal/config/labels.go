@@ -62,22 +62,16 @@ func (c *Config) unplaced(machine string) bool {
 	return !ok
 }
 
-// Selected lists the machines whose labels match sel (a label selector),
-// sorted: what --selector and the fleet page's selector filter keep. An
-// empty sel selects every machine; one that does not parse is an error
-// naming it and where.
-func (c *Config) Selected(sel string) ([]string, error) {
-	s, err := selector.Parse(sel)
-	if err != nil {
-		return nil, fmt.Errorf("--selector: %w", err)
-	}
+// Selected lists the machines whose labels match sel, sorted: what
+// --selector keeps. An empty selector selects every machine.
+func (c *Config) Selected(sel selector.Selector) []string {
 	var out []string
 	for _, name := range c.MachineNames() {
-		if s.Matches(c.Machines[name].Labels) {
+		if sel.Matches(c.Machines[name].Labels) {
 			out = append(out, name)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // labelProblems checks machines' labels and tiers' selectors, and names a
