@@ -48,7 +48,7 @@ func (b *bench) ceiling(ctx context.Context, run int) error {
 	if events, err = hist.Events(ctx, c, id); err != nil {
 		return err
 	}
-	b.t.Add("engine", fmt.Sprintf("no-op activities at once in one workflow (%d, as the largest fan-out plan ran)", n), "/s", "", float64(n)/hist.Duration(events).Seconds())
+	b.t.Add("engine", fmt.Sprintf("no-op activities at once in one workflow (%d, as the largest fan-out plan ran; at most %d pending)", n, benchwf.MaxPending), "/s", "", float64(n)/hist.Duration(events).Seconds())
 	rate := float64(hist.Tasks(events)) / hist.Duration(events).Seconds()
 	b.t.Add("engine", "server tasks a second, same workflow (the fan-out plans' ceiling)", "/s", "", rate)
 	b.readCeilings(rate)

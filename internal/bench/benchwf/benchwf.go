@@ -92,20 +92,43 @@ func Requester(ctx workflow.Context, in RequesterInput) error {
 	return workflow.SignalExternalWorkflow(ctx, in.Mutex, "", SignalRelease, Release{Requester: me}).Get(ctx, nil)
 }
 
-// FanOutInput runs N no-op activities at once in one workflow.
+// FanOutInput runs N no-op activities, MaxPending at a time, in one
+// workflow.
 type FanOutInput struct{ Activities int }
 
+// MaxPending is the most activities FanOut has scheduled at once. The
+// server fails a workflow task that would leave more than 2,000 of one
+// workflow's activities pending (its limit.numPendingActivities.error), and
+// retries that task for ever: the ceiling of a fleet of 3,000 machines
+// scheduled at once never ended. A plan never comes near it: it composes
+// and hands over a hundred machines per activity.
+const MaxPending = 1000
+
 // FanOut is the engine's ceiling for a plan-shaped workflow: N no-op
-// activities scheduled at once, waited for together.
+// activities, MaxPending of them pending at any time, each one past the
+// first MaxPending scheduled as the oldest still pending ends.
 func FanOut(ctx workflow.Context, in FanOutInput) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 	var a *Activities
 	fs := make([]workflow.Future, in.Activities)
-	for i := range fs {
-		fs[i] = workflow.ExecuteActivity(actx, a.Noop)
+	return windowed(in.Activities, MaxPending,
+		func(i int) { fs[i] = workflow.ExecuteActivity(actx, a.Noop) },
+		func(i int) error { return fs[i].Get(ctx, nil) })
+}
+
+// windowed starts n things in order and waits for each, in the same order,
+// with at most size started and not yet waited for at any time.
+func windowed(n, size int, start func(i int), wait func(i int) error) error {
+	for i := range n {
+		if i >= size {
+			if err := wait(i - size); err != nil {
+				return err
+			}
+		}
+		start(i)
 	}
-	for _, f := range fs {
-		if err := f.Get(ctx, nil); err != nil {
+	for i := max(0, n-size); i < n; i++ {
+		if err := wait(i); err != nil {
 			return err
 		}
 	}
