@@ -61,6 +61,8 @@ func TestDockerAPullThatFailsFailsThatPushAlone(t *testing.T) {
 		name   string
 		access registry.Access
 		cause  string
+		// retried is a pull tried again until the push gives up.
+		retried bool
 		// breakPull makes edge-1's pull of next fail.
 		breakPull func(t *testing.T, s *stack, next mesh.Build)
 	}{
@@ -101,8 +103,11 @@ func TestDockerAPullThatFailsFailsThatPushAlone(t *testing.T) {
 			},
 		},
 		{
+			// Retried (the reason says when next) until the push's
+			// running timeout, since a registry may be down a moment.
 			name:      "the registry down",
 			cause:     "the registry did not answer",
+			retried:   true,
 			breakPull: func(_ *testing.T, s *stack, _ mesh.Build) { s.stopRegistry() },
 		},
 	} {
@@ -112,6 +117,9 @@ func TestDockerAPullThatFailsFailsThatPushAlone(t *testing.T) {
 			o.modules, o.controlPlane, o.machines = []string{"host"}, nil, hostFleet(2)
 			o.tiers = "{1: {max_parallel: 1}}"
 			o.registryAccess = tc.access
+			if tc.retried {
+				o.push = "{running_timeout: 20s}"
+			}
 			s := newStack(t, o)
 			first := *s.converge("host", s.commit("host")).Build
 			before := map[string]engineInspect{}
@@ -134,6 +142,11 @@ func TestDockerAPullThatFailsFailsThatPushAlone(t *testing.T) {
 			require.Equal(t, meshapi.MachineFailed, e1.State)
 			require.Contains(t, e1.Reason, "pull "+next.Image+"@"+next.Digest+": ", "the failure names the image")
 			require.Contains(t, e1.Reason, tc.cause, "and the cause")
+			if tc.retried {
+				require.Contains(t, e1.Reason, "; retrying in ", "a pull the registry may yet answer is tried again")
+			} else {
+				require.NotContains(t, e1.Reason, "retrying", "a pull the registry turned away is not")
+			}
 			require.NotContains(t, e1.Reason, "\n", "in one line")
 			require.Contains(t, st.Reason, tc.cause, "the plan's words carry the cause")
 

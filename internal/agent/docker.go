@@ -216,7 +216,7 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 		return
 	}
 	ref := c.Image + "@" + c.Digest
-	if err := r.pull(ctx, ref); err != nil {
+	if err := r.pullRetrying(ctx, dc, ref, update); err != nil {
 		fail(err)
 		return
 	}

@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/meshroll/meshroll/internal/agent/execrt"
+	"github.com/meshroll/meshroll/internal/backoff"
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/registry"
 )
 
@@ -47,4 +50,24 @@ func (r *DockerRuntime) pull(ctx context.Context, ref string) error {
 		return registry.PullError(ref, err)
 	}
 	return nil
+}
+
+// pullRetrying pulls dc's image (ref) until it is pulled, the registry
+// turns it away (registry.PullRetryable) or ctx ends, reporting each failed
+// attempt as the container still starting, with why and when it tries
+// again, the exec runtime's waits and words: a registry that is down for a
+// moment must not read as a broken build, and the push that waits gives up
+// at its running_timeout, naming the cause.
+func (r *DockerRuntime) pullRetrying(ctx context.Context, dc *dockerContainer, ref string, update func(Update)) error {
+	bo := backoff.New(execrt.DefaultBackoffInitial, execrt.DefaultBackoffMax)
+	for {
+		err := r.pull(ctx, ref)
+		if err == nil || ctx.Err() != nil || !registry.PullRetryable(err) {
+			return err
+		}
+		r.report(dc, Update{Module: dc.spec.Module, State: mesh.StateStarting, Reason: fmt.Sprintf("%v; retrying in %s", err, bo.Next())}, update)
+		if err := bo.Wait(ctx); err != nil {
+			return err
+		}
+	}
 }

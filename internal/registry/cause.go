@@ -15,8 +15,54 @@ import (
 // errors (the exec runtime's pulls) and a Docker Engine's messages (the
 // docker runtime's).
 func PullCause(err error) string {
+	switch pullKind(err) {
+	case pullUnauthorized:
+		return "the registry asks for credentials this host did not give or got wrong: set the host agent's --registry-username and --registry-password (the registry's pull credential)"
+	case pullForbidden:
+		return "the registry refused this host's credential"
+	case pullNotFound:
+		return "the image is not in the registry (pushed to another, or deleted)"
+	case pullNoAnswer:
+		return "the registry did not answer: is it running, and reachable from this machine?"
+	}
+	return ""
+}
+
+// PullRetryable says whether a pull that failed with err (a PullError)
+// may succeed if tried again without anyone acting: false for a registry
+// that wants other credentials, refuses them or has no such image, since a digest names the same bytes for
+// ever and a host's credentials change only with its agent's flags; true
+// for everything else, above all a registry that did not answer, which a
+// moment later may. A runtime retries a retryable pull while the push
+// waits (its running_timeout), so a registry that is down for a moment
+// does not read as a broken build. An error that is not a PullError is
+// retryable: it says nothing of the registry.
+func PullRetryable(err error) bool {
+	var pe *pullError
+	if !errors.As(err, &pe) {
+		return true
+	}
+	switch pullKind(pe.err) {
+	case pullUnauthorized, pullForbidden, pullNotFound:
+		return false
+	}
+	return true
+}
+
+// The kinds of pull failure PullCause words.
+const (
+	pullUnknown = iota
+	pullUnauthorized
+	pullForbidden
+	pullNotFound
+	pullNoAnswer
+)
+
+// pullKind reads both go-containerregistry's errors (the exec runtime's
+// pulls) and a Docker Engine's messages (the docker runtime's).
+func pullKind(err error) int {
 	if err == nil {
-		return ""
+		return pullUnknown
 	}
 	status := 0
 	var te *transport.Error
@@ -34,15 +80,15 @@ func PullCause(err error) string {
 	}
 	switch {
 	case status == http.StatusUnauthorized || has("no basic auth credentials", "unauthorized", "authentication required"):
-		return "the registry asks for credentials this host did not give or got wrong: set the host agent's --registry-username and --registry-password (the registry's pull credential)"
+		return pullUnauthorized
 	case status == http.StatusForbidden || has("denied"):
-		return "the registry refused this host's credential"
+		return pullForbidden
 	case status == http.StatusNotFound || has("manifest unknown", "not found", "name unknown"):
-		return "the image is not in the registry (pushed to another, or deleted)"
+		return pullNotFound
 	case has("connection refused", "no such host", "i/o timeout", "timeout awaiting", "connection reset", "eof"):
-		return "the registry did not answer: is it running, and reachable from this machine?"
+		return pullNoAnswer
 	}
-	return ""
+	return pullUnknown
 }
 
 // PullError is err from pulling ref, worded with its cause when PullCause

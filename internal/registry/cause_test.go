@@ -37,3 +37,23 @@ func TestPullCause(t *testing.T) {
 		})
 	}
 }
+
+func TestPullRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"401", PullError("r/x@sha256:a", &transport.Error{StatusCode: http.StatusUnauthorized}), false},
+		{"403", PullError("r/x@sha256:a", &transport.Error{StatusCode: http.StatusForbidden}), false},
+		{"docker: manifest unknown", PullError("r/x@sha256:a", errors.New("docker POST /images/create: 404 manifest unknown: manifest unknown")), false},
+		{"503", PullError("r/x@sha256:a", &transport.Error{StatusCode: http.StatusServiceUnavailable}), true},
+		{"down", PullError("r/x@sha256:a", errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), true},
+		{"something else", PullError("r/x@sha256:a", errors.New("disk full")), true},
+		{"not a pull's error", errors.New("open /state/x: permission denied"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, PullRetryable(tc.err))
+		})
+	}
+}

@@ -51,7 +51,9 @@
 // each ran shorter than ResetAfter it reports crash-looping and stays so,
 // restarting with backoff, until a process runs again. An image that does
 // not match its digest, is unsafe to unpack or names nothing to run leaves
-// the container exited for good. A pull that fails for any other reason (a
+// the container exited for good, and so does a pull the registry turns away
+// (it wants other credentials, refuses them, or has no such image:
+// registry.PullRetryable). A pull that fails for any other reason (a
 // registry that cannot be reached, or answers 5xx) is tried again with
 // backoff, and the container keeps reporting starting meanwhile, each failed
 // attempt sent as a starting update with the error and the backoff as its
@@ -125,7 +127,8 @@ var (
 
 // permanent reports whether err leaves the container exited for good.
 func permanent(err error) bool {
-	return errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrUnsafeImage) || errors.Is(err, ErrBadImage)
+	return errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrUnsafeImage) || errors.Is(err, ErrBadImage) ||
+		!registry.PullRetryable(err)
 }
 
 // Update is one container's state as its runtime sees it. The agent's

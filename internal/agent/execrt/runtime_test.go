@@ -604,20 +604,38 @@ func TestRegistryUnreachableRetries(t *testing.T) {
 		}
 		return sleepCtx(ctx, d)
 	}
-	// An image in a repository nobody pushed to yet: the pull fails, the
-	// container stays starting (nothing of it ran, so nothing exited), the
-	// failure is told with its reason, and the pull is retried.
-	c := ctr("web", p)
-	c.Image = reg.Host() + "/meshroll/later"
-	require.NoError(t, r.Apply(context.Background(), []mesh.Container{c}, rec.update))
+	// The registry answering 503: the pull fails, the container stays
+	// starting (nothing of it ran, so nothing exited), the failure is
+	// told with its reason, and the pull is retried.
+	reg.Down(true)
+	require.NoError(t, r.Apply(context.Background(), []mesh.Container{ctr("web", p)}, rec.update))
 	u := rec.waitMatch(0, "a starting update telling the failed pull", func(u Update) bool {
 		return u.Module == "web" && u.State == mesh.StateStarting && u.Reason != ""
 	})
 	assert.Contains(t, u.Reason, "retrying in 10ms")
 	assert.NotContains(t, rec.states(0, "web"), mesh.StateExited, "a pull that will be retried is not an exit")
-	reg.Push(t, "meshroll/later", execrttest.AppImage(t, nil, "serve", "v1"))
+	reg.Down(false)
 	close(release)
 	rec.waitFor(0, "web", mesh.StateRunning)
+}
+
+// A pull the registry turns away (no such image: pushed elsewhere, or
+// deleted) is not retried: the digest names the same bytes for ever, so no
+// wait mends it, and the push fails at once rather than at its running
+// timeout.
+func TestImageNotInTheRegistryIsNotRetried(t *testing.T) {
+	t.Parallel()
+	reg := execrttest.NewRegistry(t)
+	p := reg.Push(t, "meshroll/web", execrttest.AppImage(t, nil, "serve", "v1"))
+	dir := t.TempDir()
+	r, rec := newRuntime(t, dir, reg)
+	c := ctr("web", p)
+	c.Image = reg.Host() + "/meshroll/elsewhere"
+	require.NoError(t, r.Apply(context.Background(), []mesh.Container{c}, rec.update))
+	u := rec.waitFor(0, "web", mesh.StateExited)
+	assert.Contains(t, u.Reason, "the image is not in the registry")
+	assert.Contains(t, u.Reason, "not running it")
+	assert.NotContains(t, u.Reason, "retrying")
 }
 
 func TestNewOptions(t *testing.T) {

@@ -314,6 +314,16 @@ type Registry struct {
 	mu       sync.Mutex
 	tampered map[string]bool   // blob digests served with a byte flipped
 	lies     map[string][]byte // manifest digests served with other bytes
+	down     bool              // every request answered 503
+}
+
+// Down has the registry answer every request 503 Service Unavailable
+// (down is true), as a registry that is down behind its load balancer
+// does, or serve again (false).
+func (r *Registry) Down(down bool) {
+	r.mu.Lock()
+	r.down = down
+	r.mu.Unlock()
 }
 
 // NewRegistry starts a registry, closed when t ends.
@@ -403,8 +413,11 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	lie, lying := r.lies[last]
 	tamper := r.tampered[last]
+	down := r.down
 	r.mu.Unlock()
 	switch {
+	case down:
+		http.Error(w, "registry down", http.StatusServiceUnavailable)
 	case lying && strings.Contains(req.URL.Path, "/manifests/"):
 		w.Header().Set("Content-Type", string(mediaType(lie)))
 		w.Header().Set("Docker-Content-Digest", last)
