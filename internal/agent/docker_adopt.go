@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -64,12 +65,8 @@ func (r *DockerRuntime) adopt(ctx context.Context, name, hash string) (string, e
 // labels for this machine are never touched.
 func (r *DockerRuntime) sweep(ctx context.Context, declared map[string]*dockerContainer) {
 	defer r.wg.Done()
-	f, _ := json.Marshal(map[string][]string{"label": {labelMachine + "=" + r.machine}})
-	var listed []struct {
-		ID     string            `json:"Id"`
-		Labels map[string]string `json:"Labels"`
-	}
-	if err := r.call(ctx, http.MethodGet, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &listed); err != nil {
+	listed, err := r.labelled(ctx)
+	if err != nil {
 		return
 	}
 	for _, c := range listed {
@@ -80,20 +77,52 @@ func (r *DockerRuntime) sweep(ctx context.Context, declared map[string]*dockerCo
 	}
 }
 
+// labelledContainer is a container of the engine's list.
+type labelledContainer struct {
+	ID      string            `json:"Id"`
+	Labels  map[string]string `json:"Labels"`
+	State   string            `json:"State"`
+	Created int64             `json:"Created"`
+}
+
+// labelled lists the engine's containers labelled for this machine,
+// running or not.
+func (r *DockerRuntime) labelled(ctx context.Context) ([]labelledContainer, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {labelMachine + "=" + r.machine}})
+	var listed []labelledContainer
+	if err := r.call(ctx, http.MethodGet, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &listed); err != nil {
+		return nil, fmt.Errorf("list containers of %s: %w", r.machine, err)
+	}
+	return listed, nil
+}
+
+// Purge force-removes every container labelled for this machine, declared
+// or not, without a stop grace: for a machine leaving the engine for good,
+// and a bench leaving the engine as it found it. An agent never purges:
+// Close leaves what runs running, as an upgrade needs.
+func (r *DockerRuntime) Purge(ctx context.Context) error {
+	listed, err := r.labelled(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range listed {
+		if err := r.call(ctx, http.MethodDelete, "/containers/"+c.ID+"?force=1", nil, nil); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %s of %s: %w", c.ID, r.machine, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Find is what this machine's earlier agents left on the engine, as each
 // container was declared (its labelDeclared label): one container per
 // module, the running one, else the newest, where an agent stopped
 // mid-replace left two. A container whose label does not match its spec
 // hash is passed over, and left alone. See Finder.
 func (r *DockerRuntime) Find(ctx context.Context) ([]mesh.Container, error) {
-	f, _ := json.Marshal(map[string][]string{"label": {labelMachine + "=" + r.machine}})
-	var listed []struct {
-		Labels  map[string]string `json:"Labels"`
-		State   string            `json:"State"`
-		Created int64             `json:"Created"`
-	}
-	if err := r.call(ctx, http.MethodGet, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &listed); err != nil {
-		return nil, fmt.Errorf("find containers left running for %s: %w", r.machine, err)
+	listed, err := r.labelled(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("find containers left running: %w", err)
 	}
 	type candidate struct {
 		spec    mesh.Container

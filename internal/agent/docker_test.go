@@ -409,3 +409,22 @@ func TestDockerRuntimeNoEngine(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "no engine answers")
 }
+
+// Purge removes every container of its machine, running or not, and
+// nothing else.
+func TestDockerRuntimePurgeRemovesOnlyItsMachines(t *testing.T) {
+	e, url := newFakeEngine(t)
+	e.mu.Lock()
+	e.containers["web"] = &fakeContainer{ID: "web", Name: "meshroll-edge-1-web", Labels: map[string]string{labelMachine: "edge-1", labelModule: "web", labelSpec: "x"}, Status: "running"}
+	e.containers["old"] = &fakeContainer{ID: "old", Name: "meshroll-edge-1-old", Labels: map[string]string{labelMachine: "edge-1", labelModule: "old", labelSpec: "y"}, Status: "exited"}
+	e.containers["other"] = &fakeContainer{ID: "other", Name: "meshroll-edge-2-web", Labels: map[string]string{labelMachine: "edge-2", labelModule: "web"}, Status: "running"}
+	e.containers["foreign"] = &fakeContainer{ID: "foreign", Name: "postgres", Status: "running"}
+	e.mu.Unlock()
+	require.NoError(t, NewDockerRuntime("edge-1", url).Purge(context.Background()))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.True(t, e.containers["web"].Removed, "a running container of the machine")
+	require.True(t, e.containers["old"].Removed, "an exited one")
+	require.False(t, e.containers["other"].Removed, "another machine's is left")
+	require.False(t, e.containers["foreign"].Removed, "one meshroll did not create is left")
+}
