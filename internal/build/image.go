@@ -112,8 +112,11 @@ func writeLayer(dst, bin, module string, mtime time.Time) error {
 		return err
 	}
 	defer f.Close()
-	// The gzip header's name, comment and time stay empty.
-	zw, err := gzip.NewWriterLevel(f, gzip.DefaultCompression)
+	// The gzip header's name, comment and time stay empty. BestSpeed, as
+	// go-containerregistry and ko compress layers: a quarter of the
+	// default level's CPU for a layer about 5% larger. The level is part of
+	// the digest: changing it changes the digest every commit builds to.
+	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
 	if err != nil {
 		return err
 	}
