@@ -16,8 +16,8 @@ import (
 // TestMain lets the footprint scenario re-execute this test binary as its
 // worker process.
 func TestMain(m *testing.M) {
-	if stack.WorkerProcessRequested() {
-		if err := stack.RunWorkerProcess(); err != nil {
+	if stack.ChildRequested() {
+		if err := stack.RunChild(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

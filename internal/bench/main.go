@@ -34,8 +34,8 @@ import (
 )
 
 func main() {
-	if stack.WorkerProcessRequested() {
-		if err := stack.RunWorkerProcess(); err != nil {
+	if stack.ChildRequested() {
+		if err := stack.RunChild(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -1,12 +1,11 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +68,10 @@ type MeshOptions struct {
 	// the host network (the engines meshroll is developed on have no
 	// bridge), and Close removes the containers the mesh's agents left.
 	Runtime string
+	// AgentsPerProcess, on the noop runtime, is the most agents one
+	// process serves (0: the package's AgentsPerProcess): a larger fleet
+	// is served by agents processes, this process serving none.
+	AgentsPerProcess int
 	// DockerSocket is the engine the docker runtime uses.
 	DockerSocket string
 	// Registry is where the go builder pushes and the agents pull from.
@@ -89,14 +92,17 @@ type Mesh struct {
 	Repo       string
 	Catalogue  *catalogue.Memory
 	Builder    build.Builder
-	Agents     map[string]*agent.Agent
-	URLs       map[string]string
+	// URLs are the machines' agents' addresses.
+	URLs map[string]string
 
-	srv     *Server
-	dir     string
-	log     zerolog.Logger
-	servers []*http.Server
-	worker  *workerapp.Workers
+	srv *Server
+	dir string
+	log zerolog.Logger
+	// served are the agents this process serves; children, the agents
+	// processes serving the others (a fleet over AgentsPerProcess).
+	served   []*servedAgent
+	children []*child
+	worker   *workerapp.Workers
 	// engine and engineNames, on docker: the engine and the machine
 	// names the agents' containers are labelled with, for Close.
 	engine      string
@@ -113,7 +119,7 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	}
 	m := &Mesh{
 		Repo: filepath.Join(dir, "repo"), Catalogue: catalogue.NewMemory(), Builder: o.Builder,
-		Agents: map[string]*agent.Agent{}, URLs: map[string]string{}, srv: srv, dir: dir, log: o.Log,
+		URLs: map[string]string{}, srv: srv, dir: dir, log: o.Log,
 	}
 	src := program
 	if o.real() {
@@ -155,12 +161,22 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 		return nil, err
 	}
 
-	nop := zerolog.Nop()
 	if o.Runtime == agent.RuntimeDocker {
 		m.engine = o.DockerSocket
 	}
+	if per := cmp.Or(o.AgentsPerProcess, AgentsPerProcess); !o.real() && len(o.Machines) > per {
+		names := make([]string, len(o.Machines))
+		for i, spec := range o.Machines {
+			names[i] = spec.Name
+		}
+		if m.URLs, err = m.startAgentsProcesses(ctx, names, per); err != nil {
+			return nil, err
+		}
+	}
 	for _, spec := range o.Machines {
-		state := filepath.Join(dir, "hosts", spec.Name)
+		if m.URLs[spec.Name] != "" {
+			continue
+		}
 		var rt agent.Runtime = agent.NewNoopRuntime(0)
 		if o.real() {
 			// On a shared engine a machine's name is this mesh's own:
@@ -170,24 +186,17 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 				name = filepath.Base(dir) + "." + spec.Name
 				m.engineNames = append(m.engineNames, name)
 			}
-			rt, err = agent.NewRuntime(o.Runtime, agent.RuntimeOptions{Machine: name, DockerSocket: o.DockerSocket, StateDir: state, Registry: o.Registry})
+			rt, err = agent.NewRuntime(o.Runtime, agent.RuntimeOptions{Machine: name, DockerSocket: o.DockerSocket, StateDir: filepath.Join(dir, "hosts", spec.Name), Registry: o.Registry})
 			if err != nil {
 				return nil, fmt.Errorf("bench agent %s: %w", spec.Name, err)
 			}
 		}
-		a, err := agent.Open(ctx, agent.Options{Machine: spec.Name, StateDir: state, Runtime: rt, Log: nop})
+		sa, err := serveAgent(ctx, dir, spec.Name, rt)
 		if err != nil {
-			return nil, fmt.Errorf("bench agent %s: %w", spec.Name, err)
+			return nil, err
 		}
-		m.Agents[spec.Name] = a
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("bench agent %s: listen: %w", spec.Name, err)
-		}
-		hs := agent.NewServer(a, "")
-		m.servers = append(m.servers, hs)
-		go func() { _ = hs.Serve(l) }()
-		m.URLs[spec.Name] = "http://" + l.Addr().String()
+		m.served = append(m.served, sa)
+		m.URLs[spec.Name] = sa.url
 	}
 
 	f := meshfile.File{Address: srv.HostPort(), TaskQueue: o.TaskQueue, Compression: srv.Compression, StateDir: filepath.Join(dir, "state")}
@@ -313,13 +322,11 @@ func (m *Mesh) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	for _, s := range m.servers {
-		errs = append(errs, s.Shutdown(ctx))
+	for _, sa := range m.served {
+		errs = append(errs, sa.close(ctx))
 	}
-	for name, a := range m.Agents {
-		if err := a.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("close agent %s: %w", name, err))
-		}
+	for _, c := range m.children {
+		errs = append(errs, c.Stop())
 	}
 	if m.engine != "" {
 		// Containers outlive their agent; the bench's must not.

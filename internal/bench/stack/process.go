@@ -42,14 +42,23 @@ const (
 // readyLine is what a worker process prints once it polls.
 const readyLine = "meshroll-bench-worker ready"
 
-// WorkerProcessRequested reports whether this process was started as a
-// bench worker process.
-func WorkerProcessRequested() bool { return os.Getenv(EnvWorker) != "" }
+// ChildRequested reports whether this process was started as one of the
+// bench's child processes: a worker process, or an agents process.
+func ChildRequested() bool { return os.Getenv(EnvWorker) != "" || os.Getenv(EnvAgents) != "" }
 
-// RunWorkerProcess is the worker process's whole life: the real worker
+// RunChild is a child process's whole life (runWorkerProcess,
+// runAgentsProcess).
+func RunChild() error {
+	if os.Getenv(EnvAgents) != "" {
+		return runAgentsProcess()
+	}
+	return runWorkerProcess()
+}
+
+// runWorkerProcess is the worker process's whole life: the real worker
 // (workerapp.New) over the mesh config named by EnvWorker, with a memory
 // catalogue and the git-digest builder, until SIGTERM or stdin closes.
-func RunWorkerProcess() error {
+func runWorkerProcess() error {
 	path := os.Getenv(EnvWorker)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -96,6 +105,14 @@ func RunWorkerProcess() error {
 		return fmt.Errorf("bench worker: %w", err)
 	}
 	fmt.Println(readyLine)
+	untilStopped()
+	w.Stop()
+	return nil
+}
+
+// untilStopped waits for a child's end: SIGTERM, an interrupt, or its
+// stdin closing, which is the bench going.
+func untilStopped() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {
@@ -103,84 +120,113 @@ func RunWorkerProcess() error {
 		stop()
 	}()
 	<-ctx.Done()
-	w.Stop()
-	return nil
 }
 
 // WorkerProcess is a worker running as a child process of the bench.
-type WorkerProcess struct {
+type WorkerProcess struct{ *child }
+
+// StartWorkerProcess re-executes this binary as a worker process for the
+// mesh and waits until it polls. pprofDir, when set, receives its profiles.
+func (m *Mesh) StartWorkerProcess(ctx context.Context, pprofDir string) (*WorkerProcess, error) {
+	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), "default", m.log); err != nil {
+		return nil, err
+	}
+	c, err := startChild(ctx, "bench worker process", filepath.Join(m.dir, "worker.log"),
+		[]string{EnvWorker + "=" + m.ConfigPath, EnvPprof + "=" + pprofDir}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &WorkerProcess{c}, nil
+}
+
+// child is this binary re-executed for one part of the bench (a worker, a
+// set of agents): it prints readyLine once it serves, and ends on SIGTERM
+// or when its stdin closes, which is when the bench goes.
+type child struct {
+	name string
 	cmd  *exec.Cmd
 	done chan error
 	log  *os.File
-	// stdin is held open for the process's life: its end tells the worker
-	// process that the bench is gone.
+	// stdin is held open for the process's life: its end tells the child
+	// that the bench is gone.
 	stdin io.WriteCloser
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// StartWorkerProcess re-executes this binary as a worker process for the
-// mesh and waits until it polls. pprofDir, when set, receives its profiles.
-func (m *Mesh) StartWorkerProcess(ctx context.Context, pprofDir string) (*WorkerProcess, error) {
+// startChild starts this binary with env added, its stderr in logPath,
+// hands each line it prints before readyLine to line (nil: none
+// expected), and waits for readyLine.
+func startChild(ctx context.Context, name, logPath string, env []string, line func(string) error) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("bench worker process: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), "default", m.log); err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(filepath.Join(m.dir, "worker.log"))
+	logf, err := os.Create(logPath)
 	if err != nil {
-		return nil, fmt.Errorf("bench worker process: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), EnvWorker+"="+m.ConfigPath, EnvPprof+"="+pprofDir)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		_ = logf.Close()
-		return nil, fmt.Errorf("bench worker process: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		_ = logf.Close()
-		return nil, fmt.Errorf("bench worker process: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		return nil, fmt.Errorf("bench worker process: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p := &WorkerProcess{cmd: cmd, done: make(chan error, 1), log: logf, stdin: stdin}
-	ready := make(chan struct{})
+	c := &child{name: name, cmd: cmd, done: make(chan error, 1), log: logf, stdin: stdin}
+	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
-			if !signalled && strings.TrimSpace(sc.Text()) == readyLine {
-				close(ready)
+			switch text := strings.TrimSpace(sc.Text()); {
+			case signalled:
+			case text == readyLine:
+				ready <- nil
 				signalled = true
+			case line != nil:
+				if err := line(text); err != nil {
+					ready <- err
+					signalled = true
+				}
 			}
 		}
-		p.done <- cmd.Wait()
+		c.done <- cmd.Wait()
 	}()
-	select {
-	case <-ready:
-		return p, nil
-	case err := <-p.done:
+	fail := func(err error) (*child, error) {
+		_ = cmd.Process.Kill()
 		_ = logf.Close()
-		return nil, fmt.Errorf("bench worker process exited before it polled (%v); its log: %s", err, logf.Name())
+		return nil, err
+	}
+	select {
+	case err := <-ready:
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w; its log: %s", name, err, logf.Name()))
+		}
+		return c, nil
+	case err := <-c.done:
+		_ = logf.Close()
+		return nil, fmt.Errorf("%s exited before it served (%v); its log: %s", name, err, logf.Name())
 	case <-time.After(time.Minute):
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("bench worker process did not poll within a minute; its log: %s", logf.Name())
+		return fail(fmt.Errorf("%s did not serve within a minute; its log: %s", name, logf.Name()))
 	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		return nil, ctx.Err()
+		return fail(ctx.Err())
 	}
 }
 
-// Pid is the worker process's id.
-func (p *WorkerProcess) Pid() int { return p.cmd.Process.Pid }
+// Pid is the child's process id.
+func (p *child) Pid() int { return p.cmd.Process.Pid }
 
 // Usage is a process's peak resident set and CPU time so far.
 type Usage struct {
@@ -232,25 +278,25 @@ func ReadUsage(pid int) (Usage, error) {
 	return u, nil
 }
 
-// Stop ends the worker process (SIGTERM; it stops its worker and writes
-// its profiles) and waits for it. Later calls return the first's answer.
-func (p *WorkerProcess) Stop() error {
+// Stop ends the child (SIGTERM; a worker stops its worker and writes its
+// profiles) and waits for it. Later calls return the first's answer.
+func (p *child) Stop() error {
 	p.stopOnce.Do(func() { p.stopErr = p.stop() })
 	return p.stopErr
 }
 
-func (p *WorkerProcess) stop() error {
+func (p *child) stop() error {
 	defer func() { _ = p.log.Close(); _ = p.stdin.Close() }()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
-			return fmt.Errorf("bench worker process: %w", err)
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
 		return nil
 	case <-time.After(time.Minute):
 		_ = p.cmd.Process.Kill()
-		return errors.New("bench worker process did not stop within a minute of SIGTERM")
+		return fmt.Errorf("%s did not stop within a minute of SIGTERM", p.name)
 	}
 }
