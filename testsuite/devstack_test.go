@@ -192,7 +192,11 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 		require.NotContains(t, cfg, old, "examples/mesh.yaml changed shape; update this test's rewriting")
 	}
 	m.fleet = free()
-	cfg += fmt.Sprintf("worker: {ui_listen: %q}\n", m.fleet)
+	// The merge receiver on a port of its own too, with a secret of the
+	// test's, so that stacks run side by side.
+	secret := filepath.Join(m.repo, ".git", "hook-secret")
+	require.NoError(t, os.WriteFile(secret, []byte("hook-s3cret\n"), 0o600))
+	cfg += fmt.Sprintf("worker: {ui_listen: %q, webhook_listen: %q, webhook_secret_file: %q}\n", m.fleet, free(), secret)
 	m.config = filepath.Join(m.repo, "mesh.yaml")
 	require.NoError(t, os.WriteFile(m.config, []byte(cfg), 0o644))
 	return m
