@@ -1,0 +1,146 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/webhook"
+	"github.com/meshroll/meshroll/internal/workerapp"
+)
+
+// hookSecret is the merge receiver's secret in these tests.
+const hookSecret = "hook-s3cret"
+
+// A signed GitHub push of a commit touching examples/host, to the bare
+// repository the worker's clone fetches from, starts exactly the host
+// plan, which converges; the same delivery again starts nothing more, and
+// another delivery of the same push finds the plan already started.
+func TestWebhookPushStartsTheTouchedPlan(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, exampleMesh())
+	origin := s.bareOrigin()
+	before, after := s.pushToOrigin(origin, "host")
+	base := s.serveWebhooks()
+
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","before":%q,"after":%q,"repository":{"full_name":"acme/mesh","clone_url":%q}}`,
+		before, after, "file://"+origin)
+	status, line := postPush(t, base, "d-1", body)
+	require.Equal(t, http.StatusAccepted, status, line)
+	require.Contains(t, line, "accepted: push of "+after[:12]+" to main of acme/mesh (modules host, mesh-controller); workflow receive/github/d-1")
+	status, line = postPush(t, base, "d-1", body)
+	require.Equal(t, http.StatusOK, status, line)
+	require.True(t, strings.HasPrefix(line, "already received: "), line)
+
+	res := s.received("d-1")
+	require.Equal(t, []meshapi.ReceivedPlan{{Module: "host", Plan: meshapi.PlanID("host", after)}}, res.Plans)
+	require.Equal(t, []string{"mesh-controller"}, res.Untouched, "the push did not touch examples/mesh-controller")
+	st := s.wait(meshapi.PlanID("host", after))
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	s.everywhere(s.build("host", after))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := s.c.DescribeWorkflow(ctx, meshapi.PlanID("mesh-controller", after), "")
+	require.ErrorAs(t, err, new(*serviceerror.NotFound), "no plan of the untouched module")
+
+	// The git host delivering the push again under a new ID finds the
+	// plan the first delivery started, as a manual merge would.
+	status, line = postPush(t, base, "d-2", body)
+	require.Equal(t, http.StatusAccepted, status, line)
+	require.Equal(t, []meshapi.ReceivedPlan{{Module: "host", Plan: meshapi.PlanID("host", after), Existing: true}}, s.received("d-2").Plans)
+}
+
+// bareOrigin makes a bare repository of the stack's repository and makes
+// it the clone's origin: where the git host's pushes land.
+func (s *stack) bareOrigin() string {
+	s.t.Helper()
+	origin := filepath.Join(s.t.TempDir(), "mesh.git")
+	gitIn(s.t, "", "clone", "-q", "--bare", s.repo, origin)
+	s.git("remote", "add", "origin", origin)
+	s.git("fetch", "-q", "origin")
+	return origin
+}
+
+// pushToOrigin commits a change to module in a clone of origin and pushes
+// it, as a merge on the git host does; the worker's clone has not seen it.
+// It returns the branch's heads before and after.
+func (s *stack) pushToOrigin(origin, module string) (before, after string) {
+	s.t.Helper()
+	work := s.t.TempDir()
+	gitIn(s.t, "", "clone", "-q", origin, work)
+	before = gitIn(s.t, work, "rev-parse", "HEAD")
+	f := filepath.Join(work, "examples", module, "version.txt")
+	old, err := os.ReadFile(f)
+	require.NoError(s.t, err)
+	require.NoError(s.t, os.WriteFile(f, append(old, 'y'), 0o644))
+	gitIn(s.t, work, "commit", "-q", "-am", "change "+module+" on the git host")
+	gitIn(s.t, work, "push", "-q", "origin", "main")
+	return before, gitIn(s.t, work, "rev-parse", "HEAD")
+}
+
+// serveWebhooks serves the merge receiver as the worker does, on a free
+// port, and returns its base URL.
+func (s *stack) serveWebhooks() string {
+	s.t.Helper()
+	cfg := *s.cfg
+	cfg.Worker.WebhookListen, cfg.Worker.WebhookSecret = "127.0.0.1:0", hookSecret
+	addr, stop, err := workerapp.ServeWebhooks(context.Background(), s.c, &cfg, s.repo, zerolog.Nop())
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() { _ = stop(context.Background()) })
+	return "http://" + addr.String()
+}
+
+// received waits for a delivery's Receive workflow and returns its result.
+func (s *stack) received(delivery string) meshapi.ReceiveResult {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res meshapi.ReceiveResult
+	require.NoError(s.t, s.c.GetWorkflow(ctx, meshapi.ReceiveID(webhook.GitHub, delivery), "").Get(ctx, &res))
+	return res
+}
+
+// postPush posts a GitHub push event signed with hookSecret and returns
+// the status and the one line of the answer.
+func postPush(t *testing.T, base, delivery, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+webhook.PathPrefix+webhook.GitHub, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+webhook.Sign([]byte(hookSecret), []byte(body)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, strings.TrimSuffix(string(b), "\n")
+}
+
+// gitIn runs git in dir ("" for none) as the stack's author: the
+// stack's repository (stack.git), or another clone.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	if dir != "" {
+		args = append([]string{"-C", dir}, args...)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=meshroll", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=meshroll", "GIT_COMMITTER_EMAIL=t@example.invalid")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
