@@ -144,3 +144,40 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	require.NoError(t, err, "git %v: %s", args, out)
 	return strings.TrimSpace(string(out))
 }
+
+// A clone that cannot be fetched when the push arrives is fetched again
+// by the delivery's workflow, not lost with the request: the origin away,
+// the receiver still answers 202, the fetch fails and is retried, and once
+// the origin is back the plan starts and converges.
+func TestWebhookFetchIsRetriedUntilTheOriginAnswers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, exampleMesh())
+	origin := s.bareOrigin()
+	before, after := s.pushToOrigin(origin, "host")
+	base := s.serveWebhooks()
+	require.NoError(t, os.Rename(origin, origin+".away"))
+
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","before":%q,"after":%q,"repository":{"clone_url":%q}}`, before, after, origin)
+	status, line := postPush(t, base, "d-away", body)
+	require.Equal(t, http.StatusAccepted, status, line)
+	id := meshapi.ReceiveID(webhook.GitHub, "d-away")
+	var failure string
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil || len(d.PendingActivities) == 0 {
+			return false
+		}
+		a := d.PendingActivities[0]
+		failure = a.GetLastFailure().GetMessage()
+		return a.Attempt >= 2 && failure != ""
+	}, time.Minute, 100*time.Millisecond, "the fetch fails and is retried")
+	require.Contains(t, failure, "fetch the clone")
+
+	require.NoError(t, os.Rename(origin+".away", origin))
+	res := s.received("d-away")
+	require.Equal(t, []meshapi.ReceivedPlan{{Module: "host", Plan: meshapi.PlanID("host", after)}}, res.Plans)
+	st := s.wait(meshapi.PlanID("host", after))
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+}
