@@ -181,3 +181,23 @@ func TestWebhookFetchIsRetriedUntilTheOriginAnswers(t *testing.T) {
 	st := s.wait(meshapi.PlanID("host", after))
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 }
+
+// TestCaptureReceiveHistory records a delivery's Receive workflow, a
+// workflow type the other captures do not run, for the replay tests. Like
+// them it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureReceiveHistory(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	s := captureStack(t, exampleMesh())
+	origin := s.bareOrigin()
+	before, after := s.pushToOrigin(origin, "host")
+	// The history keeps the event's full_name, never the origin's path.
+	body := fmt.Sprintf(`{"ref":"refs/heads/main","before":%q,"after":%q,"repository":{"full_name":"acme/mesh","clone_url":%q}}`,
+		before, after, origin)
+	status, line := postPush(t, s.serveWebhooks(), "capture", body)
+	require.Equal(t, http.StatusAccepted, status, line)
+	require.Len(t, s.received("capture").Plans, 1)
+	require.Equal(t, meshapi.PlanConverged, s.wait(meshapi.PlanID("host", after)).State)
+
+	s.writeHistories(capturedRun{"receive-push", meshapi.ReceiveID(webhook.GitHub, "capture"), ""})
+}
