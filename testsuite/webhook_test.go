@@ -201,3 +201,38 @@ func TestCaptureReceiveHistory(t *testing.T) {
 
 	s.writeHistories(capturedRun{"receive-push", meshapi.ReceiveID(webhook.GitHub, "capture"), ""})
 }
+
+// The README's curl line, run as written (its address and secret file
+// moved to the test stack's) from the root of a dev stack's repository,
+// delivers a signed push the receiver accepts, and the host plan at the
+// head converges.
+func TestReadmeWebhookLineStartsPlans(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the worker binary; skipped with -short")
+	}
+	cli := dsTemporalCLI(t)
+	bins := dsBuild(t, "worker", "starter")
+	m := dsScratchMesh(t)
+	st := dsStartStack(t, bins, m, t.TempDir(), cli)
+	defer st.interrupt(t)
+
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	var script string
+	for _, block := range strings.Split(string(readme), "```")[1:] {
+		if strings.Contains(block, "openssl dgst") {
+			script = strings.TrimPrefix(block, "sh\n")
+			break
+		}
+	}
+	require.NotEmpty(t, script, "the README shows a curl line signing a push")
+	script = strings.NewReplacer("127.0.0.1:8235", m.hook, ".meshroll/webhook-secret", m.hookSecret).Replace(script)
+	cmd := exec.Command("sh", "-ec", script)
+	cmd.Dir = m.repo
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	head := m.git(t, "rev-parse", "HEAD")
+	require.Contains(t, string(out), "accepted: push of "+head[:12]+" to main of "+m.repo, "%s", out)
+	dsWaitPlan(t, bins, m, meshapi.PlanID("host", head), meshapi.PlanConverged)
+}
