@@ -61,6 +61,19 @@ func TestWebhookPushStartsTheTouchedPlan(t *testing.T) {
 	status, line = postPush(t, base, "d-2", body)
 	require.Equal(t, http.StatusAccepted, status, line)
 	require.Equal(t, []meshapi.ReceivedPlan{{Module: "host", Plan: meshapi.PlanID("host", after), Existing: true}}, s.received("d-2").Plans)
+
+	// Without the head before the push (a new branch), nothing can be
+	// compared: every module of the repository counts as touched.
+	whole := fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"full_name":"acme/mesh","clone_url":%q}}`, after, "file://"+origin)
+	status, line = postPush(t, base, "d-3", whole)
+	require.Equal(t, http.StatusAccepted, status, line)
+	res = s.received("d-3")
+	require.True(t, res.Everything)
+	require.Equal(t, []meshapi.ReceivedPlan{
+		{Module: "host", Plan: meshapi.PlanID("host", after), Existing: true},
+		{Module: "mesh-controller", Plan: meshapi.PlanID("mesh-controller", after)},
+	}, res.Plans)
+	require.Equal(t, meshapi.PlanConverged, s.wait(meshapi.PlanID("mesh-controller", after)).State)
 }
 
 // bareOrigin makes a bare repository of the stack's repository and makes
