@@ -178,11 +178,11 @@ func TestWebhookFetchIsRetriedUntilTheOriginAnswers(t *testing.T) {
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		d, err := s.c.DescribeWorkflowExecution(ctx, id, "")
-		if err != nil || len(d.PendingActivities) == 0 {
+		d, err := s.c.DescribeWorkflow(ctx, id, "")
+		if err != nil || len(d.RawResponse.GetPendingActivities()) == 0 {
 			return false
 		}
-		a := d.PendingActivities[0]
+		a := d.RawResponse.GetPendingActivities()[0]
 		failure = a.GetLastFailure().GetMessage()
 		return a.Attempt >= 2 && failure != ""
 	}, time.Minute, 100*time.Millisecond, "the fetch fails and is retried")
