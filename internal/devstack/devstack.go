@@ -272,9 +272,6 @@ func prepare(o Options) (*stack, error) {
 	return s, nil
 }
 
-// devDefaults turns on what a developer's stack shows and a deployed
-// worker leaves off until asked: the fleet page, on loopback, its plans
-// linked to the stack's own Temporal Web UI, and the merge receiver.
 // lockState locks the state directory, so that two dev stacks never share a
 // Temporal database, a catalogue or host journals.
 func lockState(state string) (func() error, error) {
@@ -288,6 +285,9 @@ func lockState(state string) (func() error, error) {
 	return unlock, nil
 }
 
+// devDefaults turns on what a developer's stack shows and a deployed
+// worker leaves off until asked: the fleet page, on loopback, its plans
+// linked to the stack's own Temporal Web UI, and the merge receiver.
 func devDefaults(cfg *config.Config, uiPort int) {
 	if cfg.Worker.UIListen == "" {
 		cfg.Worker.UIListen = DefaultFleetListen
