@@ -159,6 +159,9 @@ type dsMesh struct {
 	hosts        map[string]string // machine -> host URL
 	version      int
 	fleet        string // where the stack serves the fleet page (worker.ui_listen)
+	// hook and hookSecret are where the stack serves the merge receiver
+	// and the file holding its secret.
+	hook, hookSecret string
 }
 
 func dsScratchMesh(t *testing.T) *dsMesh {
@@ -192,7 +195,11 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 		require.NotContains(t, cfg, old, "examples/mesh.yaml changed shape; update this test's rewriting")
 	}
 	m.fleet = free()
-	cfg += fmt.Sprintf("worker: {ui_listen: %q}\n", m.fleet)
+	// The merge receiver on a port of its own too, with a secret of the
+	// test's, so that stacks run side by side.
+	m.hook, m.hookSecret = free(), filepath.Join(m.repo, ".git", "hook-secret")
+	require.NoError(t, os.WriteFile(m.hookSecret, []byte(hookSecret+"\n"), 0o600))
+	cfg += fmt.Sprintf("worker: {ui_listen: %q, webhook_listen: %q, webhook_secret_file: %q}\n", m.fleet, m.hook, m.hookSecret)
 	m.config = filepath.Join(m.repo, "mesh.yaml")
 	require.NoError(t, os.WriteFile(m.config, []byte(cfg), 0o644))
 	return m

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -399,12 +398,7 @@ func sanitize(name string) string {
 
 func (s *stack) git(args ...string) string {
 	s.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", s.repo}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=meshroll", "GIT_AUTHOR_EMAIL=t@example.invalid",
-		"GIT_COMMITTER_NAME=meshroll", "GIT_COMMITTER_EMAIL=t@example.invalid")
-	out, err := cmd.CombinedOutput()
-	require.NoError(s.t, err, "git %v: %s", args, out)
-	return strings.TrimSpace(string(out))
+	return gitIn(s.t, s.repo, args...)
 }
 
 // commit changes a module and commits on main, returning the commit id.

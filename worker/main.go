@@ -11,7 +11,9 @@
 // --config defaults to $MESHROLL_CONFIG, else mesh.yaml. --metrics-listen
 // (worker.metrics_listen) serves Prometheus metrics on /metrics and the
 // probes /livez and /readyz. worker.ui_listen serves the read-only fleet
-// page (package fleetui; a token beyond loopback). Tracing (worker.tracing) and Worker Versioning
+// page (package fleetui; a token beyond loopback); worker.webhook_listen
+// the merge receiver (package webhook), whose signed push events from the
+// git host start plans. Tracing (worker.tracing) and Worker Versioning
 // (worker.versioning) are set in the mesh config; the build ID a versioned
 // worker announces is --build-id, else worker.versioning.build_id, else the
 // one linked in with -ldflags "-X main.buildID=B", else the git revision Go
@@ -32,7 +34,9 @@
 //
 // The dev stack serves the worker's /metrics only when asked (--metrics-listen
 // or worker.metrics_listen), and prints where; it serves the fleet page at
-// 127.0.0.1:8234 unless worker.ui_listen says otherwise.
+// 127.0.0.1:8234 and the merge receiver at 127.0.0.1:8235 (its secret made
+// once in the state directory) unless worker.ui_listen and
+// worker.webhook_listen say otherwise.
 //
 // Flags are GNU-style: --config x or --config=x, not -config x.
 package main

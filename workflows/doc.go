@@ -6,7 +6,10 @@
 // requests (by signal) one at a time, lets a newer build of a module supersede
 // older queued ones, and runs the push activity, which checks what the host
 // runs before it sends. Plans and machines talk only by signals carrying the
-// typed messages of package meshapi.
+// typed messages of package meshapi. Beside them run short workflows: the
+// operator's levers, the relays of large plans, and Receive, one delivery
+// of the merge receiver (package webhook), which fetches the clone and
+// starts the plans of the modules a push touched.
 //
 // Workflow code here is deterministic: no clocks, randomness, I/O, goroutines
 // or map iteration outside the workflow package's own primitives.

@@ -56,6 +56,10 @@ const (
 	// DefaultDeploymentName is the Worker Deployment the worker joins when
 	// worker.versioning is enabled and names none.
 	DefaultDeploymentName = "meshroll"
+	// DefaultWebhookMaxBody is the largest delivery the merge receiver
+	// reads when worker.webhook_max_body is unset: GitHub caps its
+	// payloads at 25 MB, but a push of a few commits is a few kilobytes.
+	DefaultWebhookMaxBody = "1MiB"
 	// DefaultTracingServiceName is the service.name on the worker's spans.
 	DefaultTracingServiceName = "meshroll-worker"
 	// Builder kinds of Module.Builder.

@@ -956,6 +956,22 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
+func TestWarningsMergeReceiverBeyondLoopback(t *testing.T) {
+	for _, tc := range []struct{ listen, want string }{
+		{"127.0.0.1:8235", ""},
+		{"0.0.0.0:8235", "worker.webhook_listen 0.0.0.0:8235: the merge receiver is plain http, so GitLab's token travels in clear beyond loopback"},
+	} {
+		got := (&Config{Worker: Worker{WebhookListen: tc.listen, WebhookSecret: "s3cret"}}).Warnings()
+		if tc.want == "" {
+			assert.Empty(t, got, tc.listen)
+			continue
+		}
+		require.Len(t, got, 1)
+		assert.Contains(t, got[0], tc.want)
+		assert.NotContains(t, got[0], "s3cret")
+	}
+}
+
 func TestWarningsFleetPageBeyondLoopback(t *testing.T) {
 	for _, tc := range []struct{ listen, want string }{
 		{"127.0.0.1:8234", ""},

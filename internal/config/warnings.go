@@ -44,6 +44,11 @@ func (c *Config) Warnings() []string {
 			out = append(out, fmt.Sprintf("worker.ui_listen %s: the fleet page is plain http, so its token travels in clear beyond loopback; put a TLS-terminating proxy in front of it", l))
 		}
 	}
+	if l := c.Worker.WebhookListen; l != "" {
+		if host, _, err := net.SplitHostPort(l); err == nil && !loopback(host) {
+			out = append(out, fmt.Sprintf("worker.webhook_listen %s: the merge receiver is plain http, so GitLab's token travels in clear beyond loopback (signatures do not reveal the secret); put a TLS-terminating proxy in front of it", l))
+		}
+	}
 	mods := make([]string, 0, len(c.Modules))
 	for name := range c.Modules {
 		mods = append(mods, name)

@@ -30,6 +30,24 @@ type Worker struct {
 	// space ignored), as the host agent's --token-file: what a secret
 	// mounted by an orchestrator looks like.
 	UITokenFile string `mapstructure:"ui_token_file"`
+	// WebhookListen is the host:port serving the merge receiver (package
+	// webhook): push events from GitHub, GitLab and Gitea/Forgejo at
+	// /v1/webhooks/<provider>, each of which starts the plans of the
+	// modules its commits touch. Empty: not served. It needs WebhookSecret
+	// or WebhookSecretFile, because whoever can post to it starts plans.
+	WebhookListen string `mapstructure:"webhook_listen"`
+	// WebhookSecret is the secret shared with the git host: the HMAC key of
+	// GitHub's and Gitea's signatures, GitLab's token. Put it in
+	// MESHROLL_WORKER_WEBHOOK_SECRET, not the file; it is never logged.
+	WebhookSecret secret.String `mapstructure:"webhook_secret"`
+	// WebhookSecretFile is a file holding WebhookSecret instead
+	// (surrounding white space ignored).
+	WebhookSecretFile string `mapstructure:"webhook_secret_file"`
+	// WebhookMaxBody caps a delivery's body, a size with a unit such as
+	// 1MiB (default DefaultWebhookMaxBody): a larger one is refused with
+	// 413 before it is read further, as Argo CD's maxPayloadSizeMB does.
+	// Read it through WebhookBodyLimit.
+	WebhookMaxBody string `mapstructure:"webhook_max_body"`
 	// Tracing exports OpenTelemetry spans of workflows and activities.
 	Tracing Tracing `mapstructure:"tracing"`
 	// Versioning joins the worker to a Temporal Worker Deployment.
@@ -41,6 +59,22 @@ type Worker struct {
 // next start); "" when neither is set.
 func (w Worker) FleetToken() (secret.String, error) {
 	return tokenOrFile(w.UIToken, w.UITokenFile, "worker.ui_token_file")
+}
+
+// WebhookKey is the merge receiver's shared secret: WebhookSecret, or the
+// contents of WebhookSecretFile read now; "" when neither is set.
+func (w Worker) WebhookKey() (secret.String, error) {
+	return tokenOrFile(w.WebhookSecret, w.WebhookSecretFile, "worker.webhook_secret_file")
+}
+
+// WebhookBodyLimit is WebhookMaxBody in bytes, DefaultWebhookMaxBody's
+// when unset or unreadable (Validate refuses the latter).
+func (w Worker) WebhookBodyLimit() int64 {
+	if n, err := ParseMemory(w.WebhookMaxBody); err == nil && n > 0 {
+		return n
+	}
+	n, _ := ParseMemory(DefaultWebhookMaxBody)
+	return n
 }
 
 // tokenOrFile is tok, or when file is set its contents read now without

@@ -30,14 +30,18 @@ func TestWorkerKeys(t *testing.T) {
 			src: `worker:
   metrics_listen: 127.0.0.1:9090
   ui_listen: 127.0.0.1:8234
+  webhook_listen: 127.0.0.1:8235
+  webhook_secret_file: /run/secrets/hook
+  webhook_max_body: 512KiB
   tracing: {otlp_endpoint: "http://otel:4318", service_name: mesh-w}
   versioning: {enabled: true, deployment_name: mesh-prod, build_id: 8dadda9}
 `,
 			want: Worker{
 				MetricsListen: "127.0.0.1:9090",
 				UIListen:      "127.0.0.1:8234",
-				Tracing:       Tracing{OTLPEndpoint: "http://otel:4318", ServiceName: "mesh-w"},
-				Versioning:    Versioning{Enabled: true, DeploymentName: "mesh-prod", BuildID: "8dadda9"},
+				WebhookListen: "127.0.0.1:8235", WebhookSecretFile: "/run/secrets/hook", WebhookMaxBody: "512KiB",
+				Tracing:    Tracing{OTLPEndpoint: "http://otel:4318", ServiceName: "mesh-w"},
+				Versioning: Versioning{Enabled: true, DeploymentName: "mesh-prod", BuildID: "8dadda9"},
 			},
 		},
 		{
@@ -46,6 +50,9 @@ func TestWorkerKeys(t *testing.T) {
 				"MESHROLL_WORKER_METRICS_LISTEN":             ":9464",
 				"MESHROLL_WORKER_UI_LISTEN":                  ":8234",
 				"MESHROLL_WORKER_UI_TOKEN":                   "s3cret",
+				"MESHROLL_WORKER_WEBHOOK_LISTEN":             ":8235",
+				"MESHROLL_WORKER_WEBHOOK_SECRET":             "hook-s3cret",
+				"MESHROLL_WORKER_WEBHOOK_MAX_BODY":           "2MiB",
 				"MESHROLL_WORKER_TRACING_OTLP_ENDPOINT":      "https://otel.internal:4318",
 				"MESHROLL_WORKER_VERSIONING_ENABLED":         "true",
 				"MESHROLL_WORKER_VERSIONING_DEPLOYMENT_NAME": "mesh-env",
@@ -55,8 +62,9 @@ func TestWorkerKeys(t *testing.T) {
 				MetricsListen: ":9464",
 				UIListen:      ":8234",
 				UIToken:       "s3cret",
-				Tracing:       Tracing{OTLPEndpoint: "https://otel.internal:4318", ServiceName: DefaultTracingServiceName},
-				Versioning:    Versioning{Enabled: true, DeploymentName: "mesh-env", BuildID: "build-7"},
+				WebhookListen: ":8235", WebhookSecret: "hook-s3cret", WebhookMaxBody: "2MiB",
+				Tracing:    Tracing{OTLPEndpoint: "https://otel.internal:4318", ServiceName: DefaultTracingServiceName},
+				Versioning: Versioning{Enabled: true, DeploymentName: "mesh-env", BuildID: "build-7"},
 			},
 		},
 	} {
@@ -129,6 +137,32 @@ func TestWorkerProblems(t *testing.T) {
 			want: []Problem{{"worker.ui_token_file", "give the fleet page's token either as worker.ui_token or as a file, not both (line 9)"}},
 		},
 		{
+			name: "merge receiver without a secret",
+			src:  "worker:\n  webhook_listen: 127.0.0.1:8235\n",
+			want: []Problem{{"worker.webhook_listen", "the merge receiver has no secret: anyone who can post to 127.0.0.1:8235 could start plans; set MESHROLL_WORKER_WEBHOOK_SECRET (or worker.webhook_secret_file) to the secret the git host signs with (line 8)"}},
+		},
+		{
+			name: "merge receiver address without a port",
+			src:  "worker:\n  webhook_listen: localhost\n  webhook_secret_file: /run/hook\n",
+			want: []Problem{{"worker.webhook_listen", `"localhost" is not host:port; want an address to listen on, such as 127.0.0.1:9090 or :9090 (line 8)`}},
+		},
+		{
+			name: "merge receiver secret given twice",
+			src:  "worker:\n  webhook_listen: 127.0.0.1:8235\n  webhook_secret_file: /run/hook\n",
+			env:  map[string]string{"MESHROLL_WORKER_WEBHOOK_SECRET": "s3cret"},
+			want: []Problem{{"worker.webhook_secret_file", "give the merge receiver's secret either as worker.webhook_secret or as a file, not both (line 9)"}},
+		},
+		{
+			name: "merge receiver body cap without a unit",
+			src:  "worker:\n  webhook_max_body: 1048576\n",
+			want: []Problem{{"worker.webhook_max_body", `"1048576" is not a size with a unit, such as 256MiB or 1GiB (line 8)`}},
+		},
+		{
+			name: "merge receiver body cap too small",
+			env:  map[string]string{"MESHROLL_WORKER_WEBHOOK_MAX_BODY": "10B"},
+			want: []Problem{{"worker.webhook_max_body", `"10B" is under 1KiB, smaller than any push event; want a size such as 1MiB (from MESHROLL_WORKER_WEBHOOK_MAX_BODY)`}},
+		},
+		{
 			name: "temporal ui url without a scheme",
 			src:  "worker: {}\n",
 			env:  map[string]string{"MESHROLL_TEMPORAL_UI_URL": "temporal.example.com"},
@@ -167,7 +201,7 @@ func TestWorkerProblems(t *testing.T) {
 		{
 			name: "unknown key under worker",
 			src:  "worker:\n  metrics_port: 9090\n",
-			want: []Problem{{"worker.metrics_port", "unknown key; known keys: metrics_listen, ui_listen, ui_token, ui_token_file, tracing, versioning (line 8)"}},
+			want: []Problem{{"worker.metrics_port", "unknown key; known keys: metrics_listen, ui_listen, ui_token, ui_token_file, webhook_listen, webhook_secret, webhook_secret_file, webhook_max_body, tracing, versioning (line 8)"}},
 		},
 		{
 			name: "unknown key under versioning",
@@ -177,7 +211,7 @@ func TestWorkerProblems(t *testing.T) {
 		{
 			name: "worker is not a mapping",
 			src:  "worker: on\n",
-			want: []Problem{{"worker", "must be a mapping of metrics_listen, ui_listen, ui_token, ui_token_file, tracing, versioning, got \"on\" (line 7)"}},
+			want: []Problem{{"worker", "must be a mapping of metrics_listen, ui_listen, ui_token, ui_token_file, webhook_listen, webhook_secret, webhook_secret_file, webhook_max_body, tracing, versioning, got \"on\" (line 7)"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,4 +266,34 @@ func TestFleetToken(t *testing.T) {
 	assert.ErrorContains(t, err, "worker.ui_token_file "+empty+" is empty")
 	_, err = Worker{UITokenFile: filepath.Join(dir, "missing")}.FleetToken()
 	assert.ErrorContains(t, err, "worker.ui_token_file: open ")
+}
+
+// The merge receiver's secret comes from the key or a file read when asked;
+// its body cap defaults when unset.
+func TestWebhookKeyAndLimit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hook")
+	require.NoError(t, os.WriteFile(file, []byte("  from-file\n"), 0o600))
+	for _, tc := range []struct {
+		name    string
+		w       Worker
+		key     string
+		limit   int64
+		wantErr string
+	}{
+		{name: "nothing set", limit: 1 << 20},
+		{name: "secret", w: Worker{WebhookSecret: "s3cret", WebhookMaxBody: "64KiB"}, key: "s3cret", limit: 64 << 10},
+		{name: "file", w: Worker{WebhookSecretFile: file}, key: "from-file", limit: 1 << 20},
+		{name: "missing file", w: Worker{WebhookSecretFile: file + ".gone"}, limit: 1 << 20, wantErr: "worker.webhook_secret_file: open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, err := tc.w.WebhookKey()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, tc.key, key.Reveal())
+			}
+			assert.Equal(t, tc.limit, tc.w.WebhookBodyLimit())
+		})
+	}
 }

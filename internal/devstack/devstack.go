@@ -272,9 +272,6 @@ func prepare(o Options) (*stack, error) {
 	return s, nil
 }
 
-// devDefaults turns on what a developer's stack shows and a deployed
-// worker leaves off until asked: the fleet page, on loopback, its plans
-// linked to the stack's own Temporal Web UI.
 // lockState locks the state directory, so that two dev stacks never share a
 // Temporal database, a catalogue or host journals.
 func lockState(state string) (func() error, error) {
@@ -288,10 +285,14 @@ func lockState(state string) (func() error, error) {
 	return unlock, nil
 }
 
+// devDefaults turns on what a developer's stack shows and a deployed
+// worker leaves off until asked: the fleet page, on loopback, its plans
+// linked to the stack's own Temporal Web UI, and the merge receiver.
 func devDefaults(cfg *config.Config, uiPort int) {
 	if cfg.Worker.UIListen == "" {
 		cfg.Worker.UIListen = DefaultFleetListen
 	}
+	webhookDefaults(cfg)
 	if cfg.Temporal.UIURL == "" {
 		host, _, _ := net.SplitHostPort(cfg.Temporal.Address)
 		cfg.Temporal.UIURL = "http://" + dialable(net.JoinHostPort(host, strconv.Itoa(uiPort)))
@@ -395,12 +396,11 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s.onStop("fleet page", func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return stopFleet(sctx)
-	})
+	s.onStop("fleet page", stopServer(stopFleet))
 	s.say("fleet", "http://%s  (the fleet page: what runs, what moves; read-only; its plans link to the Web UI %s)", dialable(addr.String()), s.cfg.Temporal.UIURL)
+	if err := s.serveWebhooks(ctx, c); err != nil {
+		return nil, nil, err
+	}
 	if l := s.cfg.Worker.MetricsListen; l != "" {
 		addr, err := tel.Serve(l, ready.Check)
 		if err != nil {

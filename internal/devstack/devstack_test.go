@@ -24,10 +24,11 @@ import (
 	"github.com/meshroll/meshroll/internal/devlaunch/devlaunchtest"
 	"github.com/meshroll/meshroll/internal/syncbuf"
 	"github.com/meshroll/meshroll/internal/temporalcli"
+	"github.com/meshroll/meshroll/internal/webhook"
 )
 
 // ports of a test mesh, each free when picked.
-type ports struct{ temporal, ui, registry, edge, control, metrics, fleet int }
+type ports struct{ temporal, ui, registry, edge, control, metrics, fleet, hook int }
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -49,8 +50,8 @@ func freePortsN(t *testing.T, n int) []int {
 }
 
 func freePorts(t *testing.T) ports {
-	p := freePortsN(t, 7)
-	return ports{p[0], p[1], p[2], p[3], p[4], p[5], p[6]}
+	p := freePortsN(t, 8)
+	return ports{p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
 }
 
 // writeMesh writes a two-tier mesh on p's ports and returns its path,
@@ -65,14 +66,15 @@ func writeMesh(t *testing.T, p ports) string {
 	require.NoError(t, err, "git init: %s", out)
 	y := fmt.Sprintf(`temporal: {address: "127.0.0.1:%d", namespace: default, task_queue: devstack-test}
 registry: {listen: "127.0.0.1:%d"}
-worker: {ui_listen: "127.0.0.1:%d"}
+worker: {ui_listen: "127.0.0.1:%d", webhook_listen: "127.0.0.1:%d", webhook_secret_file: %q}
 modules:
   ctl:  {repo: ., path: examples/controller, control_plane: true}
   host: {repo: ., path: examples/host}
 machines:
   edge-1:       {host: "http://127.0.0.1:%d", tier: 1, modules: [host]}
   control-node: {host: "http://127.0.0.1:%d", tier: 2, modules: [ctl, host]}
-`, p.temporal, p.registry, p.fleet, p.edge, p.control)
+`, p.temporal, p.registry, p.fleet, p.hook, filepath.Join(dir, "hook-secret"), p.edge, p.control)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hook-secret"), []byte("hook-s3cret\n"), 0o600))
 	path := filepath.Join(dir, "mesh.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(y), 0o644))
 	return path
@@ -127,6 +129,21 @@ func TestDevDefaultsServeTheFleetPage(t *testing.T) {
 	bs, err := binds(cfg, 8233, "mesh.yaml")
 	require.NoError(t, err)
 	assert.Contains(t, bs, bind{addr: "127.0.0.1:8234", key: "worker.ui_listen", fix: "change worker.ui_listen in mesh.yaml"})
+
+	assert.Equal(t, DefaultWebhookListen, cfg.Worker.WebhookListen)
+	assert.Equal(t, filepath.Join(cfg.StateDir, WebhookSecretName), cfg.Worker.WebhookSecretFile, "a secret of the stack's own")
+	assert.Contains(t, bs, bind{addr: "127.0.0.1:8235", key: "worker.webhook_listen", fix: "change worker.webhook_listen in mesh.yaml"})
+
+	// The stack's own secret is made once and kept across restarts.
+	secret := filepath.Join(t.TempDir(), WebhookSecretName)
+	require.NoError(t, ensureSecret(secret))
+	first, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	require.NoError(t, ensureSecret(secret))
+	again, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	assert.Len(t, bytes.TrimSpace(first), 48)
+	assert.Equal(t, first, again)
 
 	own := load(t, "worker: {ui_listen: \"127.0.0.1:9234\"}\ntemporal: {address: 127.0.0.1:7233, ui_url: \"https://temporal.example.com\"}\n"+strings.SplitN(exampleYAML, "\n", 2)[1])
 	devDefaults(own, 8233)
@@ -527,6 +544,20 @@ func TestRunStopsCleanly(t *testing.T) {
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, string(body), `<a href="/machines/control-node">control-node</a>`)
+	// The merge receiver is served, says where its secret is, and answers
+	// a ping signed with it.
+	hook := fmt.Sprintf("http://127.0.0.1:%d/v1/webhooks/github", p.hook)
+	assert.Contains(t, out.String(), fmt.Sprintf("webhooks   %s  (the merge receiver; also /gitlab and /gitea; its secret: cat ", hook))
+	key := []byte("hook-s3cret")
+	ping := []byte(`{"zen":"hi"}`)
+	req, err := http.NewRequest(http.MethodPost, hook, bytes.NewReader(ping))
+	require.NoError(t, err)
+	req.Header.Set("X-GitHub-Event", "ping")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+webhook.Sign(key, ping))
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	server := pid()
 	stopRun(t, cancel, res)
 	assert.Contains(t, out.String(), "stopped    state kept in")
@@ -534,7 +565,7 @@ func TestRunStopsCleanly(t *testing.T) {
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.temporal)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.ui)},
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.registry)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.edge)},
 		{addr: fmt.Sprintf("127.0.0.1:%d", p.control)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.metrics)},
-		{addr: fmt.Sprintf("127.0.0.1:%d", p.fleet)},
+		{addr: fmt.Sprintf("127.0.0.1:%d", p.fleet)}, {addr: fmt.Sprintf("127.0.0.1:%d", p.hook)},
 	}))
 	proc, err := os.FindProcess(server)
 	require.NoError(t, err)

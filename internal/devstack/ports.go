@@ -28,7 +28,7 @@ type bind struct {
 // binds lists every address the stack will listen on, in the order it
 // starts them: the dev server's frontend and Web UI, the embedded registry
 // (unless registry.address names one elsewhere), the worker's metrics and
-// fleet page when served, and one host agent per machine. It refuses a
+// fleet page and merge receiver when served, and one host agent per machine. It refuses a
 // config the dev stack cannot serve (an https host, a port of 0 where others
 // must find the service) with one line naming the key.
 func binds(cfg *config.Config, uiPort int, configPath string) ([]bind, error) {
@@ -57,6 +57,9 @@ func binds(cfg *config.Config, uiPort int, configPath string) ([]bind, error) {
 	}
 	if l := cfg.Worker.UIListen; l != "" {
 		out = append(out, bind{addr: l, key: "worker.ui_listen", fix: change("worker.ui_listen", configPath, "worker", "ui_listen")})
+	}
+	if l := cfg.Worker.WebhookListen; l != "" {
+		out = append(out, bind{addr: l, key: "worker.webhook_listen", fix: change("worker.webhook_listen", configPath, "worker", "webhook_listen")})
 	}
 	for _, name := range machineOrder(cfg) {
 		key := "machines." + name + ".host"

@@ -35,22 +35,28 @@ func ServeFleet(c client.Client, cfg *config.Config, cat catalogue.Catalogue, lo
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Worker.UIListen)
+	// A page waits for the fleet's first read, which asks every host and
+	// machine workflow.
+	return serve(cfg.Worker.UIListen, "worker.ui_listen", page, 2*time.Minute, log)
+}
+
+// serve serves h on addr (named by key in errors) until the returned
+// function shuts it down, logging to log when it stops on its own.
+func serve(addr, key string, h http.Handler, writeTimeout time.Duration, log zerolog.Logger) (net.Addr, func(context.Context) error, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("worker.ui_listen %s: %w", cfg.Worker.UIListen, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", key, addr, err)
 	}
 	srv := &http.Server{
-		Handler:           page,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		// A page waits for the fleet's first read, which asks every host
-		// and machine workflow.
-		WriteTimeout: 2 * time.Minute,
-		ErrorLog:     stdlog.New(log, "", 0),
+		WriteTimeout:      writeTimeout,
+		ErrorLog:          stdlog.New(log, "", 0),
 	}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Str("address", ln.Addr().String()).Msg("the fleet page stopped serving")
+			log.Error().Err(err).Str("address", ln.Addr().String()).Msg("stopped serving")
 		}
 	}()
 	return ln.Addr(), srv.Shutdown, nil

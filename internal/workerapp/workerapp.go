@@ -51,13 +51,15 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
 	registerRelay(w)
-	// The levers are short: each run finishes on the build that started it.
+	// The levers and a delivery's Receive are short: each run finishes on
+	// the build that started it.
 	for name, fn := range map[string]any{
 		meshapi.RejectWorkflowType:   workflows.RejectBuild,
 		meshapi.BuildsWorkflowType:   workflows.ListBuilds,
 		meshapi.FreezeWorkflowType:   workflows.Freeze,
 		meshapi.UnfreezeWorkflowType: workflows.Unfreeze,
 		meshapi.FreezesWorkflowType:  workflows.ListFreezes,
+		meshapi.ReceiveWorkflowType:  workflows.Receive,
 	} {
 		w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	}

@@ -90,12 +90,16 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 		if err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = stop(sctx)
-		}()
+		defer shutdown(stop)
 		log.Info().Str("address", addr.String()).Msg("serving the fleet page (read-only)")
+	}
+	if cfg.Worker.WebhookListen != "" {
+		addr, stop, err := workerapp.ServeWebhooks(ctx, c, cfg, dir, log)
+		if err != nil {
+			return err
+		}
+		defer shutdown(stop)
+		log.Info().Str("address", addr.String()).Msg("serving the merge receiver at /v1/webhooks/github, /gitlab and /gitea")
 	}
 	w := workerapp.New(c, cfg, dir, deps, log)
 	ev := log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
@@ -117,6 +121,14 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 	err = workerapp.Run(ctx, w, started...)
 	log.Info().Msg("worker stopped")
 	return err
+}
+
+// shutdown stops a server the worker started, giving requests in flight
+// ten seconds.
+func shutdown(stop func(context.Context) error) {
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = stop(sctx)
 }
 
 // runDev runs the dev stack until ctx ends (Ctrl-C). From then on SIGINT
