@@ -186,23 +186,35 @@ func countActivities(events []*historypb.HistoryEvent) int {
 }
 
 // tierTimes is, for each hand-out, the time from the plan handing pushes
-// to the machine workflows (the HandPushes local activity run) to the last
-// machine's answer (the last signal before the next hand-out, or the
-// plan's end). The plan hands out once per batch, so a tier pushed whole,
-// as in fan-out, is one entry, and a batched tier one entry per batch.
+// to the machine workflows to the last machine's answer (the last signal,
+// child's end or activity's end before the next hand-out, or the plan's
+// end). A hand-out is the relays it starts and the HandPushes it runs
+// (local for a few machines, regular for more) before the first answer
+// comes: the next hand event after an answer is the next hand-out. The
+// plan hands out once per batch, so a tier pushed whole, as in fan-out,
+// is one entry, and a batched tier one entry per batch.
 func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 	var starts []int
 	lastTaskStarted := 0
+	answered := true // since the last hand event: the next one starts a hand-out
+	handScheduled := hist.ActivityScheduled("HandPushes")
 	for i, e := range events {
+		hand := -1
 		switch {
 		case e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			lastTaskStarted = i
-		case isChildTier(e):
-			starts = append(starts, i)
+		case e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			answered = true
+		case isChildTier(e) || handScheduled(e):
+			hand = i
 		case hist.LocalActivityType(e) == "HandPushes":
 			// A local activity ran during the workflow task its marker
-			// closes: the tier began when that task started.
-			starts = append(starts, lastTaskStarted)
+			// closes: the hand-out began when that task started.
+			hand = lastTaskStarted
+		}
+		if hand >= 0 && answered {
+			starts = append(starts, hand)
+			answered = false
 		}
 	}
 	out := make([]time.Duration, len(starts))
@@ -224,8 +236,8 @@ func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 	return out
 }
 
-// isChildTier picks the start of a tier pushed by a child workflow, should
-// the plan push tiers that way.
+// isChildTier picks a child workflow's start: a relay the plan starts for
+// a hand-out.
 func isChildTier(e *historypb.HistoryEvent) bool {
 	return e.GetEventType() == enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
 }
