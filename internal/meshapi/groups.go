@@ -37,10 +37,13 @@ func (t TierState) GroupCounts() map[string]*GroupCount {
 	return out
 }
 
-// groupNotes is each group of a tier with group_by, in its policy's order:
+// GroupNotes is each group of a tier with group_by, in its policy's order:
 // "site=fra1 2/5", with "1 failed of 1 allowed" added to a group that lost
-// any.
-func (t TierState) groupNotes() []string {
+// any; none for a tier without groups. The tier's Notes include them.
+func (t TierState) GroupNotes() []string {
+	if t.Policy == nil {
+		return nil
+	}
 	counts := t.GroupCounts()
 	notes := make([]string, 0, len(t.Policy.Groups))
 	for _, g := range t.Policy.Groups {

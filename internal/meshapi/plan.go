@@ -187,7 +187,7 @@ func (t TierState) Notes() string {
 	}
 	switch {
 	case t.Policy != nil && len(t.Policy.Groups) > 0:
-		notes = append(notes, t.groupNotes()...)
+		notes = append(notes, t.GroupNotes()...)
 	case t.Failed > 0 && t.Policy != nil:
 		notes = append(notes, fmt.Sprintf("%d failed of %d allowed", t.Failed, t.Policy.MaxFailed))
 	}
