@@ -101,3 +101,32 @@ func TestGroupByKeepsOneMachinePerSiteInFlight(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "site=ams2 5/5, site=fra1 5/5", "plan show counts each site")
 }
+
+// TestCaptureGroupHistories records plans of a tier pushed by group (change
+// group-budgets): one that converges, a machine of each site at a time,
+// and one halted when one site lost more machines than its max_failed.
+// Like the other captures it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureGroupHistories(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	o := exampleMesh()
+	o.machines = o.machines[:1] // control-node, tier 2
+	for i, site := range []string{"fra1", "ams2", "fra1", "ams2"} {
+		o.machines = append(o.machines, machineSpec{name: fmt.Sprintf("edge-%d", i+1), tier: 1, labels: "{site: " + site + "}", modules: []string{"host"}})
+	}
+	o.tiers = "{1: {max_parallel: 1, group_by: [site]}}"
+	o.push = "{retry_budget: 2s, running_timeout: 30s}"
+	s := captureStack(t, o)
+	converged := s.converge("host", s.commit("host"))
+	require.Equal(t, 2, converged.Tiers[0].Batches)
+
+	s.hosts["edge-3"].SetPostsDown(true)
+	halted := s.wait(s.start("host", s.commit("host")).ID)
+	require.Equal(t, meshapi.PlanHalted, halted.State)
+	require.Contains(t, halted.Reason, "tier 1 halted: site=fra1 had 1 failed machine (max_failed 0): edge-3")
+
+	s.writeHistories(
+		capturedRun{"plan-grouped.group-budgets", converged.Plan, ""},
+		capturedRun{"plan-grouped-halted.group-budgets", halted.Plan, ""},
+	)
+}
