@@ -36,3 +36,17 @@ func TestTargetsResolveGroupBudgets(t *testing.T) {
 	require.Equal(t, "site=ams2", res.Targets[1].Group)
 	require.Nil(t, res.Tiers[1].Groups, "tier 2 has no group_by")
 }
+
+// A relayed plan's tier pushed by group hears at least a signal per batch
+// of each group: 400 machines on two sites, one of each site at a time,
+// count as 400 hand-overs of one, not one of 400.
+func TestPlanSignalsCountGroupBatches(t *testing.T) {
+	res := meshapi.TargetsResult{RelayAbove: 100, Tiers: []meshapi.TierPolicy{{Tier: 1, MaxParallel: 400, Groups: []meshapi.GroupBudget{
+		{Group: "site=ams2", Machines: 200, MaxParallel: 1},
+		{Group: "site=fra1", Machines: 200, MaxParallel: 1},
+	}}}}
+	for i := range 400 {
+		res.Targets = append(res.Targets, meshapi.Target{Machine: fmt.Sprintf("edge-%03d", i), Tier: 1, Group: []string{"site=ams2", "site=fra1"}[i%2]})
+	}
+	require.Equal(t, 400*meshapi.RelayedSignals(1), planSignals(res, map[int]int{1: 400}))
+}

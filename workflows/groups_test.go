@@ -33,82 +33,6 @@ func bySite(ams2, fra1 meshapi.GroupBudget) meshapi.TierPolicy {
 	return meshapi.TierPolicy{Tier: 1, GroupBy: []string{"site"}, Groups: []meshapi.GroupBudget{ams2, fra1}}
 }
 
-func TestPlanPushesTiersByGroup(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		targets []meshapi.Target
-		policy  meshapi.TierPolicy
-		failing []string
-		batches [][]string // machines handed out per HandPushes call, in order
-		state   meshapi.PlanStatus
-		reason  string // a substring of the plan's reason
-	}{
-		{
-			name:    "max_parallel 1 per site: a machine of each site at a time, sites sorted",
-			targets: fiveOnTwoSites,
-			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1}, meshapi.GroupBudget{MaxParallel: 1}),
-			batches: [][]string{{"m2", "m1"}, {"m5", "m3"}, {"m4"}},
-			state:   meshapi.PlanConverged,
-		},
-		{
-			name:    "each group its own max_parallel (a percentage resolved for the group)",
-			targets: fiveOnTwoSites,
-			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1}, meshapi.GroupBudget{MaxParallel: 2}),
-			batches: [][]string{{"m2", "m1", "m3"}, {"m5", "m4"}},
-			state:   meshapi.PlanConverged,
-		},
-		{
-			name:    "a failure within its group's budget: the tier goes on, though the tier's own max_failed is 0",
-			targets: fiveOnTwoSites,
-			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1, MaxFailed: 1}, meshapi.GroupBudget{MaxParallel: 1}),
-			failing: []string{"m2"},
-			batches: [][]string{{"m2", "m1"}, {"m5", "m3"}, {"m4"}},
-			state:   meshapi.PlanConverged,
-			reason:  "failed within their tier's budget and put back on what they ran (1): m2:",
-		},
-		{
-			name:    "a group past its max_failed halts the tier, naming the group and its machines",
-			targets: fiveOnTwoSites,
-			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1, MaxFailed: 1}, meshapi.GroupBudget{MaxParallel: 2, MaxFailed: 1}),
-			failing: []string{"m1", "m3"},
-			batches: [][]string{{"m2", "m1", "m3"}},
-			state:   meshapi.PlanHalted,
-			reason: "tier 1 halted: site=fra1 had 2 failed machines (max_failed 1): m1, m3; its 2 machines not yet pushed and later tiers untouched: " +
-				"m1: host (sha256:…) is crash-looping; m3: host (sha256:…) is crash-looping",
-		},
-		{
-			name:    "failures spread over the groups within each budget do not halt",
-			targets: fiveOnTwoSites,
-			policy:  bySite(meshapi.GroupBudget{MaxParallel: 2, MaxFailed: 1}, meshapi.GroupBudget{MaxParallel: 3, MaxFailed: 1}),
-			failing: []string{"m1", "m2"},
-			batches: [][]string{{"m2", "m5", "m1", "m3", "m4"}},
-			state:   meshapi.PlanConverged,
-		},
-		{
-			name:    "a control-plane machine of a group is pushed alone, after the others",
-			targets: append(sited(1, "cp", "fra1"), fiveOnTwoSites...),
-			policy:  bySite(meshapi.GroupBudget{MaxParallel: 2}, meshapi.GroupBudget{MaxParallel: 2}),
-			batches: [][]string{{"m2", "m5", "m1", "m3"}, {"m4"}, {"cp"}},
-			state:   meshapi.PlanConverged,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			targets := append([]meshapi.Target(nil), tc.targets...)
-			for i := range targets {
-				targets[i].Alone = targets[i].Machine == "cp"
-			}
-			h := newPlanHarness(t, targets...)
-			h.withPolicies(tc.policy)
-			h.outcome = failing(tc.failing...)
-			st := h.run(meshapi.PlanInput{})
-			require.Equal(t, tc.state, st.State, st.Reason)
-			require.Equal(t, tc.batches, h.enqueued, "batches handed out")
-			require.Contains(t, st.Reason, tc.reason)
-			require.Equal(t, "site=ams2", machineState(st, "m2").Group, "each machine's group is in the plan's state")
-		})
-	}
-}
-
 // A plan started before budgets per group (its version marker absent)
 // pushes a tier with groups as it always did: by the tier's max_parallel
 // and max_failed. A plan whose tiers have no groups asks no version, so
@@ -123,6 +47,7 @@ func TestPlanGroupsBehindTheirVersion(t *testing.T) {
 		st := h.run(meshapi.PlanInput{})
 		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 		require.Equal(t, [][]string{{"m1", "m2"}, {"m3", "m4"}, {"m5"}}, h.enqueued, "batches of the tier's max_parallel")
+		require.Equal(t, "site=ams2", machineState(st, "m2").Group, "each machine's group is in the plan's state all the same")
 	})
 	t.Run("no group_by asks nothing", func(t *testing.T) {
 		h := newPlanHarness(t, tier(1, "e1", "e2", "e3")...)
