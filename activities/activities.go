@@ -102,6 +102,7 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 		r := a.Mesh.Rollout(res.Tiers[i].Tier, size[res.Tiers[i].Tier])
 		res.Tiers[i].MaxParallel, res.Tiers[i].MaxFailed, res.Tiers[i].Bake = r.MaxParallel, r.MaxFailed, r.Bake
 		res.Tiers[i].Analysis = r.Analysis
+		res.Tiers[i].GroupBy, res.Tiers[i].Groups = a.groupBudgets(res.Tiers[i].Tier, ts)
 	}
 	if err := withinSignalBudget(in.Module, res, size); err != nil {
 		return meshapi.TargetsResult{}, err
@@ -154,15 +155,25 @@ func planSignals(res meshapi.TargetsResult, size map[int]int) int {
 	}
 	signals := meshapi.RelayedSignals(putBack)
 	for _, tp := range res.Tiers {
-		rest := size[tp.Tier] - alone[tp.Tier]
 		signals += alone[tp.Tier]
-		batch := tp.MaxParallel
-		if batch <= 0 {
-			batch = max(rest, 1)
+		if len(tp.Groups) > 0 {
+			signals += groupedSignals(res.Targets, tp)
+			continue
 		}
-		for from := 0; from < rest; from += batch {
-			signals += meshapi.RelayedSignals(min(batch, rest-from))
-		}
+		signals += batchSignals(size[tp.Tier]-alone[tp.Tier], tp.MaxParallel)
+	}
+	return signals
+}
+
+// batchSignals is the most signals of answers relayed for n machines
+// pushed in batches of batch (0: all at once).
+func batchSignals(n, batch int) int {
+	if batch <= 0 {
+		batch = max(n, 1)
+	}
+	signals := 0
+	for from := 0; from < n; from += batch {
+		signals += meshapi.RelayedSignals(min(batch, n-from))
 	}
 	return signals
 }

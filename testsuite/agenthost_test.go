@@ -33,6 +33,7 @@ type agentHost struct {
 	runtime     func(dir string) agent.Runtime
 	srv         *httptest.Server
 	down        atomic.Bool
+	postsDown   atomic.Bool
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
 }
@@ -49,7 +50,7 @@ func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string
 	h := &agentHost{t: t, machine: machine, token: token, runtime: runtime}
 	h.open()
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.down.Load() {
+		if h.down.Load() || (h.postsDown.Load() && r.Method == http.MethodPost) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"host is down (test)"}}`)
 			return
@@ -112,6 +113,10 @@ func (h *agentHost) URL() string { return h.srv.URL }
 
 // SetDown makes the host unreachable for the worker (503 on everything).
 func (h *agentHost) SetDown(down bool) { h.down.Store(down) }
+
+// SetPostsDown makes the host answer 503 to declarations only: it reports
+// what it runs, so a plan composes for it, but every push to it fails.
+func (h *agentHost) SetPostsDown(down bool) { h.postsDown.Store(down) }
 
 // MaxInFlight is the most declarations ever being handled at once.
 func (h *agentHost) MaxInFlight() int { return int(h.maxInFlight.Load()) }

@@ -200,23 +200,9 @@ func TestMaxParallelOneNeverOverlapsInTheJournals(t *testing.T) {
 	h1 := s.commit("host")
 	id := s.converge("host", h1).Plan
 
-	type window struct {
-		machine    string
-		start, end time.Time
-	}
 	var ws []window
 	for _, m := range []string{"edge-1", "edge-2", "edge-3"} {
-		w := window{machine: m}
-		for _, e := range s.hosts[m].journal() {
-			switch {
-			case e.Outcome == agent.OutcomeApplied && e.Plan == id:
-				w.start = e.Time
-			case e.Outcome == agent.OutcomeFloorRaised && !w.start.IsZero() && w.end.IsZero():
-				w.end = e.Time
-			}
-		}
-		require.False(t, w.start.IsZero() || w.end.IsZero(), "%s journalled its apply and its floor rising: %+v", m, w)
-		ws = append(ws, w)
+		ws = append(ws, s.windowOf(m, id))
 	}
 	slices.SortFunc(ws, func(a, b window) int { return a.start.Compare(b.start) })
 	for i := 1; i < len(ws); i++ {

@@ -94,6 +94,10 @@ type plan struct {
 	relays                    bool
 	relaysStarted, relaysOpen int
 	relayLost                 string
+
+	// groups says tiers with group_by are pushed by group (see
+	// groupedPlan).
+	groups bool
 }
 
 // setup registers the state query and the control updates, and starts
@@ -190,6 +194,7 @@ func (p *plan) roll(ctx workflow.Context) error {
 	p.targetList = targets
 	p.index()
 	p.relays = p.relayed(ctx)
+	p.groups = p.groupedPlan(ctx)
 	p.details(ctx, "composing")
 	decls, err := p.compose(ctx, targets, b, composed)
 	if err != nil {
@@ -232,7 +237,7 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 			p.st.Tiers = append(p.st.Tiers, meshapi.TierState{Tier: t.Tier, State: meshapi.TierWaiting})
 		}
 		ts := &p.st.Tiers[len(p.st.Tiers)-1]
-		ts.Machines = append(ts.Machines, meshapi.MachineProgress{Machine: t.Machine, State: meshapi.MachineWaiting})
+		ts.Machines = append(ts.Machines, meshapi.MachineProgress{Machine: t.Machine, State: meshapi.MachineWaiting, Group: t.Group})
 		if t.Alone {
 			if p.alone == nil {
 				p.alone = map[string]bool{}

@@ -39,17 +39,17 @@ func (p *plan) hold(ctx workflow.Context, ti int) error {
 	}
 }
 
-// pushTier pushes the tier batch by batch (see batchesOf) and waits for
+// pushTier pushes the tier batch by batch (see tierBatches) and waits for
 // every answer of a batch before the next. A machine that refused ends the
 // plan refused; machines that failed (each put back on what it ran by its
-// push) are counted against the tier's budget, and one more than it
-// allows halts the plan at once, the tier's remaining batches and later
-// tiers untouched.
+// push) are counted against the tier's budget (each group's, for a tier
+// pushed by group), and one more than it allows halts the plan at once,
+// the tier's remaining batches and later tiers untouched.
 func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Declaration) error {
 	tier := &p.st.Tiers[ti]
 	start := workflow.Now(ctx)
 	policy := p.policyOf(tier)
-	batches := batchesOf(tier.Machines, p.alone, policy.MaxParallel)
+	batches := p.tierBatches(tier, policy)
 	if len(batches) > 1 {
 		tier.Batches = len(batches)
 	}
@@ -69,10 +69,10 @@ func (p *plan) pushTier(ctx workflow.Context, ti int, decls map[string]mesh.Decl
 		}
 		failed, refused := tally(tier)
 		tier.Failed = len(failed)
-		if len(failed) > policy.MaxFailed {
+		if reason, over := p.overBudget(tier, policy, bi+1 < len(batches), failed, refused); over {
 			tier.State = meshapi.TierHalted
 			tierTimed(ctx, p.in.Module, tier.Tier, tier.State, start)
-			return endAs(meshapi.PlanHalted, haltReason(tier, policy, bi+1 < len(batches), append(failed, refused...)))
+			return endAs(meshapi.PlanHalted, reason)
 		}
 		if len(refused) > 0 {
 			tier.State = meshapi.TierHalted

@@ -55,18 +55,23 @@ func haltReason(tier *meshapi.TierState, policy meshapi.TierPolicy, batchesLeft 
 	if tier.Batches == 0 && policy.MaxFailed == 0 {
 		return fmt.Sprintf("tier %d halted, later tiers untouched: %s", tier.Tier, someOf(problems))
 	}
-	untouched := "later tiers untouched"
-	if batchesLeft {
-		waiting := 0
-		for _, m := range tier.Machines {
-			if m.State == meshapi.MachineWaiting {
-				waiting++
-			}
-		}
-		untouched = fmt.Sprintf("its %d %s not yet pushed and later tiers untouched", waiting, plural(waiting, "machine", "machines"))
-	}
 	return fmt.Sprintf("tier %d halted: %d of its %d machines failed, more than the %d it may lose; %s: %s",
-		tier.Tier, tier.Failed, len(tier.Machines), policy.MaxFailed, untouched, someOf(problems))
+		tier.Tier, tier.Failed, len(tier.Machines), policy.MaxFailed, untouchedWords(tier, batchesLeft), someOf(problems))
+}
+
+// untouchedWords says what a halted tier leaves unpushed: later tiers, and
+// its own machines not yet pushed when it had batches left.
+func untouchedWords(tier *meshapi.TierState, batchesLeft bool) string {
+	if !batchesLeft {
+		return "later tiers untouched"
+	}
+	waiting := 0
+	for _, m := range tier.Machines {
+		if m.State == meshapi.MachineWaiting {
+			waiting++
+		}
+	}
+	return fmt.Sprintf("its %d %s not yet pushed and later tiers untouched", waiting, plural(waiting, "machine", "machines"))
 }
 
 // namedInReason is how many machines' problems a plan's reason names; the

@@ -32,6 +32,9 @@ func failing(machines ...string) func(string) *meshapi.PushResult {
 	}
 }
 
+// TestPlanPushesTiersByPolicy pushes a tier by its policy: batches of
+// max_parallel, the failure budget of max_failed, and, for a tier with
+// group_by, both within each group (the cases on fiveOnTwoSites).
 func TestPlanPushesTiersByPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -112,6 +115,57 @@ func TestPlanPushesTiersByPolicy(t *testing.T) {
 			targets: []meshapi.Target{{Machine: "control-node", Tier: 1, Alone: true}, {Machine: "e1", Tier: 1}, {Machine: "e2", Tier: 1}},
 			policy:  meshapi.TierPolicy{Tier: 1},
 			batches: [][]string{{"e1", "e2"}, {"control-node"}},
+			state:   meshapi.PlanConverged,
+		},
+		{
+			name:    "max_parallel 1 per site: a machine of each site at a time, sites sorted",
+			targets: fiveOnTwoSites,
+			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1}, meshapi.GroupBudget{MaxParallel: 1}),
+			batches: [][]string{{"m2", "m1"}, {"m5", "m3"}, {"m4"}},
+			state:   meshapi.PlanConverged,
+		},
+		{
+			name:    "each group its own max_parallel (a percentage resolved for the group)",
+			targets: fiveOnTwoSites,
+			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1}, meshapi.GroupBudget{MaxParallel: 2}),
+			batches: [][]string{{"m2", "m1", "m3"}, {"m5", "m4"}},
+			state:   meshapi.PlanConverged,
+		},
+		{
+			name:     "a failure within its group's budget: the tier goes on, though the tier's own max_failed is 0",
+			targets:  fiveOnTwoSites,
+			policy:   bySite(meshapi.GroupBudget{MaxParallel: 1, MaxFailed: 1}, meshapi.GroupBudget{MaxParallel: 1}),
+			failing:  []string{"m2"},
+			batches:  [][]string{{"m2", "m1"}, {"m5", "m3"}, {"m4"}},
+			state:    meshapi.PlanConverged,
+			reason:   "failed within their tier's budget and put back on what they ran (1): m2:",
+			failedIn: 1,
+		},
+		{
+			name:    "a group past its max_failed halts the tier, naming the group and its machines",
+			targets: fiveOnTwoSites,
+			policy:  bySite(meshapi.GroupBudget{MaxParallel: 1, MaxFailed: 1}, meshapi.GroupBudget{MaxParallel: 2, MaxFailed: 1}),
+			failing: []string{"m1", "m3"},
+			batches: [][]string{{"m2", "m1", "m3"}},
+			state:   meshapi.PlanHalted,
+			reason: "tier 1 halted: site=fra1 had 2 failed machines (max_failed 1): m1, m3; its 2 machines not yet pushed and later tiers untouched: " +
+				"m1: host (sha256:…) is crash-looping; m3: host (sha256:…) is crash-looping",
+			failedIn: 2,
+		},
+		{
+			name:     "failures spread over the groups within each budget do not halt",
+			targets:  fiveOnTwoSites,
+			policy:   bySite(meshapi.GroupBudget{MaxParallel: 2, MaxFailed: 1}, meshapi.GroupBudget{MaxParallel: 3, MaxFailed: 1}),
+			failing:  []string{"m1", "m2"},
+			batches:  [][]string{{"m2", "m5", "m1", "m3", "m4"}},
+			state:    meshapi.PlanConverged,
+			failedIn: 2,
+		},
+		{
+			name:    "a control-plane machine of a group is pushed alone, after the others",
+			targets: append([]meshapi.Target{{Machine: "cp", Tier: 1, Alone: true, Group: "site=fra1"}}, fiveOnTwoSites...),
+			policy:  bySite(meshapi.GroupBudget{MaxParallel: 2}, meshapi.GroupBudget{MaxParallel: 2}),
+			batches: [][]string{{"m2", "m5", "m1", "m3"}, {"m4"}, {"cp"}},
 			state:   meshapi.PlanConverged,
 		},
 	} {

@@ -7,6 +7,8 @@ var liveChanges = map[string]string{
 	// Plan, since baseline 2: a plan of more than meshapi.RelayAbove
 	// machines hears its answers through relays.
 	"answer-relays": "relayChange",
+	// Plan: a tier with group_by is pushed and budgeted by group.
+	"group-budgets": "groupsChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

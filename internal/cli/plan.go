@@ -63,8 +63,9 @@ measurement included, whatever --measurements says.`,
 }
 
 // printState is plan show's table, under its header and the step the plan
-// waits on a person for (next, when not ""), with each tier's analysis
-// checks under its machines and as many of their measurements as limit
+// waits on a person for (next, when not ""), with each tier's groups (how
+// many of each group's machines are done) and analysis checks under its
+// machines and as many of their measurements as limit
 // lets through.
 func (a *app) printState(st meshapi.PlanState, next string, limit measurementLimit) error {
 	var b strings.Builder
@@ -116,6 +117,9 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 		n := min(len(t.Machines), len(rows))
 		b.WriteString(strings.Join(rows[:n], ""))
 		rows = rows[n:]
+		if groups := t.GroupNotes(); len(groups) > 0 {
+			fmt.Fprintf(&b, "  tier %d by %s: %s\n", t.Tier, strings.Join(t.Policy.GroupBy, ","), strings.Join(groups, ", "))
+		}
 		if len(t.Analysis) == 0 {
 			continue
 		}

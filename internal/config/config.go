@@ -380,7 +380,8 @@ func (c *Config) MachineNames() []string { return sortedKeys(c.Machines) }
 // Targets lists the machines that run module, sorted by tier and then by
 // name: the order a plan pushes them in. Each target's Modules keep the
 // machine's order from the config, because that is the order its
-// declaration lists containers in. An undeclared module is an error wrapping
+// declaration lists containers in; each carries its group in its tier
+// (GroupOf). An undeclared module is an error wrapping
 // ErrUnknownModule.
 func (c *Config) Targets(module string) ([]meshapi.Target, error) {
 	if _, ok := c.Modules[module]; !ok {
@@ -390,7 +391,7 @@ func (c *Config) Targets(module string) ([]meshapi.Target, error) {
 	for _, name := range c.MachineNames() {
 		m := c.Machines[name]
 		if slices.Contains(m.Modules, module) {
-			targets = append(targets, meshapi.Target{Machine: name, Tier: m.Tier, Modules: slices.Clone(m.Modules), Alone: c.IsControlPlane(name)})
+			targets = append(targets, meshapi.Target{Machine: name, Tier: m.Tier, Modules: slices.Clone(m.Modules), Alone: c.IsControlPlane(name), Group: c.GroupOf(name)})
 		}
 	}
 	sort.SliceStable(targets, func(i, j int) bool { return targets[i].Tier < targets[j].Tier })

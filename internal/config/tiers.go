@@ -59,6 +59,13 @@ type TierPolicy struct {
 	// its labels. Empty: the tier selects no machine, only those whose
 	// tier names it.
 	Select string `mapstructure:"select"`
+	// GroupBy names labels that split the tier into failure domains (a
+	// site, a rack): machines with the same values of them are one group,
+	// and MaxParallel and MaxFailed hold within each group rather than
+	// across the tier, so a bad build reaches at most MaxParallel machines
+	// of any one site at a time and halts the plan as soon as one site has
+	// lost more than it may. Every machine of the tier must have them.
+	GroupBy []string `mapstructure:"group_by"`
 }
 
 // DefaultTierPolicy is the policy of a tier not listed under tiers, and the

@@ -152,8 +152,8 @@ func TestTierProblems(t *testing.T) {
 			name:  "tier and tiers of the wrong shape",
 			tiers: "tiers:\n  1: 2\n  2: {max_parallel: 1, max_failures: 1}\n",
 			want: []Problem{
-				{"tiers.1", "must be a mapping of max_parallel, max_failed, bake, analysis, select, got 2 (line 11)"},
-				{"tiers.2.max_failures", "unknown key; known keys: max_parallel, max_failed, bake, analysis, select (line 12)"},
+				{"tiers.1", "must be a mapping of max_parallel, max_failed, bake, analysis, select, group_by, got 2 (line 11)"},
+				{"tiers.2.max_failures", "unknown key; known keys: max_parallel, max_failed, bake, analysis, select, group_by (line 12)"},
 			},
 		},
 		{

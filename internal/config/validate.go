@@ -293,6 +293,7 @@ func (c *Config) problems(sk *skip) []Problem {
 	c.labelProblems(ps)
 	c.placementProblems(ps)
 	c.tierProblems(ps)
+	c.groupProblems(ps)
 	c.analysisProblems(ps)
 	c.workerProblems(ps)
 	return ps.list

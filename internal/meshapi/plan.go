@@ -185,7 +185,10 @@ func (t TierState) Notes() string {
 	if t.Batches > 0 && t.State == TierPushing {
 		notes = append(notes, fmt.Sprintf("batch %d of %d", t.Batch, t.Batches))
 	}
-	if t.Failed > 0 && t.Policy != nil {
+	switch {
+	case t.Policy != nil && len(t.Policy.Groups) > 0:
+		notes = append(notes, t.GroupNotes()...)
+	case t.Failed > 0 && t.Policy != nil:
 		notes = append(notes, fmt.Sprintf("%d failed of %d allowed", t.Failed, t.Policy.MaxFailed))
 	}
 	if t.BakeUntil != nil {
@@ -206,6 +209,8 @@ type MachineProgress struct {
 	// Rebased names the containers recomposed at send time from what the
 	// machine ran, because the plan's composed copy was older.
 	Rebased []string `json:"rebased,omitempty"`
+	// Group is the machine's failure domain in a tier with group_by.
+	Group string `json:"group,omitempty"`
 }
 
 // ApproveInput opens a gate.
@@ -247,6 +252,10 @@ type Target struct {
 	// Alone marks a machine that is always pushed in a batch of its own:
 	// one running the control plane, whose failure is the worst case.
 	Alone bool `json:"alone,omitempty"`
+	// Group is the machine's failure domain in its tier ("site=fra1"),
+	// when the tier has group_by: read from its labels when the plan
+	// starts, so that the plan keeps it.
+	Group string `json:"group,omitempty"`
 }
 
 // TierPolicy is how one tier is pushed, resolved for the tier's size from
@@ -264,4 +273,21 @@ type TierPolicy struct {
 	// Analysis names the analysis checks (under analysis.checks in the
 	// worker's config) that must pass before the tier counts done.
 	Analysis []string `json:"analysis,omitempty"`
+	// GroupBy is the tier's group_by: the labels its failure domains are
+	// told apart by. With it, Groups hold the batch size and failure
+	// budget of each group, and MaxParallel and MaxFailed are not used.
+	GroupBy []string      `json:"group_by,omitempty"`
+	Groups  []GroupBudget `json:"groups,omitempty"`
+}
+
+// GroupBudget is one failure domain of a tier, its budgets resolved for
+// the machines of the group that the plan pushes (a percentage is of the
+// group): at most MaxParallel of them pushed at once, and one failure more
+// than MaxFailed halts the tier.
+type GroupBudget struct {
+	// Group is the group's label values, "site=fra1".
+	Group       string `json:"group"`
+	Machines    int    `json:"machines"`
+	MaxParallel int    `json:"max_parallel"`
+	MaxFailed   int    `json:"max_failed,omitempty"`
 }
