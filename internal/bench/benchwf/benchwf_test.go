@@ -1,16 +1,11 @@
 package benchwf
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/testsuite"
 )
 
 func TestWindowedKeepsAtMostSizePending(t *testing.T) {
@@ -48,16 +43,4 @@ func TestWindowedStopsAtTheFirstError(t *testing.T) {
 	})
 	assert.ErrorIs(t, err, boom)
 	assert.Equal(t, 4, starts, "nothing is started after the failed wait")
-}
-
-func TestFanOutRunsMoreThanTheServersPendingLimit(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&Activities{})
-	var runs atomic.Int64
-	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { runs.Add(1) })
-	env.ExecuteWorkflow(FanOut, FanOutInput{Activities: 2500})
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	assert.EqualValues(t, 2500, runs.Load())
 }
