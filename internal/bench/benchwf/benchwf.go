@@ -100,9 +100,12 @@ type FanOutInput struct{ Activities int }
 // server fails a workflow task that would leave more than 2,000 of one
 // workflow's activities pending (its limit.numPendingActivities.error), and
 // retries that task for ever: the ceiling of a fleet of 3,000 machines
-// scheduled at once never ended. A plan never comes near it: it composes
-// and hands over a hundred machines per activity.
-const MaxPending = 1000
+// scheduled at once never ended. Well below it, so that each workflow task
+// schedules few enough to stay inside the SDK's one-second deadlock
+// detector under -race on a busy box, and enough to keep two cores busy. A
+// plan never comes near the limit: it composes and hands over a hundred
+// machines per activity.
+const MaxPending = 500
 
 // FanOut is the engine's ceiling for a plan-shaped workflow: N no-op
 // activities, MaxPending of them pending at any time, each one past the
