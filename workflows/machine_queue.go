@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -49,11 +50,50 @@ func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 			kept = append(kept, q)
 		}
 	}
-	m.queue = append(kept, r)
+	m.queue = m.place(ctx, kept, r)
 	for _, q := range superseded {
 		m.answer(ctx, meshapi.ResultOf(q, meshapi.MachineSuperseded, fmt.Sprintf(
 			"superseded while queued on %s by a newer build of %s (generation %d, plan %s)", m.in.Machine, r.Build.Module, r.Build.Generation, r.Plan)), false)
 	}
+}
+
+// rollbacksFirstChange is the change ID of rollbacks first in line: a
+// request that restores a known-good build is placed before the merge
+// pushes waiting, and its push activity carries the rollback priority.
+// Runs that took a rollback before it keep the plain FIFO they recorded.
+const rollbacksFirstChange = "rollbacks-first"
+
+// urgent is whether a request restores a known-good build: a rollback
+// plan's push, or the put-back a plan sends after its tier's analysis failed
+// (Rollback set, with From). Both undo a push that is doing harm, so both
+// go before merge pushes that would only add to it.
+func urgent(r meshapi.PushRequest) bool { return r.Rollback != nil }
+
+// rollbacksFirst says whether this run serves urgent requests first (see
+// rollbacksFirstChange). It is asked only when an urgent request is placed
+// or pushed, so a machine that never sees one records no marker.
+func rollbacksFirst(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, rollbacksFirstChange, workflow.DefaultVersion, 1) == 1
+}
+
+// place puts a request into the queue: last, unless it is urgent, in which
+// case it goes after the urgent requests already waiting and before every
+// merge push. The push in flight is not in the queue and is never
+// interrupted; among equals the queue stays first come, first served.
+// Newest-wins (enqueue) is applied before and is unchanged by this: a
+// rollback of a module supersedes, or is superseded by, a queued request
+// of that module by generation alone, as any request is.
+func (m *machine) place(ctx workflow.Context, queue []meshapi.PushRequest, r meshapi.PushRequest) []meshapi.PushRequest {
+	if !urgent(r) || !rollbacksFirst(ctx) {
+		return append(queue, r)
+	}
+	at := 0
+	for i, q := range queue {
+		if urgent(q) {
+			at = i + 1
+		}
+	}
+	return slices.Insert(queue, at, r)
 }
 
 // cancel withdraws a waiting request. One already in flight finishes: a

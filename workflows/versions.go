@@ -7,6 +7,9 @@ var liveChanges = map[string]string{
 	// Plan, since baseline 2: a plan of more than meshapi.RelayAbove
 	// machines hears its answers through relays.
 	"answer-relays": "relayChange",
+	// Machine: rollbacks and put-backs go before the merge pushes queued,
+	// and their push activity carries meshapi.RollbackPriority.
+	"rollbacks-first": "rollbacksFirstChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

@@ -27,6 +27,14 @@ type Rollback struct {
 	Reason string `json:"reason"`
 }
 
+// RollbackPriority is the Temporal task priority key of a rollback plan
+// (its workflow and, inherited, its activities) and of the machine
+// workflow's push of a rollback or put-back: 1, the most urgent; everything
+// else runs at the server's default, 3. It orders tasks only where a task
+// queue is backed up, and only on a server whose matcher honours priority
+// (matching.useNewMatcher, see deploy/README.md).
+const RollbackPriority = 1
+
 // Words are what the declaration and the journal say of the rollback.
 func (r Rollback) Words() string { return fmt.Sprintf("rollback by %s: %s", r.By, r.Reason) }
 

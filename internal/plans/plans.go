@@ -58,6 +58,9 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 	if r := in.Rollback; r != nil {
 		// One rollback of a module at a time; a later one is a new run.
 		o.ID = meshapi.RollbackID(in.Module)
+		// Its workflow tasks, and its activities by inheritance, go before
+		// merge plans' where the worker's task queue is backed up.
+		o.Priority = temporal.Priority{PriorityKey: meshapi.RollbackPriority}
 		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		to := r.To
 		if to == "" {
