@@ -141,3 +141,17 @@ func workflowStarted(e *historypb.HistoryEvent) (int32, bool) {
 	}
 	return e.GetWorkflowExecutionStartedEventAttributes().GetPriority().GetPriorityKey(), true
 }
+
+// TestCaptureRollbackFirstHistory records a machine workflow that serves a
+// rollback before the merge pushes queued ahead of it (change
+// rollbacks-first): three merge plans queue on busy, the first in flight,
+// and a rollback of urgent comes behind them. Like the other captures it
+// runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureRollbackFirstHistory(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	s := captureStack(t, rollbackMesh(3))
+	s.rollbackBehindQueue(3)
+
+	s.writeHistories(capturedRun{"machine-rollback-first.rollbacks-first", meshapi.MachineID("busy"), ""})
+}
