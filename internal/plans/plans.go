@@ -67,7 +67,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 			to = "the newest healthy build below what runs"
 		}
 		o.StaticSummary = fmt.Sprintf("rollback of %s by %s", in.Module, r.By)
-		o.StaticDetails = meshapi.DetailList("module", in.Module, "to", to, "by", r.By, "reason", r.Reason, "gates", fmt.Sprint(in.Gates))
+		o.StaticDetails = meshapi.DetailList("module", in.Module, "to", to, "by", r.By, "client", r.Client, "reason", r.Reason, "gates", fmt.Sprint(in.Gates))
 		o.TypedSearchAttributes = temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
@@ -78,7 +78,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		o.ID = meshapi.SyncID(s.Machine, in.Module)
 		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		o.StaticSummary = fmt.Sprintf("sync of %s on %s by %s", in.Module, s.Machine, s.By)
-		o.StaticDetails = meshapi.DetailList("module", in.Module, "machine", s.Machine, "by", s.By)
+		o.StaticDetails = meshapi.DetailList("module", in.Module, "machine", s.Machine, "by", s.By, "client", s.Client)
 		o.TypedSearchAttributes = temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
