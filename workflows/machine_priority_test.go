@@ -91,38 +91,51 @@ func TestMachineServesRollbacksFirst(t *testing.T) {
 	}
 }
 
-// Newest-wins is by generation alone, a rollback's push included: a
-// rollback of a module to a build older than one queued for it is
-// answered superseded, and a newer merge of the module supersedes a queued
-// rollback. Rollbacks first changes where a request waits, not which
-// requests wait.
-func TestMachineRollbackKeepsNewestWins(t *testing.T) {
+// A rollback is never dropped for a newer build of its module, queued
+// before it or after: it runs first, and the newer build after it (sent
+// only if it is not rejected by then, which the push checks at send time).
+// Merges keep newest-wins among themselves. A run from before the change
+// kept newest-wins by generation alone, the rollback included.
+func TestMachineRollbackIsNeverSuperseded(t *testing.T) {
 	inFlight := req("plan/a/1", "a", 1)
 	cases := []struct {
 		name       string
+		old        bool
 		requests   []meshapi.PushRequest
 		served     []string
 		superseded string
 	}{
 		{name: "rollback behind a newer queued build",
 			requests: []meshapi.PushRequest{req("plan/host/3", "host", 3), rollbackReq("rollback/host", "host", 1)},
-			served:   []string{inFlight.Plan, "plan/host/3"}, superseded: "rollback/host"},
+			served:   []string{inFlight.Plan, "rollback/host", "plan/host/3"}},
 		{name: "newer merge behind a queued rollback",
 			requests: []meshapi.PushRequest{rollbackReq("rollback/host", "host", 1), req("plan/host/3", "host", 3)},
+			served:   []string{inFlight.Plan, "rollback/host", "plan/host/3"}},
+		{name: "merges keep newest-wins beside a rollback",
+			requests: []meshapi.PushRequest{req("plan/host/2", "host", 2), rollbackReq("rollback/host", "host", 1), req("plan/host/3", "host", 3)},
+			served:   []string{inFlight.Plan, "rollback/host", "plan/host/3"}, superseded: "plan/host/2"},
+		{name: "run from before the change: rollback superseded", old: true,
+			requests: []meshapi.PushRequest{req("plan/host/3", "host", 3), rollbackReq("rollback/host", "host", 1)},
 			served:   []string{inFlight.Plan, "plan/host/3"}, superseded: "rollback/host"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newMachineHarness(t)
+			if tc.old {
+				h.env.OnGetVersion(rollbacksFirstChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
 			h.delay = time.Minute
 			h.signalAt(0, inFlight)
 			h.signalAt(time.Second, tc.requests...)
-			h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})
+			h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: len(tc.served)})
 			var served []string
 			for _, p := range h.pushes {
 				served = append(served, p.Request.Plan)
 			}
 			require.Equal(t, tc.served, served)
+			if tc.superseded == "" {
+				return
+			}
 			a, ok := h.answer(meshapi.RequestID(tc.superseded, "m1"))
 			require.True(t, ok, "%s answered", tc.superseded)
 			require.Equal(t, meshapi.MachineSuperseded, a.Outcome, a.Reason)
