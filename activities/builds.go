@@ -40,7 +40,7 @@ func (a *Activities) RejectBuild(ctx context.Context, in meshapi.RejectInput) (m
 		msg := fmt.Sprintf("no build of %s at commit %s in the catalogue (starter build list --module %s shows them)", in.Module, in.Commit, in.Module)
 		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(msg, meshapi.ErrUnknownBuild, nil)
 	}
-	r, err := a.Catalogue.Reject(ctx, b.Module, b.Commit, in.By, in.Reason)
+	r, err := a.Catalogue.Reject(ctx, b.Module, b.Commit, meshapi.Who(in.By, in.Client), in.Reason)
 	switch {
 	case errors.Is(err, catalogue.ErrUnknownBuild):
 		return mesh.Rejection{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrUnknownBuild, err)

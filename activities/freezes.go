@@ -14,7 +14,7 @@ func (a *Activities) Freeze(ctx context.Context, in meshapi.FreezeInput) (mesh.F
 	if err := a.knownScope(in.Module, in.Machine); err != nil {
 		return mesh.Freeze{}, err
 	}
-	f, err := a.Catalogue.Freeze(ctx, in.Module, in.Machine, in.By, in.Reason)
+	f, err := a.Catalogue.Freeze(ctx, in.Module, in.Machine, meshapi.Who(in.By, in.Client), in.Reason)
 	if err != nil {
 		return mesh.Freeze{}, fmt.Errorf("record freeze: %w", err)
 	}
@@ -29,7 +29,7 @@ func (a *Activities) Unfreeze(ctx context.Context, in meshapi.UnfreezeInput) (me
 	if err := a.knownScope(in.Module, in.Machine); err != nil {
 		return meshapi.UnfreezeResult{}, err
 	}
-	lifted, err := a.Catalogue.Unfreeze(ctx, in.Module, in.Machine, in.By)
+	lifted, err := a.Catalogue.Unfreeze(ctx, in.Module, in.Machine, meshapi.Who(in.By, in.Client))
 	if err != nil {
 		return meshapi.UnfreezeResult{}, fmt.Errorf("unfreeze: %w", err)
 	}

@@ -36,6 +36,9 @@ type agentHost struct {
 	postsDown   atomic.Bool
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
+	// held, while set, makes declarations wait until it is closed (see
+	// Hold); reads pass.
+	held atomic.Pointer[chan struct{}]
 }
 
 func newAgentHost(t *testing.T, machine string, runtime func(dir string) agent.Runtime) *agentHost {
@@ -54,6 +57,13 @@ func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"host is down (test)"}}`)
 			return
+		}
+		if c := h.held.Load(); c != nil && r.Method == http.MethodPost {
+			select {
+			case <-*c:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		if r.Method == http.MethodPost {
 			n := h.inFlight.Add(1)
@@ -107,6 +117,18 @@ func (h *agentHost) forget() {
 	h.t.Helper()
 	require.NoError(h.t, h.a.Close(context.Background()))
 	h.open()
+}
+
+// Hold makes every declaration sent to the host wait until release is
+// called (reads are answered): a push that stays in flight as long as a
+// test needs, while requests queue behind it.
+func (h *agentHost) Hold() (release func()) {
+	c := make(chan struct{})
+	h.held.Store(&c)
+	return func() {
+		h.held.Store(nil)
+		close(c)
+	}
 }
 
 func (h *agentHost) URL() string { return h.srv.URL }

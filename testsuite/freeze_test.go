@@ -27,7 +27,7 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	var f mesh.Freeze
 	require.NoError(t, json.Unmarshal([]byte(out), &f), out)
 	require.Equal(t, "host", f.Module)
-	require.Equal(t, "alice", f.By)
+	require.Equal(t, asked("alice"), f.By)
 	// A freeze of another module holds nothing here; it stays after.
 	_, err = s.starter("freeze", "--module", "mesh-controller", "--reason", "other", "--by", "carol")
 	require.NoError(t, err)
@@ -35,11 +35,11 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "bob"})
 	require.NoError(t, err)
 	st := waitFor(t, s, held, meshapi.PlanHeld)
-	require.Equal(t, "held: freeze by alice: incident 42", st.Reason)
+	require.Equal(t, "held: freeze by "+asked("alice")+": incident 42", st.Reason)
 	require.Equal(t, meshapi.TierWaiting, st.Tiers[1].State)
 	show, err := s.starter("plan", "show", held)
 	require.NoError(t, err, show)
-	require.Contains(t, show, "held: freeze by alice: incident 42")
+	require.Contains(t, show, "held: freeze by "+asked("alice")+": incident 42")
 	require.Contains(t, show, "\nlift the freeze with: starter --config "+s.configPath+" unfreeze --module host; the plan then goes on by itself\n",
 		"the command that lifts the freeze holding it, not the other module's")
 	list, err := s.starter("freeze", "list")
@@ -53,7 +53,7 @@ func TestFreezeHoldsAPlanBetweenTiers(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	require.Len(t, res.Lifted, 1)
 	require.Equal(t, f.ID, res.Lifted[0].ID)
-	require.Equal(t, "bob", res.Lifted[0].LiftedBy)
+	require.Equal(t, asked("bob"), res.Lifted[0].LiftedBy)
 	require.Contains(t, res.Signalled, held)
 
 	st = s.wait(held)
@@ -132,11 +132,11 @@ func TestOverrideFreezePassesAndIsJournalled(t *testing.T) {
 				said = append(said, e.Reason)
 			}
 		}
-		require.Contains(t, said, "override freeze by bob: hotfix for incident 42", "%s journal", m)
+		require.Contains(t, said, "override freeze by "+asked("bob")+": hotfix for incident 42", "%s journal", m)
 		s.checkJournal(m)
 	}
 
 	held := s.start("host", s.commit("host")).ID
 	st := waitFor(t, s, held, meshapi.PlanHeld)
-	require.Equal(t, "held: freeze by alice: release week", st.Reason)
+	require.Equal(t, "held: freeze by "+asked("alice")+": release week", st.Reason)
 }

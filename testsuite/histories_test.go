@@ -15,6 +15,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -85,11 +86,14 @@ func TestReplayHistories(t *testing.T) {
 			defer file.Close()
 			h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
 			require.NoError(t, err)
-			r := worker.NewWorkflowReplayer()
+			pushes := newPushOrder(t, h)
+			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: []interceptor.WorkerInterceptor{pushes}})
+			require.NoError(t, err)
 			workerapp.RegisterWorkflows(r)
 			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
 				OriginalExecution: workflow.Execution{ID: exec.WorkflowID, RunID: exec.RunID},
 			}))
+			pushes.check()
 		})
 	}
 	require.NotZero(t, n, "no committed histories in %s (MESHROLL_WRITE_HISTORIES=1 scripts/test.sh -run TestCaptureHistories ./testsuite/ makes them)", historyDir)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cli"
@@ -53,7 +54,7 @@ func TestRejectedBuildIsNeverSent(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 	require.Equal(t, h2, r.Commit, "a short commit names the build")
 	require.Equal(t, b2.Digest, r.Digest)
-	require.Equal(t, "alice", r.By)
+	require.Equal(t, asked("alice"), r.By)
 
 	out, err = s.starter("build", "reject", "--module", "host", "--commit", h2, "--reason", "again", "--by", "bob", "--output", "json")
 	require.NoError(t, err, out)
@@ -69,14 +70,14 @@ func TestRejectedBuildIsNeverSent(t *testing.T) {
 	newest, older := list.Builds[0], list.Builds[1]
 	require.Equal(t, b2.Digest, newest.Build.Digest, "newest first")
 	require.NotNil(t, newest.Rejected)
-	require.Equal(t, "alice", newest.Rejected.By)
+	require.Equal(t, asked("alice"), newest.Rejected.By)
 	require.Equal(t, []string{"edge-1"}, newest.Running, "it keeps running where it runs")
 	require.Equal(t, []string{"control-node"}, older.Running)
 	require.Nil(t, older.Rejected)
 
 	table, err := s.starter("build", "list", "--module", "host")
 	require.NoError(t, err, table)
-	require.Contains(t, table, "by alice: crashes under load after an hour")
+	require.Contains(t, table, "by "+asked("alice")+": crashes under load after an hour", "build list shows who rejected it, by --by and client identity")
 
 	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "bob"})
 	require.NoError(t, err)
@@ -150,7 +151,13 @@ func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
 	require.Equal(t, meshapi.RollbackID("host"), res.Plan)
 	require.Equal(t, meshapi.PlanConverged, res.State, res.Reason)
 	require.Contains(t, res.Reason, "rolled host back to generation")
-	require.Contains(t, res.Reason, "rollback by alice: g3 leaks memory")
+	require.Contains(t, res.Reason, "rollback by "+asked("alice")+": g3 leaks memory")
+	// The identity the starter recorded is the one the server saw.
+	s.eachEvent(res.Plan, func(e *historypb.HistoryEvent) {
+		if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			require.Equal(t, cli.ClientIdentity(), a.GetIdentity(), "the client identity of the rollback's start")
+		}
+	})
 	s.runs("edge-1", b2)
 	s.runs("control-node", b2)
 	r, rejected, err := s.cat.Rejected(t.Context(), b3.Digest)
@@ -165,7 +172,8 @@ func TestRollbackPutsTheFleetBackAndRejectsWhatItLeaves(t *testing.T) {
 		}
 	}
 	require.Len(t, rolled, 1, "edge-1 journals one rollback")
-	require.Equal(t, "rollback by alice: g3 leaks memory", rolled[0].Reason)
+	require.Equal(t, "rollback by "+asked("alice")+": g3 leaks memory", rolled[0].Reason,
+		"the host journals who asked, by --by and by client identity")
 	require.Equal(t, res.Plan, rolled[0].Plan)
 	for _, e := range s.hosts["control-node"].journal() {
 		require.False(t, e.Rollback, "the control node, already on g2, is not touched")

@@ -99,3 +99,7 @@ func TestStarterGateApprove(t *testing.T) {
 	require.Error(t, err, "approving an ended plan is refused")
 	require.Contains(t, err.Error(), "already ended converged")
 }
+
+// asked is how a lever run through the starter records who asked: --by and
+// the client identity the starter dialled with.
+func asked(by string) string { return meshapi.Who(by, cli.ClientIdentity()) }

@@ -81,7 +81,8 @@ func (m *machine) state() meshapi.MachineState {
 }
 
 func queued(r meshapi.PushRequest) meshapi.QueuedRequest {
-	return meshapi.QueuedRequest{Request: r.Request, Plan: r.Plan, Module: r.Build.Module, Digest: r.Build.Digest, Generation: r.Build.Generation}
+	return meshapi.QueuedRequest{Request: r.Request, Plan: r.Plan, Module: r.Build.Module, Digest: r.Build.Digest, Generation: r.Build.Generation,
+		Rollback: urgent(r)}
 }
 
 // run takes requests and withdrawals as they come and pushes the queue's
@@ -143,7 +144,11 @@ func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	if req.Local {
 		return workflow.ExecuteLocalActivity(localPushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
 	}
-	return workflow.ExecuteActivity(pushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
+	actx := pushOptions(ctx, req.Policy.WithDefaults(), summary)
+	if urgent(req) && rollbacksFirst(ctx) {
+		actx = workflow.WithPriority(actx, temporal.Priority{PriorityKey: meshapi.RollbackPriority})
+	}
+	return workflow.ExecuteActivity(actx, acts.PushAndAnswer, in)
 }
 
 // finish turns the push activity's outcome into the plan's answer. A push

@@ -43,6 +43,9 @@ func (m *machine) details(ctx workflow.Context) {
 				b.WriteString(",")
 			}
 			fmt.Fprintf(&b, " %s for %s", buildWords(queued(r)), r.Plan)
+			if urgent(r) {
+				b.WriteString(" (rollback: first in line)")
+			}
 		}
 		b.WriteString("\n")
 	}

@@ -65,8 +65,8 @@ func (p *plan) validateApprove(in meshapi.ApproveInput) error {
 
 func (p *plan) approve(ctx workflow.Context, in meshapi.ApproveInput) (meshapi.ControlResult, error) {
 	if p.analysisGate >= 0 && (in.Tier == nil || *in.Tier == p.analysisGate) {
-		p.analysisPassedBy = cmp.Or(in.By, "someone who did not say")
-		workflow.GetLogger(ctx).Info("inconclusive analysis approved", "tier", p.analysisGate, "by", in.By)
+		p.analysisPassedBy = meshapi.Who(cmp.Or(in.By, "someone who did not say"), in.Client)
+		workflow.GetLogger(ctx).Info("inconclusive analysis approved", "tier", p.analysisGate, "by", in.By, "client", in.Client)
 		return meshapi.ControlResult{State: p.st.State}, nil
 	}
 	t := p.gate
@@ -74,7 +74,7 @@ func (p *plan) approve(ctx workflow.Context, in meshapi.ApproveInput) (meshapi.C
 		t = *in.Tier
 	}
 	p.approved[t] = true
-	workflow.GetLogger(ctx).Info("gate approved", "tier", t, "by", in.By)
+	workflow.GetLogger(ctx).Info("gate approved", "tier", t, "by", in.By, "client", in.Client)
 	return meshapi.ControlResult{State: p.st.State}, nil
 }
 
@@ -84,13 +84,13 @@ func (p *plan) validateAbort(meshapi.AbortInput) error   { return p.finished() }
 
 func (p *plan) pause(ctx workflow.Context, in meshapi.PauseInput) (meshapi.ControlResult, error) {
 	p.st.Paused = true
-	workflow.GetLogger(ctx).Info("plan paused", "by", in.By, "reason", in.Reason)
+	workflow.GetLogger(ctx).Info("plan paused", "by", in.By, "client", in.Client, "reason", in.Reason)
 	return meshapi.ControlResult{State: p.st.State}, nil
 }
 
 func (p *plan) resume(ctx workflow.Context, in meshapi.ResumeInput) (meshapi.ControlResult, error) {
 	p.st.Paused = false
-	workflow.GetLogger(ctx).Info("plan resumed", "by", in.By)
+	workflow.GetLogger(ctx).Info("plan resumed", "by", in.By, "client", in.Client)
 	return meshapi.ControlResult{State: p.st.State}, nil
 }
 
@@ -100,7 +100,7 @@ func (p *plan) abort(ctx workflow.Context, in meshapi.AbortInput) (meshapi.Contr
 	p.aborted = true
 	p.abortReason = "aborted"
 	if in.By != "" {
-		p.abortReason += " by " + in.By
+		p.abortReason += " by " + meshapi.Who(in.By, in.Client)
 	}
 	if in.Reason != "" {
 		p.abortReason += ": " + in.Reason
@@ -108,7 +108,7 @@ func (p *plan) abort(ctx workflow.Context, in meshapi.AbortInput) (meshapi.Contr
 	if p.cancelStep != nil {
 		p.cancelStep()
 	}
-	workflow.GetLogger(ctx).Info("plan aborted", "by", in.By, "reason", in.Reason)
+	workflow.GetLogger(ctx).Info("plan aborted", "by", in.By, "client", in.Client, "reason", in.Reason)
 	return meshapi.ControlResult{State: p.st.State}, nil
 }
 

@@ -9,6 +9,10 @@ var liveChanges = map[string]string{
 	"answer-relays": "relayChange",
 	// Plan: a tier with group_by is pushed and budgeted by group.
 	"group-budgets": "groupsChange",
+	// Machine: rollbacks and put-backs go before the merge pushes queued,
+	// are never superseded by a newer build, and their push activity
+	// carries meshapi.RollbackPriority.
+	"rollbacks-first": "rollbacksFirstChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

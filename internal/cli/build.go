@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"os/user"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -130,6 +128,7 @@ rejected keeps the first rejection and prints it.
 			if in.By == "" {
 				in.By = operator()
 			}
+			in.Client = ClientIdentity()
 			if err := in.Validate(); err != nil {
 				return &UsageError{Err: err}
 			}
@@ -185,15 +184,4 @@ func knownScope(cfg *config.Config, path, module, machine string) error {
 		return knownMachine(cfg, path, machine)
 	}
 	return nil
-}
-
-// operator names the person running the starter: $USER, else the account.
-func operator() string {
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return "unknown operator"
 }

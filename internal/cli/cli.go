@@ -160,7 +160,10 @@ func (a *app) loadConfig() (*config.Config, string, error) {
 }
 
 func (a *app) dial(ctx context.Context, cfg *config.Config) (client.Client, error) {
-	return temporalx.Dial(ctx, cfg.Temporal, a.log, DialTimeout)
+	return temporalx.DialWith(ctx, cfg.Temporal, a.log, DialTimeout, func(o client.Options) client.Options {
+		o.Identity = ClientIdentity()
+		return o
+	})
 }
 
 func (a *app) json() bool { return a.output == OutputJSON }

@@ -39,6 +39,7 @@ active freezes.`,
 			if in.By == "" {
 				in.By = operator()
 			}
+			in.Client = ClientIdentity()
 			if err := in.Validate(); err != nil {
 				return &UsageError{Err: err}
 			}
@@ -84,6 +85,7 @@ with nothing left to lift, tells them again.`,
 			if in.By == "" {
 				in.By = operator()
 			}
+			in.Client = ClientIdentity()
 			return a.leverCall(cmd.Context(), in.Module, in.Machine, func(ctx context.Context, cfg *config.Config, c client.Client) error {
 				res, err := levers.Unfreeze(ctx, c, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue, in)
 				if err != nil {

@@ -249,7 +249,11 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 				row("now", *wf.Current)
 			}
 			for i, r := range wf.Queue {
-				row(strconv.Itoa(i+1), r)
+				pos := strconv.Itoa(i + 1)
+				if r.Rollback {
+					pos += " rollback, first in line"
+				}
+				row(pos, r)
 			}
 			_ = tw.Flush()
 		}

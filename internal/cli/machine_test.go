@@ -316,7 +316,8 @@ func TestWriteMachineView(t *testing.T) {
 		Containers:      []machines.Container{{Module: "host", Digest: digestA, Generation: 2, Plan: plan, Seq: 3, State: "running", Since: "s"}},
 		Workflow: &machines.Workflow{ID: "machine/control-node", LastSeq: 3,
 			Current: &meshapi.QueuedRequest{Request: plan + "@control-node", Plan: plan, Module: "host", Digest: digestB, Generation: 3},
-			Queue:   []meshapi.QueuedRequest{{Plan: "plan/mesh-controller/x", Module: "mesh-controller", Digest: digestA, Generation: 1}}},
+			Queue: []meshapi.QueuedRequest{{Plan: "rollback/metrics", Module: "metrics", Digest: digestA, Generation: 4, Rollback: true},
+				{Plan: "plan/mesh-controller/x", Module: "mesh-controller", Digest: digestA, Generation: 1}}},
 		Journal: []machines.JournalEntry{{Index: 2, Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.Local), Outcome: "refused", Code: "downgrade", Seq: 3, Plan: plan,
 			Force: true, ForcedPast: "host generation 3 below floor 4",
 			Containers: []machines.JournalContainer{{Module: "mesh-controller", Digest: digestA}, {Module: "host", Digest: digestB}}}},
@@ -330,9 +331,10 @@ func TestWriteMachineView(t *testing.T) {
 	assert.Regexp(t, `MODULE\s+DIGEST\s+GEN\s+PLAN\s+SEQ\s+STATE\s+SINCE\n`, out)
 	assert.Regexp(t, `host\s+sha256:aaaaaaaaaaaa\s+2\s+`+plan+`\s+3\s+running\s+s\n`, out)
 	assert.Contains(t, out, "(the host does not say which plan brought each build; PLAN and SEQ are its last declaration's)\n")
-	assert.Contains(t, out, "workflow machine/control-node: last seq 3, pushing "+plan+"@control-node, 1 queued\n")
+	assert.Contains(t, out, "workflow machine/control-node: last seq 3, pushing "+plan+"@control-node, 2 queued\n")
 	assert.Regexp(t, `now\s+`+plan+`\s+host\s+sha256:bbbbbbbbbbbb\s+3\n`, out)
-	assert.Regexp(t, `1\s+plan/mesh-controller/x\s+mesh-controller\s+sha256:aaaaaaaaaaaa\s+1\n`, out)
+	assert.Regexp(t, `1 rollback, first in line\s+rollback/metrics\s+metrics\s+sha256:aaaaaaaaaaaa\s+4\n`, out)
+	assert.Regexp(t, `2\s+plan/mesh-controller/x\s+mesh-controller\s+sha256:aaaaaaaaaaaa\s+1\n`, out)
 	assert.Regexp(t, `2\s+2025-01-02 03:04:05\s+refused \(downgrade\)\s+3\s+`+plan+
 		`\s+mesh-controller=sha256:aaaaaaaaaaaa,host=sha256:bbbbbbbbbbbb\s+forced past host generation 3 below floor 4\n`, out)
 

@@ -187,6 +187,7 @@ func planInput(cfg *config.Config, path string, o mergeOpts) (meshapi.PlanInput,
 		if ov.By == "" {
 			ov.By = operator()
 		}
+		ov.Client = ClientIdentity()
 		in.OverrideFreeze = &ov
 	case o.override.Reason != "" || o.override.By != "":
 		return meshapi.PlanInput{}, usagef(nil, "--reason and --by go with --override-freeze")

@@ -154,7 +154,7 @@ gate before --tier, or has ended.`,
 		Args: planIDArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
-		in := meshapi.ApproveInput{By: by}
+		in := meshapi.ApproveInput{By: by, Client: ClientIdentity()}
 		if cmd.Flags().Changed("tier") {
 			in.Tier = &tier
 		}
@@ -175,6 +175,7 @@ finish. "starter plan resume" lets it go on.`,
 		Args: planIDArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		in.Client = ClientIdentity()
 		return a.control(cmd.Context(), args[0], meshapi.UpdatePause, in, nil)
 	})
 	cmd.Flags().StringVar(&in.Reason, "reason", "", "why, for the plan's log")
@@ -190,6 +191,7 @@ func (a *app) resumeCommand() *cobra.Command {
 		Args:  planIDArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		in.Client = ClientIdentity()
 		return a.control(cmd.Context(), args[0], meshapi.UpdateResume, in, nil)
 	})
 	cmd.Flags().StringVar(&in.By, "by", operator(), "who resumes, for the plan's log")
@@ -206,6 +208,7 @@ machines already pushed keep what they got, and later tiers are not touched.`,
 		Args: planIDArg,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
+		in.Client = ClientIdentity()
 		return a.control(cmd.Context(), args[0], meshapi.UpdateAbort, in, nil)
 	})
 	cmd.Flags().StringVar(&in.Reason, "reason", "", "why, for the plan's log and its final reason")

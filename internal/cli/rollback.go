@@ -38,6 +38,7 @@ end; the exit code is 0 when it converged and 3 when it halted or was refused.`,
 			if r.By == "" {
 				r.By = operator()
 			}
+			r.Client = ClientIdentity()
 			if r.To != "" {
 				if _, _, err := catalogue.CommitPrefix(r.To); err != nil {
 					return usagef(err, "--to %q: %v", r.To, err)

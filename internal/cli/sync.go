@@ -75,10 +75,10 @@ code is 3 when one did not converge or was not superseded.`,
 				case r.HostError != "":
 					return fmt.Errorf("machine %s: %s", name, r.HostError)
 				case r.Drift == machines.DriftUnexpected:
-					syncs = append(syncs, meshapi.Sync{Machine: name, By: by, Remove: true})
+					syncs = append(syncs, meshapi.Sync{Machine: name, By: by, Client: ClientIdentity(), Remove: true})
 					modules = append(modules, r.Module)
 				case slices.Contains(cfg.Machines[name].Modules, r.Module):
-					syncs = append(syncs, meshapi.Sync{Machine: name, By: by})
+					syncs = append(syncs, meshapi.Sync{Machine: name, By: by, Client: ClientIdentity()})
 					modules = append(modules, r.Module)
 				}
 			}

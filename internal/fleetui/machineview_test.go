@@ -58,7 +58,8 @@ func edge1(journal []machines.JournalEntry) *fake {
 			{Module: "host", Digest: digestNew, Generation: 27, Commit: commit, Plan: meshapi.PlanID("metrics", strings.Repeat("9", 40)), Seq: 59, State: "running", Since: "2026-10-02T14:41:00Z"},
 			{Module: "metrics", Digest: digestMetrics, Generation: 5, Commit: strings.Repeat("9", 40), Plan: meshapi.PlanID("metrics", strings.Repeat("9", 40)), Seq: 59, State: "running"},
 		},
-		Workflow: &machines.Workflow{ID: "machine/edge-1", LastSeq: 60, Queue: []meshapi.QueuedRequest{{Module: "metrics", Generation: 6, Plan: "plan/metrics/x"}},
+		Workflow: &machines.Workflow{ID: "machine/edge-1", LastSeq: 60, Queue: []meshapi.QueuedRequest{
+			{Module: "host", Generation: 26, Plan: "rollback/host", Rollback: true}, {Module: "metrics", Generation: 6, Plan: "plan/metrics/x"}},
 			Current: &meshapi.QueuedRequest{Module: "host", Generation: 28, Plan: "plan/host/y"}, Floor: []machines.Floor{{Module: "host", Generation: 27}}},
 	}}
 	src.journal = map[string][]machines.JournalEntry{"edge-1": journal}
@@ -132,7 +133,9 @@ func TestMachineWhy(t *testing.T) {
 			} else {
 				assert.NotContains(t, body, "Last declared by")
 			}
-			assert.Contains(t, body, "1 queued behind it:")
+			assert.Contains(t, body, "2 queued behind it:")
+			assert.Contains(t, body, "<li>host 26 for <code>rollback/host</code> — <b>rollback, first in line</b></li>")
+			assert.Contains(t, body, "<li>metrics 6 for <code>plan/metrics/x</code></li>")
 			assert.Contains(t, body, "Floor (what a push will not go below): host 27.")
 		})
 	}

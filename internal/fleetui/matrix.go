@@ -482,6 +482,9 @@ func queueWords(m machines.Row) string {
 	if *m.Queue > 0 {
 		parts = append(parts, fmt.Sprintf("%d queued", *m.Queue))
 	}
+	if m.Rollbacks > 0 {
+		parts = append(parts, fmt.Sprintf("%d rollback first in line", m.Rollbacks))
+	}
 	if len(parts) == 0 {
 		return "idle"
 	}

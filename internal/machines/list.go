@@ -32,9 +32,12 @@ type Row struct {
 	LastSeq *uint64 `json:"last_seq"`
 	Queue   *int    `json:"queue"`
 	// Current is the request being pushed now, if any.
-	Current       *meshapi.QueuedRequest `json:"current,omitempty"`
-	WorkflowError string                 `json:"workflow_error,omitempty"`
-	HostStatus    string                 `json:"host_status"`
+	Current *meshapi.QueuedRequest `json:"current,omitempty"`
+	// Rollbacks counts the queued requests that restore a known-good
+	// build: they are first in line, before the merge pushes.
+	Rollbacks     int    `json:"queued_rollbacks,omitempty"`
+	WorkflowError string `json:"workflow_error,omitempty"`
+	HostStatus    string `json:"host_status"`
 	// HostSeq is the last sequence the host reports it applied.
 	HostSeq   *uint64 `json:"host_seq"`
 	HostError string  `json:"host_error,omitempty"`
@@ -149,6 +152,11 @@ func (r reading) row() Row {
 	if st := r.state; st != nil {
 		seq, q := st.LastSeq, len(st.Queue)
 		row.LastSeq, row.Queue, row.Current = &seq, &q, st.Current
+		for _, r := range st.Queue {
+			if r.Rollback {
+				row.Rollbacks++
+			}
+		}
 	}
 	return row
 }

@@ -39,6 +39,8 @@ type RejectInput struct {
 	Commit string `json:"commit"`
 	By     string `json:"by"`
 	Reason string `json:"reason"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // Validate is what the CLI and the workflow both refuse before anything

@@ -52,6 +52,8 @@ type FreezeInput struct {
 	Machine string `json:"machine,omitempty"`
 	By      string `json:"by"`
 	Reason  string `json:"reason"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // Validate is what the CLI and the workflow both refuse before anything is
@@ -65,6 +67,8 @@ type UnfreezeInput struct {
 	Module  string `json:"module,omitempty"`
 	Machine string `json:"machine,omitempty"`
 	By      string `json:"by"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // UnfreezeResult is what an unfreeze lifted, and which plans were told.
@@ -88,10 +92,14 @@ type FreezesResult struct {
 type Override struct {
 	By     string `json:"by"`
 	Reason string `json:"reason"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // Words are what the declaration and the journal say of the override.
-func (o Override) Words() string { return fmt.Sprintf("override freeze by %s: %s", o.By, o.Reason) }
+func (o Override) Words() string {
+	return fmt.Sprintf("override freeze by %s: %s", Who(o.By, o.Client), o.Reason)
+}
 
 func (o Override) validate() error {
 	return required("an override of a freeze", "by", o.By, "reason", o.Reason)

@@ -52,4 +52,8 @@ type QueuedRequest struct {
 	Module     string `json:"module"`
 	Digest     string `json:"digest"`
 	Generation int64  `json:"generation"`
+	// Rollback marks a request that restores a known-good build (a
+	// rollback's push or a put-back after failed analysis): the machine
+	// serves it first in line, before every merge push waiting.
+	Rollback bool `json:"rollback,omitempty"`
 }

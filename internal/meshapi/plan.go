@@ -219,17 +219,25 @@ type ApproveInput struct {
 	// waiting at now.
 	Tier *int   `json:"tier,omitempty"`
 	By   string `json:"by,omitempty"`
+	// Client is the Temporal client identity the starter dialled with
+	// (user@host, pid): recorded beside By. Neither is checked by meshroll;
+	// see deploy/README.md for making the identity trustworthy.
+	Client string `json:"client,omitempty"`
 }
 
 // PauseInput holds a plan before its next tier.
 type PauseInput struct {
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // ResumeInput lets a paused plan go on.
 type ResumeInput struct {
 	By string `json:"by,omitempty"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // AbortInput ends a plan: queued pushes leave their machines' queues, later
@@ -237,6 +245,8 @@ type ResumeInput struct {
 type AbortInput struct {
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
 // ControlResult answers approve, pause, resume and abort.

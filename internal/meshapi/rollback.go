@@ -25,10 +25,33 @@ type Rollback struct {
 	To     string `json:"to,omitempty"`
 	By     string `json:"by"`
 	Reason string `json:"reason"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 }
 
+// RollbackPriority is the Temporal task priority key of a rollback plan
+// (its workflow and, inherited, its activities) and of the machine
+// workflow's push of a rollback or put-back: 1, the most urgent; everything
+// else runs at the server's default, 3. It orders tasks only where a task
+// queue is backed up, and only on a server whose matcher honours priority
+// (matching.useNewMatcher, see deploy/README.md).
+const RollbackPriority = 1
+
 // Words are what the declaration and the journal say of the rollback.
-func (r Rollback) Words() string { return fmt.Sprintf("rollback by %s: %s", r.By, r.Reason) }
+func (r Rollback) Words() string {
+	return fmt.Sprintf("rollback by %s: %s", Who(r.By, r.Client), r.Reason)
+}
+
+// Who is how a lever's asker is recorded and shown: who they said they are
+// (--by) and, when known, the Temporal client identity their request came
+// with, "alice (client alice@ops-1 pid 4242)". Both are the starter's own
+// word; see deploy/README.md for what makes them trustworthy.
+func Who(by, client string) string {
+	if client == "" || client == by {
+		return by
+	}
+	return fmt.Sprintf("%s (client %s)", by, client)
+}
 
 func (r Rollback) validate() error {
 	return required("a rollback", "by", r.By, "reason", r.Reason)
@@ -48,6 +71,8 @@ func SyncID(machine, module string) string { return syncPrefix + machine + "/" +
 type Sync struct {
 	Machine string `json:"machine"`
 	By      string `json:"by"`
+	// Client: see ApproveInput.
+	Client string `json:"client,omitempty"`
 	// Remove stops the module on Machine instead: the config does not give
 	// the machine the module, and its host runs it (drift: unexpected).
 	Remove bool `json:"remove,omitempty"`

@@ -58,13 +58,16 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 	if r := in.Rollback; r != nil {
 		// One rollback of a module at a time; a later one is a new run.
 		o.ID = meshapi.RollbackID(in.Module)
+		// Its workflow tasks, and its activities by inheritance, go before
+		// merge plans' where the worker's task queue is backed up.
+		o.Priority = temporal.Priority{PriorityKey: meshapi.RollbackPriority}
 		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		to := r.To
 		if to == "" {
 			to = "the newest healthy build below what runs"
 		}
 		o.StaticSummary = fmt.Sprintf("rollback of %s by %s", in.Module, r.By)
-		o.StaticDetails = meshapi.DetailList("module", in.Module, "to", to, "by", r.By, "reason", r.Reason, "gates", fmt.Sprint(in.Gates))
+		o.StaticDetails = meshapi.DetailList("module", in.Module, "to", to, "by", r.By, "client", r.Client, "reason", r.Reason, "gates", fmt.Sprint(in.Gates))
 		o.TypedSearchAttributes = temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),
@@ -75,7 +78,7 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 		o.ID = meshapi.SyncID(s.Machine, in.Module)
 		o.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		o.StaticSummary = fmt.Sprintf("sync of %s on %s by %s", in.Module, s.Machine, s.By)
-		o.StaticDetails = meshapi.DetailList("module", in.Module, "machine", s.Machine, "by", s.By)
+		o.StaticDetails = meshapi.DetailList("module", in.Module, "machine", s.Machine, "by", s.By, "client", s.Client)
 		o.TypedSearchAttributes = temporal.NewSearchAttributes(
 			meshapi.SAModule.ValueSet(in.Module),
 			meshapi.SAState.ValueSet(string(meshapi.PlanBuilding)),

@@ -67,12 +67,17 @@ var ErrNoGo = errors.New("go not found on PATH")
 //     workflow task then waits 30-50 ms to be dispatched (a 3-machine plan
 //     right after another took 0.42 s instead of 0.10-0.14 s). A dev
 //     server is one process on one machine; the limit protects a shared
-//     database, which it does not have.
+//     database, which it does not have;
+//   - the priority-enabled task matcher, without which a server up to 1.31
+//     ignores the task priority a rollback's workflow and pushes carry
+//     (meshapi.RollbackPriority): with it, their tasks go before merge
+//     plans' wherever a task queue is backed up.
 var FastDynamicConfig = []string{
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+	"--dynamic-config-value", "matching.useNewMatcher=true",
 }
 
 // SearchAttributeArgs are the dev server's flags that register types
