@@ -28,6 +28,19 @@ func putBackReq(plan, module string, gen int64) meshapi.PushRequest {
 	return r
 }
 
+// queueHarness is a machine whose first push, inFlight, takes a minute, so
+// that what is signalled next queues behind it; old answers the
+// rollbacks-first gate with the version before it.
+func queueHarness(t *testing.T, old bool, inFlight meshapi.PushRequest) *machineHarness {
+	h := newMachineHarness(t)
+	if old {
+		h.env.OnGetVersion(rollbacksFirstChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
+	h.delay = time.Minute
+	h.signalAt(0, inFlight)
+	return h
+}
+
 // A rollback or a put-back that arrives behind queued merge pushes is
 // served right after the push in flight, which is not interrupted; among
 // rollbacks and among merges the queue stays first come, first served. (The
@@ -51,12 +64,7 @@ func TestMachineServesRollbacksFirst(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newMachineHarness(t)
-			if tc.old {
-				h.env.OnGetVersion(rollbacksFirstChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-			}
-			h.delay = time.Minute
-			h.signalAt(0, inFlight)
+			h := queueHarness(t, tc.old, inFlight)
 			h.signalAt(time.Second, b, c, rb, put, d)
 			var seen meshapi.MachineState
 			var details string
@@ -120,12 +128,7 @@ func TestMachineRollbackIsNeverSuperseded(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newMachineHarness(t)
-			if tc.old {
-				h.env.OnGetVersion(rollbacksFirstChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-			}
-			h.delay = time.Minute
-			h.signalAt(0, inFlight)
+			h := queueHarness(t, tc.old, inFlight)
 			h.signalAt(time.Second, tc.requests...)
 			h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: len(tc.served)})
 			var served []string
