@@ -55,14 +55,25 @@ the hosts are still listed, then list exits 1.`,
   starter machine list --output json`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := a.loadConfig()
+			cfg, path, err := a.loadConfig()
 			if err != nil {
 				return err
 			}
-			rows, terr := machines.List(cmd.Context(), cfg, a.dialer(cfg))
+			pic, closePic, _ := a.statusPicture(cmd.Context(), cfg, path)
+			defer closePic()
+			rows, terr := machines.List(cmd.Context(), cfg, a.dialer(cfg), pic)
 			return printRead(a, rows, writeMachineList, terr)
 		}),
 	}
+}
+
+// hostCell is a row's HOST STATUS: with how long ago the worker heard the
+// host, when it was read from the fleet picture.
+func hostCell(r machines.Row) string {
+	if r.HostHeardAt == nil {
+		return r.HostStatus
+	}
+	return r.HostStatus + ", " + r.HostFreshness
 }
 
 // writeMachineList is machine list's table.
@@ -79,7 +90,7 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 		}
 		queue := queueCell(r)
 		modules := strings.Join(r.Modules, ",")
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, dash(modules), r.Host, seq, queue, r.HostStatus)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, dash(modules), r.Host, seq, queue, hostCell(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)

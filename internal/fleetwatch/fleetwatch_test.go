@@ -15,7 +15,7 @@ import (
 
 // start runs a watcher of f as edge-1 until the test ends (or the returned
 // stop), which waits for Run to return.
-func start(t *testing.T, f *fakeHost, s *countingStore, w Watcher) (stop func()) {
+func start(t *testing.T, f *fakeHost, s *countingStore, w *Watcher) (stop func()) {
 	t.Helper()
 	w.Hosts = map[string]host.ReportWaiter{"edge-1": f.client(t)}
 	w.Store = s
@@ -32,7 +32,7 @@ func start(t *testing.T, f *fakeHost, s *countingStore, w Watcher) (stop func())
 func TestChangedReportRecorded(t *testing.T) {
 	f := newFakeHost(t, 10, 1)
 	s := newCountingStore()
-	start(t, f, s, Watcher{Wait: time.Hour})
+	start(t, f, s, &Watcher{Wait: time.Hour})
 	s.waitFor(t, "seq 1 at revision 10", func(h catalogue.HostState) bool {
 		return h.Report != nil && h.Report.LastSeq == 1 && h.Revision == 10
 	})
@@ -49,7 +49,7 @@ func TestUnchangedReportCostsNoWrite(t *testing.T) {
 	f := newFakeHost(t, 10, 1)
 	s := newCountingStore()
 	// Polls that end unchanged at once, and no flush until the end.
-	stop := start(t, f, s, Watcher{Wait: time.Millisecond, FlushEvery: time.Hour})
+	stop := start(t, f, s, &Watcher{Wait: time.Millisecond, FlushEvery: time.Hour})
 	f.servedAtLeast(t, 6)
 	if reports, heards, errs := s.counts(); reports != 1 || heards != 0 || errs != 0 {
 		t.Fatalf("after 6 polls of an unchanged host: %d reports, %d heard batches, %d errors written; want 1, 0, 0", reports, heards, errs)
@@ -69,7 +69,7 @@ func TestSilentHostRecordsItsError(t *testing.T) {
 	f := newFakeHost(t, 10, 1)
 	s := newCountingStore()
 	clock := stepClock{fire: make(chan time.Time)}
-	start(t, f, s, Watcher{Wait: time.Hour, Retry: clock})
+	start(t, f, s, &Watcher{Wait: time.Hour, Retry: clock})
 	s.waitFor(t, "seq 1", func(h catalogue.HostState) bool { return h.Report != nil })
 	// The host goes away: its long poll is cut, and then nothing listens.
 	f.srv.CloseClientConnections()

@@ -91,15 +91,8 @@ type Deps struct {
 // names one), the builders, and host agents at the URLs in the mesh config.
 // The returned close releases them.
 func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log zerolog.Logger) (Deps, func() error, error) {
-	state := cfg.StateDir
-	if !filepath.IsAbs(state) {
-		state = filepath.Join(configDir, state)
-	}
-	dsn := cfg.Catalogue.DSN
-	if dsn == "" {
-		dsn = "sqlite:" + filepath.Join(state, "catalogue.db")
-	}
-	cat, err := sqlcat.Open(ctx, dsn)
+	state := cfg.ResolvedStateDir(configDir)
+	cat, err := sqlcat.Open(ctx, cfg.CatalogueDSN(configDir))
 	if err != nil {
 		return Deps{}, nil, fmt.Errorf("catalogue: %w", err)
 	}
@@ -172,9 +165,13 @@ func embeddedAccess(r config.Registry) registry.Access {
 // machine workflows' tasks.
 type Workers struct {
 	main, relays worker.Worker
+	// watch keeps the catalogue's picture of the hosts current while the
+	// workers run; nil without a catalogue.
+	watch *hostWatch
 }
 
-// Start starts both workers; if the second fails, the first is stopped.
+// Start starts both workers, then the hosts' watcher; if the second
+// worker fails, the first is stopped.
 func (w *Workers) Start() error {
 	if err := w.main.Start(); err != nil {
 		return err
@@ -183,11 +180,17 @@ func (w *Workers) Start() error {
 		w.main.Stop()
 		return fmt.Errorf("relays' task queue: %w", err)
 	}
+	if w.watch != nil {
+		w.watch.start()
+	}
 	return nil
 }
 
-// Stop stops both workers, the relays' first.
+// Stop stops the hosts' watcher, then both workers, the relays' first.
 func (w *Workers) Stop() {
+	if w.watch != nil {
+		w.watch.stop()
+	}
 	w.relays.Stop()
 	w.main.Stop()
 }
@@ -215,7 +218,11 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 	})
 	relays := worker.New(c, meshapi.RelayTaskQueue(cfg.Temporal.TaskQueue), WithDeployment(RelayWorkerOptions(), cfg.Worker.Versioning))
 	registerRelay(relays)
-	return &Workers{main: w, relays: relays}
+	ws := &Workers{main: w, relays: relays}
+	if deps.Catalogue != nil {
+		ws.watch = newHostWatch(cfg, deps.Catalogue, log)
+	}
+	return ws
 }
 
 // Run runs the workers until ctx ends, then stops them cleanly (in-flight
