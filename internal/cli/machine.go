@@ -42,8 +42,10 @@ func (a *app) machineListCommand() *cobra.Command {
 		Long: `list shows every machine of the mesh config with its tier and modules, what
 its machine workflow says (LAST SEQ sent, QUEUE of waiting requests, "+1"
 while one is being pushed; "-" when no plan has pushed the machine yet, "?"
-when Temporal could not be asked), and HOST STATUS: ok when the host
-answered its report within ` + machines.HostCheckTimeout.String() + `, unreachable when it did not,
+when Temporal could not be asked), and HOST STATUS, read from the worker's
+fleet picture as status reads it (with how long ago the host was heard;
+stale or unknown as status says) or else asked of the host directly: ok when
+the host answered its report, unreachable when it did not,
 unauthorized when it turned the machine's token away (401 or 403), error when
 it answered with something else (a bad ca_file). Below the table, each host
 that did not answer ok is named with why, and for a token with the setting

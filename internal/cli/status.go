@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/fleetwatch"
 	"github.com/meshroll/meshroll/internal/levers"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/machines"
@@ -76,9 +77,17 @@ LABELS, shown when a machine has any, are the machine's labels from the mesh
 config; --selector keeps the machines they match (ring=canary, site in
 (fra1, ams2), gpu, !gpu; a comma is and).
 
-Every host is asked, within ` + machines.HostCheckTimeout.String() + `, also with --module, --machine or --selector: BEHIND
-counts from the whole fleet. A host that cannot be asked is named below the
-table and its rows show "?" for all it would have said. An unreachable Temporal is named too, and status
+The hosts are read from the fleet picture the worker keeps (it long-polls
+every host into its catalogue), in one read, when status can open that
+catalogue (catalogue.dsn, or the SQLite file in the state directory): HEARD
+then says how long ago the worker last heard each host. A host that fails is
+"unreachable since" when, one silent past ` + fleetwatch.StaleAfter.String() + ` is "stale", one the
+picture has nothing of yet is "unknown" (only --machine then asks that host
+directly). Without the catalogue every host is asked directly, within
+` + machines.HostCheckTimeout.String() + `, and a line below the table says why. Every host counts, also with
+--module, --machine or --selector: BEHIND counts from the whole fleet. A host
+that cannot be read is named below the table and its rows show "?" for all
+it would have said. An unreachable Temporal is named too, and status
 then exits 1, after printing what the hosts said.
 
 --watch redraws every --interval until interrupted: in place on a terminal;
