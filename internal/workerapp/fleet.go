@@ -43,8 +43,8 @@ func ServeFleet(c client.Client, cfg *config.Config, cat catalogue.Catalogue, lo
 		Handler:           page,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		// A page waits for the fleet's first read, which asks every host
-		// and machine workflow.
+		// A page waits for the fleet's first read, which reads the fleet
+		// picture and asks every machine workflow.
 		WriteTimeout: 2 * time.Minute,
 		ErrorLog:     stdlog.New(log, "", 0),
 	}

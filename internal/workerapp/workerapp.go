@@ -201,7 +201,9 @@ func (w *Workers) Stop() {
 // (WithDeployment), one deployment version for both queues; with
 // versioning enabled, cfg must name a build ID or the binary must carry one
 // (see BuildID), which the worker's command (package workercmd) checks
-// before calling New.
+// before calling New. With a catalogue in deps, the Workers also watch
+// every host of cfg into it while they run (package fleetwatch), so that
+// status and the fleet page read the hosts from it.
 func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) *Workers {
 	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(WorkerOptions(), cfg.Worker.Versioning))
 	Register(w, &activities.Activities{
