@@ -39,6 +39,9 @@ func TestStatusReadsTheFleetPicture(t *testing.T) {
 
 	edge := s.hosts["edge-1"]
 	url := edge.URL()
+	// Down first, so that a long poll the client retries on a new
+	// connection is refused at once rather than held open by the agent.
+	edge.SetDown(true)
 	edge.srv.CloseClientConnections()
 	edge.srv.Close()
 	eventually(t, 30*time.Second, "status to show edge-1 unreachable", func() bool {

@@ -26,14 +26,25 @@ type fakeHost struct {
 	requests int
 	// served is told of each request served.
 	served chan struct{}
+	// gone, once closed, cuts every request, as a host that died does.
+	gone chan struct{}
 	srv    *httptest.Server
 }
 
 func newFakeHost(t *testing.T, rev uint64, seq uint64) *fakeHost {
-	f := &fakeHost{rev: rev, rep: mesh.Report{Machine: "edge-1", LastSeq: seq}, changed: make(chan struct{}), served: make(chan struct{}, 1)}
+	f := &fakeHost{rev: rev, rep: mesh.Report{Machine: "edge-1", LastSeq: seq}, changed: make(chan struct{}), served: make(chan struct{}, 1), gone: make(chan struct{})}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// die cuts every request in flight and every one after, then stops
+// listening: a request the client retries on a new connection is cut too,
+// rather than held open until its wait ends.
+func (f *fakeHost) die() {
+	close(f.gone)
+	f.srv.CloseClientConnections()
+	f.srv.Close()
 }
 
 // set changes the report and wakes the long polls.
@@ -51,6 +62,11 @@ func (f *fakeHost) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	select {
+	case <-f.gone:
+		panic(http.ErrAbortHandler)
+	default:
+	}
 	after, _ := strconv.ParseUint(r.URL.Query().Get(host.QueryAfter), 10, 64)
 	wait, _ := time.ParseDuration(r.URL.Query().Get(host.QueryWait))
 	f.mu.Lock()
@@ -63,6 +79,9 @@ func (f *fakeHost) serve(w http.ResponseWriter, r *http.Request) {
 		case <-ch:
 		case <-t.C:
 		case <-r.Context().Done():
+		case <-f.gone:
+			t.Stop()
+			panic(http.ErrAbortHandler)
 		}
 		t.Stop()
 		f.mu.Lock()

@@ -72,8 +72,7 @@ func TestSilentHostRecordsItsError(t *testing.T) {
 	start(t, f, s, &Watcher{Wait: time.Hour, Retry: clock})
 	s.waitFor(t, "seq 1", func(h catalogue.HostState) bool { return h.Report != nil })
 	// The host goes away: its long poll is cut, and then nothing listens.
-	f.srv.CloseClientConnections()
-	f.srv.Close()
+	f.die()
 	h := s.waitFor(t, "an error", func(h catalogue.HostState) bool { return h.Error != "" && h.ErrorSince != nil })
 	since := *h.ErrorSince
 	for !strings.Contains(h.Error, "refused") {
