@@ -28,7 +28,7 @@ type fakeHost struct {
 	served chan struct{}
 	// gone, once closed, cuts every request, as a host that died does.
 	gone chan struct{}
-	srv    *httptest.Server
+	srv  *httptest.Server
 }
 
 func newFakeHost(t *testing.T, rev uint64, seq uint64) *fakeHost {
