@@ -20,6 +20,7 @@ import (
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devserver"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -58,7 +59,7 @@ type stack struct {
 	configPath string
 	repo       string
 	hosts      map[string]*agentHost
-	cat        *catalogue.Memory
+	cat        catalogue.Catalogue
 	// worker is the in-process worker started last.
 	worker *workerapp.Workers
 	// builder is what the in-process worker builds with.
@@ -105,6 +106,9 @@ type stackOptions struct {
 	// identity, when set, is the worker's and client's identity (recorded in
 	// histories; the default names the machine's host).
 	identity string
+	// picture keeps the worker's catalogue in SQLite in the state
+	// directory, where the starter reads the fleet picture from.
+	picture bool
 	// persist gives the stack a dev server of its own keeping its state
 	// in a SQLite file, so that the server can be restarted.
 	persist bool
@@ -215,6 +219,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	if o.faults {
 		f.StateDir, f.Registry = s.stateDir, s.registry.Address
+	}
+	if o.picture {
+		// The worker's catalogue where the starter finds it: in the
+		// state directory, so that status reads the fleet picture.
+		s.stateDir = t.TempDir()
+		f.StateDir = s.stateDir
+		cat, err := sqlcat.Open(t.Context(), "sqlite:"+filepath.Join(s.stateDir, "catalogue.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cat.Close() })
+		s.cat = cat
 	}
 	for _, m := range o.modules {
 		mod := meshfile.Module{Name: m, Repo: s.repo, ControlPlane: slices.Contains(o.controlPlane, m), Health: o.healthYAML()}

@@ -22,6 +22,7 @@ import (
 
 // statusJSON is the part of `status --output json` scripts rely on.
 type statusJSON struct {
+	HostsFrom     string           `json:"hosts_from"`
 	NewestHealthy map[string]int64 `json:"newest_healthy"`
 	Rows          []statusRowJSON  `json:"rows"`
 	Machines      []struct {
@@ -30,6 +31,7 @@ type statusJSON struct {
 		LastSeq       *uint64 `json:"last_seq"`
 		HostStatus    string  `json:"host_status"`
 		HostError     string  `json:"host_error"`
+		HostFreshness string  `json:"host_freshness"`
 		WorkflowError string  `json:"workflow_error"`
 	} `json:"machines"`
 }

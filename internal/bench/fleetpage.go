@@ -15,9 +15,12 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/meshroll/meshroll/internal/bench/report"
 	"github.com/meshroll/meshroll/internal/bench/stack"
 	"github.com/meshroll/meshroll/internal/fleetui"
+	"github.com/meshroll/meshroll/internal/machines"
 )
 
 // fleetPageLoads is how many times each way of loading the matrix is
@@ -64,6 +67,17 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 		}
 		b.t.Add(scenario, "matrix, first viewer: every host and machine workflow read, then rendered", "ms", "", millis(took))
 	}
+	// Of the first viewer's wait, the hosts' part alone: one read of the
+	// fleet picture the worker keeps, the machine workflows not asked.
+	for range fleetPageLoads {
+		start := time.Now()
+		st, _ := machines.ReadStatus(ctx, m.Config, noTemporal, m.Catalogue.HostStates, machines.StatusFilter{})
+		took := time.Since(start)
+		if len(st.Machines) != n {
+			return fmt.Errorf("fleet page: the status has %d machines; want %d", len(st.Machines), n)
+		}
+		b.t.Add(scenario, "status, the hosts' part alone: one read of the fleet picture", "ms", "", millis(took))
+	}
 	// Viewers within the interval get the page rendered from that read.
 	url, stop, err := b.serveFleetPage(src, m, time.Hour)
 	if err != nil {
@@ -98,6 +112,11 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	}
 	return nil
 }
+
+// errNoTemporal is the dial of a read that asks no machine workflow.
+var errNoTemporal = errors.New("not asked: the hosts' part alone")
+
+func noTemporal(context.Context) (client.Client, error) { return nil, errNoTemporal }
 
 // pageSize is a page's size as rendered and as sent.
 type pageSize struct{ plain, gzip int }

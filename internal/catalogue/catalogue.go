@@ -24,6 +24,10 @@
 // is a new build), which is what lets every implementation answer a retried
 // or concurrent call by what it finds stored.
 //
+// Host states (HostState) are the fleet's picture of what every host
+// reports, kept current by the worker's watcher; unlike builds they are
+// replaced as hosts change, newest revision first.
+//
 // Freezes are an operator's holds on roll-outs (see Freeze). They are kept
 // here, beside the builds, because every worker must see them and they must
 // survive a restart; a lifted freeze is marked lifted, by whom and when, and
@@ -136,6 +140,26 @@ type Catalogue interface {
 	Unfreeze(ctx context.Context, module, machine, by string) ([]Freeze, error)
 	// Freezes lists the active freezes, oldest first.
 	Freezes(ctx context.Context) ([]Freeze, error)
+
+	// RecordHostReport records rep, at revision rev, as machine's newest
+	// report, heard at at, unless a newer one is stored: the stored one is
+	// replaced when rev is above its revision, or rev is 0 (a host that
+	// does not long-poll), or none is stored; an error older than at is
+	// cleared. It answers whether it wrote, so that several watchers of
+	// one host (worker replicas) leave the newest revision whatever their
+	// order.
+	RecordHostReport(ctx context.Context, machine string, rep mesh.Report, rev uint64, at time.Time) (bool, error)
+	// HostsHeard moves the heard time of every machine of machines that
+	// has a report to at (never back) and clears errors older than at: one
+	// write for every host a watcher heard answer unchanged.
+	HostsHeard(ctx context.Context, machines []string, at time.Time) error
+	// RecordHostError records why machine could not be asked at at,
+	// keeping since when it has failed; an error no newer than the last
+	// time the host was heard is dropped (another watcher heard it since).
+	RecordHostError(ctx context.Context, machine, msg string, at time.Time) error
+	// HostStates is the whole picture, by machine: one read for any
+	// number of hosts.
+	HostStates(ctx context.Context) ([]HostState, error)
 }
 
 // Freeze is mesh.Freeze: kept by the catalogue so that every worker holds

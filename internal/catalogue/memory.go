@@ -22,6 +22,9 @@ type Memory struct {
 	now     func() time.Time
 	entries []Entry
 	freezes []Freeze
+	// hosts is the fleet's picture; a File does not keep it (the
+	// watcher hears it again at its start).
+	hosts   map[string]HostState
 	persist func([]Entry, []Freeze) error
 }
 

@@ -42,8 +42,10 @@ func (a *app) machineListCommand() *cobra.Command {
 		Long: `list shows every machine of the mesh config with its tier and modules, what
 its machine workflow says (LAST SEQ sent, QUEUE of waiting requests, "+1"
 while one is being pushed; "-" when no plan has pushed the machine yet, "?"
-when Temporal could not be asked), and HOST STATUS: ok when the host
-answered its report within ` + machines.HostCheckTimeout.String() + `, unreachable when it did not,
+when Temporal could not be asked), and HOST STATUS, read from the worker's
+fleet picture as status reads it (with how long ago the host was heard;
+stale or unknown as status says) or else asked of the host directly: ok when
+the host answered its report, unreachable when it did not,
 unauthorized when it turned the machine's token away (401 or 403), error when
 it answered with something else (a bad ca_file). Below the table, each host
 that did not answer ok is named with why, and for a token with the setting
@@ -55,14 +57,25 @@ the hosts are still listed, then list exits 1.`,
   starter machine list --output json`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := a.loadConfig()
+			cfg, path, err := a.loadConfig()
 			if err != nil {
 				return err
 			}
-			rows, terr := machines.List(cmd.Context(), cfg, a.dialer(cfg))
+			pic, closePic, _ := a.statusPicture(cmd.Context(), cfg, path)
+			defer closePic()
+			rows, terr := machines.List(cmd.Context(), cfg, a.dialer(cfg), pic)
 			return printRead(a, rows, writeMachineList, terr)
 		}),
 	}
+}
+
+// hostCell is a row's HOST STATUS: with how long ago the worker heard the
+// host, when it was read from the fleet picture.
+func hostCell(r machines.Row) string {
+	if r.HostHeardAt == nil {
+		return r.HostStatus
+	}
+	return r.HostStatus + ", " + r.HostFreshness
 }
 
 // writeMachineList is machine list's table.
@@ -79,7 +92,7 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 		}
 		queue := queueCell(r)
 		modules := strings.Join(r.Modules, ",")
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, dash(modules), r.Host, seq, queue, r.HostStatus)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, dash(modules), r.Host, seq, queue, hostCell(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/fleetwatch"
 	"github.com/meshroll/meshroll/internal/levers"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/machines"
@@ -76,9 +77,17 @@ LABELS, shown when a machine has any, are the machine's labels from the mesh
 config; --selector keeps the machines they match (ring=canary, site in
 (fra1, ams2), gpu, !gpu; a comma is and).
 
-Every host is asked, within ` + machines.HostCheckTimeout.String() + `, also with --module, --machine or --selector: BEHIND
-counts from the whole fleet. A host that cannot be asked is named below the
-table and its rows show "?" for all it would have said. An unreachable Temporal is named too, and status
+The hosts are read from the fleet picture the worker keeps (it long-polls
+every host into its catalogue), in one read, when status can open that
+catalogue (catalogue.dsn, or the SQLite file in the state directory): HEARD
+then says how long ago the worker last heard each host. A host that fails is
+"unreachable since" when, one silent past ` + fleetwatch.StaleAfter.String() + ` is "stale", one the
+picture has nothing of yet is "unknown" (only --machine then asks that host
+directly). Without the catalogue every host is asked directly, within
+` + machines.HostCheckTimeout.String() + `, and a line below the table says why. Every host counts, also with
+--module, --machine or --selector: BEHIND counts from the whole fleet. A host
+that cannot be read is named below the table and its rows show "?" for all
+it would have said. An unreachable Temporal is named too, and status
 then exits 1, after printing what the hosts said.
 
 --watch redraws every --interval until interrupted: in place on a terminal;
@@ -110,12 +119,15 @@ so, and exits 0 when interrupted.`,
 		if f.Selector, _, err = selectMachines(cfg, path, sel); err != nil {
 			return err
 		}
+		pic, closePic, why := a.statusPicture(cmd.Context(), cfg, path)
+		defer closePic()
 		if watch {
-			return a.watchStatus(cmd.Context(), cfg, f, interval)
+			return a.watchStatus(cmd.Context(), cfg, pic, why, f, interval)
 		}
 		d := &keptDial{dial: a.dialer(cfg)}
 		defer d.close()
-		st, terr := machines.ReadStatus(cmd.Context(), cfg, d.Dial, f)
+		st, terr := machines.ReadStatus(cmd.Context(), cfg, d.Dial, pic, f)
+		st.SetHostsNote(why)
 		st.SetFreezes(readFreezes(cmd.Context(), cfg, d.Dial))
 		return printRead(a, st, writeStatus, terr)
 	})
@@ -133,7 +145,7 @@ so, and exits 0 when interrupted.`,
 // clears the screen first; with --output json it is one line. What a refresh
 // could not read is shown in it, never the end of the watch; the end of ctx
 // (Ctrl-C) is, and is not a failure.
-func (a *app) watchStatus(ctx context.Context, cfg *config.Config, f machines.StatusFilter, interval time.Duration) error {
+func (a *app) watchStatus(ctx context.Context, cfg *config.Config, pic machines.Picture, why error, f machines.StatusFilter, interval time.Duration) error {
 	d := &keptDial{dial: a.dialer(cfg)}
 	defer d.close()
 	tty := !a.json() && logging.IsTerminal(a.stdout)
@@ -141,7 +153,8 @@ func (a *app) watchStatus(ctx context.Context, cfg *config.Config, f machines.St
 	var freezesErr error
 	var freezesAt time.Time
 	for {
-		st, _ := machines.ReadStatus(ctx, cfg, d.Dial, f)
+		st, _ := machines.ReadStatus(ctx, cfg, d.Dial, pic, f)
+		st.SetHostsNote(why)
 		if time.Since(freezesAt) >= FreezesRefresh {
 			freezes, freezesErr = readFreezes(ctx, cfg, d.Dial)
 			freezesAt = time.Now()
@@ -260,11 +273,19 @@ func writeStatus(w io.Writer, st machines.Status) error {
 		// No column for a fleet without labels.
 		labels, labelsHead = map[string]string{}, ""
 	}
+	// HEARD, for hosts read from the fleet picture: how old each row is.
+	heard, heardHead := map[string]string{}, ""
+	if st.HostsFrom == machines.HostsFromPicture {
+		heardHead = "\tHEARD"
+		for _, m := range st.Machines {
+			heard[m.Machine] = "\t" + strings.TrimPrefix(m.HostFreshness, "heard ")
+		}
+	}
 	if len(st.Rows) == 0 {
 		b.WriteString("no module matches: no machine asked is given it or runs it\n")
 	} else {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tTIER"+labelsHead+"\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT\tFROZEN")
+		fmt.Fprintln(tw, "MACHINE\tTIER"+labelsHead+"\tMODULE\tGEN\tCOMMIT\tHEALTH\tBEHIND\tPLAN\tSEQ\tQUEUE\tDRIFT\tFROZEN"+heardHead)
 		for _, r := range st.Rows {
 			drift := dash(r.Drift)
 			switch {
@@ -280,7 +301,7 @@ func writeStatus(w io.Writer, st machines.Status) error {
 			case r.Frozen:
 				frozen = "frozen"
 			}
-			fmt.Fprintf(tw, "%s\t%d%s\t%s\t%s\t%s\t%s\t%s\n", r.Machine, r.Tier, labels[r.Machine], r.Module, statusCells(r), queues[r.Machine], drift, frozen)
+			fmt.Fprintf(tw, "%s\t%d%s\t%s\t%s\t%s\t%s\t%s%s\n", r.Machine, r.Tier, labels[r.Machine], r.Module, statusCells(r), queues[r.Machine], drift, frozen, heard[r.Machine])
 		}
 		_ = tw.Flush()
 	}
@@ -301,6 +322,9 @@ func writeStatus(w io.Writer, st machines.Status) error {
 	}
 	if st.FreezesError != "" {
 		fmt.Fprintf(&b, "freezes not read: %s\n", oneLine(st.FreezesError))
+	}
+	if st.HostsNote != "" {
+		fmt.Fprintf(&b, "every host asked directly: no fleet picture here (%s)\n", oneLine(st.HostsNote))
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write output: %w", err)

@@ -103,7 +103,7 @@ func TestStatusWithoutTemporal(t *testing.T) {
 	r = run(t, "--config", cfg, "status")
 	require.Error(t, r.err)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	require.Len(t, lines, 7, r.stdout)
+	require.Len(t, lines, 8, r.stdout)
 	assert.Regexp(t, `^MACHINE\s+TIER\s+MODULE\s+GEN\s+COMMIT\s+HEALTH\s+BEHIND\s+PLAN\s+SEQ\s+QUEUE\s+DRIFT\s+FROZEN$`, lines[0])
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+3\s+0123456789ab\s+healthy\s+0\s+plan/host/0123456789ab\s+4\s+\?\s+-\s+\?$`, lines[1],
 		"frozen or not is unknown without the worker")
@@ -112,6 +112,7 @@ func TestStatusWithoutTemporal(t *testing.T) {
 	assert.Regexp(t, `^control-node: host http://127\.0\.0\.1:1: unreachable: .+`, lines[4])
 	assert.Regexp(t, `^machine workflows not asked: .*temporal unreachable at `+unreachable, lines[5], "said once, not per machine")
 	assert.Regexp(t, `^freezes not read: .*temporal unreachable at `+unreachable, lines[6])
+	assert.Regexp(t, `^every host asked directly: no fleet picture here \(no catalogue at .+catalogue\.db: set catalogue\.dsn to the worker's\)$`, lines[7])
 
 	r = run(t, "--config", cfg, "status", "--machine", "edge-1", "--module", "host", "-o", "json")
 	require.Error(t, r.err)

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -424,4 +425,23 @@ func (c *Config) controlPlaneModules(machine string) []string {
 
 func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// CatalogueDSN is the catalogue's DSN: catalogue.dsn, or SQLite in the state
+// directory (taken relative to configDir). The worker opens it, and the
+// starter reads the fleet picture from it, so both must resolve it alike.
+func (c *Config) CatalogueDSN(configDir string) string {
+	if c.Catalogue.DSN != "" {
+		return c.Catalogue.DSN
+	}
+	return "sqlite:" + filepath.Join(c.ResolvedStateDir(configDir), "catalogue.db")
+}
+
+// ResolvedStateDir is state_dir, taken relative to configDir when it is
+// not absolute.
+func (c *Config) ResolvedStateDir(configDir string) string {
+	if filepath.IsAbs(c.StateDir) {
+		return c.StateDir
+	}
+	return filepath.Join(configDir, c.StateDir)
 }

@@ -195,6 +195,12 @@ type machineRow struct {
 	// strip.
 	Worst     string
 	HostError string
+	// HostBadge is the word on a host that could not be read: "host?"
+	// for one that failed, "stale" or "unknown" from the fleet picture.
+	HostBadge string
+	// Heard is how long ago the worker heard the host ("heard 3s ago"),
+	// when the picture says; "" otherwise.
+	Heard string
 	// Labels are its labels, key=value joined by commas; "" for none.
 	Labels string
 	Queue  string
@@ -256,7 +262,10 @@ func buildMatrix(s *Snapshot, modules []string, f filter) matrixView {
 		if f.Query != "" && !strings.Contains(strings.ToLower(m.Machine), strings.ToLower(f.Query)) || !f.sel.Matches(m.Labels) {
 			continue
 		}
-		row := machineRow{Name: m.Machine, HostError: m.HostError, Queue: queueWords(m), Worst: stateHealthy}
+		row := machineRow{Name: m.Machine, HostError: m.HostError, HostBadge: hostBadge(m), Queue: queueWords(m), Worst: stateHealthy}
+		if m.HostHeardAt != nil {
+			row.Heard = m.HostFreshness
+		}
 		if len(m.Labels) > 0 {
 			row.Labels = config.LabelString(m.Labels)
 		}
@@ -452,21 +461,6 @@ func makeCell(r machines.StatusRow, rejected map[string]mesh.Rejection, pushedBy
 	c.State = c.States[0]
 	c.Title = strings.Join(title, "\n")
 	return c
-}
-
-// healthWords is what the host judges of a container, in a word.
-func healthWords(r machines.StatusRow) string {
-	switch {
-	case r.HostError != "":
-		return ""
-	case r.Generation == nil:
-		return "not running"
-	case r.State != mesh.StateRunning:
-		return r.State
-	case r.Health != "":
-		return r.Health
-	}
-	return r.State
 }
 
 // queueWords says what a machine's workflow is doing: "idle", "pushing

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,4 +181,18 @@ func TestMatrixShowsLabels(t *testing.T) {
 	assert.Contains(t, body, `edge-1</a> <small class="labels">ring=canary,site=fra1</small>`)
 	assert.Contains(t, body, `<input type="search" name="selector" value="ring"`)
 	assert.Equal(t, []string{"edge-1"}, machinesShown(body))
+}
+
+// Hosts read from the fleet picture say how long ago the worker heard
+// them; a silent one is marked stale, its words in the badge's title.
+func TestMatrixSaysHowFreshEachHostIs(t *testing.T) {
+	src := &fake{status: status(row("edge-1", 1, "host", 27),
+		machines.StatusRow{Machine: "edge-2", Tier: 1, Module: "host", HostError: "silent: last heard at 2026-10-02 13:55:00Z"})}
+	heard := time.Date(2026, 10, 2, 13, 59, 57, 0, time.UTC)
+	src.status.Machines[0].HostHeardAt, src.status.Machines[0].HostFreshness = &heard, "heard 3s ago"
+	src.status.Machines[1].HostStatus = machines.HostStale
+	srv, _ := server(t, src, cfg("edge-1:1:host", "edge-2:1:host"))
+	_, body, _ := get(t, srv, "/")
+	assert.Contains(t, body, `edge-1</a> <small class="heard">heard 3s ago</small>`)
+	assert.Contains(t, body, `edge-2</a> <span class="badge s-unknown" title="silent: last heard at 2026-10-02 13:55:00Z">host stale</span>`)
 }

@@ -57,8 +57,9 @@ type Windows struct {
 // in flight.
 const recentPlans = 8
 
-// readTimeout bounds one read of every source. Hosts answer within
-// machines.HostCheckTimeout each and workflow queries within
+// readTimeout bounds one read of every source. Hosts come from the fleet
+// picture in one catalogue read (or, without a catalogue, answer within
+// machines.HostCheckTimeout each) and workflow queries within
 // machines.QueryTimeout; this is the rest of the margin.
 const readTimeout = 30 * time.Second
 

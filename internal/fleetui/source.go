@@ -78,9 +78,15 @@ const planStateTimeout = 10 * time.Second
 // planQueries bounds the plans asked at once.
 const planQueries = 16
 
-// Status implements Source.
+// Status implements Source: the hosts from the catalogue's fleet picture,
+// which the worker's watcher keeps current, in one read rather than a call
+// to every host per refresh.
 func (r Reader) Status(ctx context.Context) (machines.Status, error) {
-	return machines.ReadStatus(ctx, r.Config, r.dial, machines.StatusFilter{})
+	var pic machines.Picture
+	if r.Catalogue != nil {
+		pic = r.Catalogue.HostStates
+	}
+	return machines.ReadStatus(ctx, r.Config, r.dial, pic, machines.StatusFilter{})
 }
 
 // healthTimeout bounds the frontend's health check before a read.

@@ -45,7 +45,7 @@ func TestReaderSaysTemporalIsUnreachable(t *testing.T) {
 	assert.Contains(t, err.Error(), "temporal 127.0.0.1:7233 unreachable")
 	assert.Zero(t, tc.queries, "no machine workflow is asked of a Temporal that is down")
 	require.Len(t, st.Machines, 1)
-	assert.Equal(t, machines.HostUnreachable, st.Machines[0].HostStatus, "the host was asked all the same")
+	assert.Equal(t, machines.HostUnknown, st.Machines[0].HostStatus, "the hosts are read from the picture all the same (empty here)")
 
 	d, err := r.Machine(context.Background(), "edge-1")
 	require.Error(t, err)

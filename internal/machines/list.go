@@ -1,11 +1,14 @@
 package machines
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -13,8 +16,9 @@ import (
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
-// HostCheckTimeout bounds each host's report in List and Status: they are
-// overviews, and one dead host must not hold up the rest of them.
+// HostCheckTimeout bounds each host's report in List and Status when they
+// ask a host directly (no fleet picture, or one machine the picture lacks):
+// they are overviews, and one dead host must not hold up the rest.
 const HostCheckTimeout = 2 * time.Second
 
 // Row is one machine of List, and of Status.Machines: a machine's host
@@ -41,6 +45,13 @@ type Row struct {
 	// HostSeq is the last sequence the host reports it applied.
 	HostSeq   *uint64 `json:"host_seq"`
 	HostError string  `json:"host_error,omitempty"`
+	// HostHeardAt is when the worker last heard the host, from the fleet
+	// picture; HostErrorSince is since when it has failed or been silent.
+	HostHeardAt    *time.Time `json:"host_heard_at,omitempty"`
+	HostErrorSince *time.Time `json:"host_error_since,omitempty"`
+	// HostFreshness words how old the host part is: "heard 3s ago" from
+	// the picture, "asked now" when the host was read directly.
+	HostFreshness string `json:"host_freshness"`
 }
 
 // Host statuses of a Row.
@@ -55,11 +66,12 @@ const (
 	HostError = "error"
 )
 
-// List asks every host and machine workflow of cfg at once, one row a
-// machine in cfg's order. Only Temporal being unreachable is an error, and
-// the rows still hold what the hosts said; everything else is in the rows.
-func List(ctx context.Context, cfg *config.Config, dial Dial) ([]Row, error) {
-	rs, err := readAll(ctx, cfg, cfg.MachineNames(), nil, dial)
+// List reads every host of cfg from pic (every host directly when pic is
+// nil) and asks every machine workflow, one row a machine in cfg's order.
+// Only Temporal being unreachable is an error, and the rows still hold
+// what the hosts said; everything else is in the rows.
+func List(ctx context.Context, cfg *config.Config, dial Dial, pic Picture) ([]Row, error) {
+	rs, err := readAll(ctx, cfg, cfg.MachineNames(), nil, dial, pic, nil)
 	rows := make([]Row, len(rs))
 	for i, r := range rs {
 		rows[i] = r.row()
@@ -75,6 +87,14 @@ type reading struct {
 	rep  mesh.Report
 	// hostErr is why rep could not be read.
 	hostErr error
+	// status is the host's status when the picture judged it; "" to
+	// judge it from hostErr.
+	status string
+	// heard is when the picture last heard the host, errSince since when
+	// it failed or went silent; direct is a host read directly.
+	heard, errSince *time.Time
+	direct          bool
+	now             time.Time
 	// asked is whether the workflow was asked; state is nil when it was
 	// not, when the machine has no workflow yet (no plan has pushed it),
 	// or when it could not be asked (wfErr).
@@ -83,18 +103,46 @@ type reading struct {
 	wfErr error
 }
 
-// readAll asks the hosts of names, each within HostCheckTimeout, and the
-// machine workflows of those of them askWorkflow picks (nil: all), all at
-// once, dialling Temporal while the hosts answer. The error is the dial's
-// alone, and then every asked reading's wfErr is it too: the hosts' answers
-// are kept either way.
-func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflow func(string) bool, dial Dial) ([]reading, error) {
+// readAll reads the hosts of names from pic in one read, and the machine
+// workflows of those of them askWorkflow picks (nil: all), all at once,
+// dialling Temporal meanwhile. A host the picture has nothing of (or every
+// host, when it cannot be read) is asked directly, within
+// HostCheckTimeout, only when direct picks it: one machine, never the
+// fleet. With no picture every host is asked directly. The error is the
+// dial's alone, and then every asked reading's wfErr is it too: the
+// hosts' answers are kept either way.
+func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflow func(string) bool, dial Dial, pic Picture, direct func(string) bool) ([]reading, error) {
+	now := time.Now().UTC()
+	var states map[string]catalogue.HostState
+	var picErr error
+	if pic != nil {
+		hs, err := pic(ctx)
+		if err != nil {
+			picErr = fmt.Errorf("the fleet picture could not be read: %w", err)
+		}
+		states = make(map[string]catalogue.HostState, len(hs))
+		for _, h := range hs {
+			states[h.Machine] = h
+		}
+	}
 	rs := make([]reading, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		r := &rs[i]
-		r.name, r.m = name, cfg.Machines[name]
+		r.name, r.m, r.now = name, cfg.Machines[name], now
 		r.asked = askWorkflow == nil || askWorkflow(name)
+		if pic != nil {
+			h, ok := states[name]
+			switch {
+			case ok && picErr == nil:
+				r.pictured(h, now)
+				continue
+			case direct == nil || !direct(name):
+				r.hostErr, r.status = cmp.Or(picErr, errNoEntry), HostUnknown
+				continue
+			}
+		}
+		r.direct = true
 		wg.Go(func() {
 			hctx, cancel := context.WithTimeout(ctx, HostCheckTimeout)
 			defer cancel()
@@ -133,7 +181,11 @@ func (r reading) row() Row {
 	if row.Modules == nil {
 		row.Modules = []string{}
 	}
+	row.HostHeardAt, row.HostErrorSince = r.heard, r.errSince
+	row.HostFreshness = freshness(r.heard, r.now, r.direct)
 	switch err := r.hostErr; {
+	case r.status != "":
+		row.HostStatus, row.HostError = r.status, err.Error()
 	case err == nil:
 		seq := r.rep.LastSeq
 		row.HostStatus, row.HostSeq = HostOK, &seq

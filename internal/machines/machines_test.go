@@ -109,7 +109,7 @@ func TestListWithoutTemporal(t *testing.T) {
 		"edge-1":       {Host: ok, Tier: 1},
 		"edge-2":       {Host: ok, Tier: 1, CAFile: filepath.Join(t.TempDir(), "missing.pem")},
 	}}
-	rows, err := List(context.Background(), cfg, noTemporal)
+	rows, err := List(context.Background(), cfg, noTemporal, nil)
 	require.ErrorIs(t, err, errTemporal)
 	require.Len(t, rows, 3)
 	for _, r := range rows {
@@ -134,7 +134,7 @@ func TestListAsksMachineWorkflows(t *testing.T) {
 	tc := temporal{states: map[string]meshapi.MachineState{
 		"edge-1": {LastSeq: 3, Current: cur, Queue: []meshapi.QueuedRequest{{Plan: "q"}}},
 	}}
-	rows, err := List(context.Background(), cfg, tc.dial)
+	rows, err := List(context.Background(), cfg, tc.dial, nil)
 	require.NoError(t, err)
 	require.NotNil(t, rows[0].LastSeq)
 	assert.EqualValues(t, 3, *rows[0].LastSeq)
@@ -239,7 +239,7 @@ func TestHostTurnsTheTokenAway(t *testing.T) {
 		"edge-2":       {Host: agent.URL},
 		"control-node": {Host: proxy.URL, Token: "right"},
 	}}
-	rows, err := List(context.Background(), cfg, temporal{}.dial)
+	rows, err := List(context.Background(), cfg, temporal{}.dial, nil)
 	require.NoError(t, err)
 	want := map[string]string{
 		"control-node": "host " + proxy.URL + " answered 403 Forbidden: it refuses machine control-node's token; set MESHROLL_MACHINES_CONTROL_NODE_TOKEN (or machines.control-node.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",

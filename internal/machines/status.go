@@ -46,12 +46,27 @@ func (f StatusFilter) picks(name string, m config.Machine) bool {
 	return (f.Machine == "" || f.Machine == name) && f.Selector.Matches(m.Labels)
 }
 
+// Where a Status read its hosts.
+const (
+	// HostsFromPicture: the fleet picture the worker keeps (see Picture),
+	// each machine's row saying how long ago its host was heard.
+	HostsFromPicture = "picture"
+	// HostsFromHosts: every host asked directly.
+	HostsFromHosts = "hosts"
+)
+
 // Status is the fleet at one moment, as `starter status` shows it: what
 // every machine runs of every module, how far behind the fleet's newest
 // healthy build each is, and what the machine workflows are doing.
 type Status struct {
 	// AskedAt is when the hosts and workflows were asked.
 	AskedAt time.Time `json:"asked_at"`
+	// HostsFrom is where the hosts were read: HostsFromPicture or
+	// HostsFromHosts.
+	HostsFrom string `json:"hosts_from"`
+	// HostsNote says why the hosts were asked directly (no fleet picture
+	// here), when a reader knows.
+	HostsNote string `json:"hosts_note,omitempty"`
 	// NewestHealthy is, by module, the newest generation any host of the
 	// fleet reports running healthy: what Behind counts from. A module
 	// healthy nowhere (or on no host that answered) is absent. Every
@@ -70,6 +85,14 @@ type Status struct {
 	// says why they could not be read, and Frozen is then unknown.
 	Freezes      []mesh.Freeze `json:"freezes"`
 	FreezesError string        `json:"freezes_error,omitempty"`
+}
+
+// SetHostsNote records why there was no fleet picture to read (nil: there
+// was one, or no reason is known).
+func (st *Status) SetHostsNote(why error) {
+	if why != nil && st.HostsFrom == HostsFromHosts {
+		st.HostsNote = why.Error()
+	}
 }
 
 // SetFreezes marks every row a freeze holds: plans of its module pushing
@@ -136,17 +159,25 @@ type StatusRow struct {
 	Frozen bool `json:"frozen"`
 }
 
-// ReadStatus asks every host of cfg (each within HostCheckTimeout) and the
-// machine workflows f picks, all at once, and words what they said as
-// rows. Every host is asked even for one machine or module, because Behind
-// counts from the newest healthy build anywhere. As for List, only Temporal
-// being unreachable is an error, and the Status still holds what the hosts
-// said; a host that could not be asked is named in its rows and machine.
-func ReadStatus(ctx context.Context, cfg *config.Config, dial Dial, f StatusFilter) (Status, error) {
+// ReadStatus reads every host of cfg from pic (one read; with pic nil,
+// every host directly, each within HostCheckTimeout) and asks the machine
+// workflows f picks, all at once, and words what they said as rows. Every
+// host is read even for one machine or module, because Behind counts from
+// the newest healthy build anywhere. Only for one machine (f.Machine) is
+// its host asked directly when the picture has nothing of it. As for List,
+// only Temporal being unreachable is an error, and the Status still holds
+// what the hosts said; a host that could not be read is named in its rows
+// and machine.
+func ReadStatus(ctx context.Context, cfg *config.Config, dial Dial, pic Picture, f StatusFilter) (Status, error) {
 	asked := time.Now().UTC()
-	rs, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.picks(name, cfg.Machines[name]) }, dial)
+	one := func(name string) bool { return f.Machine != "" && name == f.Machine }
+	rs, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.picks(name, cfg.Machines[name]) }, dial, pic, one)
 	st := statusOf(rs, f)
 	st.AskedAt = asked
+	st.HostsFrom = HostsFromHosts
+	if pic != nil {
+		st.HostsFrom = HostsFromPicture
+	}
 	return st, err
 }
 

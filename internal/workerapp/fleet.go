@@ -35,8 +35,8 @@ func ServeFleet(c client.Client, cfg *config.Config, cat catalogue.Catalogue, lo
 	if err != nil {
 		return nil, nil, err
 	}
-	// A page waits for the fleet's first read, which asks every host and
-	// machine workflow.
+	// A page waits for the fleet's first read, which reads the fleet
+	// picture and asks every machine workflow.
 	return serve(cfg.Worker.UIListen, "worker.ui_listen", page, 2*time.Minute, log)
 }
 

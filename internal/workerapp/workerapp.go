@@ -93,15 +93,8 @@ type Deps struct {
 // names one), the builders, and host agents at the URLs in the mesh config.
 // The returned close releases them.
 func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log zerolog.Logger) (Deps, func() error, error) {
-	state := cfg.StateDir
-	if !filepath.IsAbs(state) {
-		state = filepath.Join(configDir, state)
-	}
-	dsn := cfg.Catalogue.DSN
-	if dsn == "" {
-		dsn = "sqlite:" + filepath.Join(state, "catalogue.db")
-	}
-	cat, err := sqlcat.Open(ctx, dsn)
+	state := cfg.ResolvedStateDir(configDir)
+	cat, err := sqlcat.Open(ctx, cfg.CatalogueDSN(configDir))
 	if err != nil {
 		return Deps{}, nil, fmt.Errorf("catalogue: %w", err)
 	}
@@ -174,9 +167,13 @@ func embeddedAccess(r config.Registry) registry.Access {
 // machine workflows' tasks.
 type Workers struct {
 	main, relays worker.Worker
+	// watch keeps the catalogue's picture of the hosts current while the
+	// workers run; nil without a catalogue.
+	watch *hostWatch
 }
 
-// Start starts both workers; if the second fails, the first is stopped.
+// Start starts both workers, then the hosts' watcher; if the second
+// worker fails, the first is stopped.
 func (w *Workers) Start() error {
 	if err := w.main.Start(); err != nil {
 		return err
@@ -185,11 +182,17 @@ func (w *Workers) Start() error {
 		w.main.Stop()
 		return fmt.Errorf("relays' task queue: %w", err)
 	}
+	if w.watch != nil {
+		w.watch.start()
+	}
 	return nil
 }
 
-// Stop stops both workers, the relays' first.
+// Stop stops the hosts' watcher, then both workers, the relays' first.
 func (w *Workers) Stop() {
+	if w.watch != nil {
+		w.watch.stop()
+	}
 	w.relays.Stop()
 	w.main.Stop()
 }
@@ -200,7 +203,9 @@ func (w *Workers) Stop() {
 // (WithDeployment), one deployment version for both queues; with
 // versioning enabled, cfg must name a build ID or the binary must carry one
 // (see BuildID), which the worker's command (package workercmd) checks
-// before calling New.
+// before calling New. With a catalogue in deps, the Workers also watch
+// every host of cfg into it while they run (package fleetwatch), so that
+// status and the fleet page read the hosts from it.
 func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) *Workers {
 	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(WorkerOptions(), cfg.Worker.Versioning))
 	Register(w, &activities.Activities{
@@ -217,7 +222,11 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 	})
 	relays := worker.New(c, meshapi.RelayTaskQueue(cfg.Temporal.TaskQueue), WithDeployment(RelayWorkerOptions(), cfg.Worker.Versioning))
 	registerRelay(relays)
-	return &Workers{main: w, relays: relays}
+	ws := &Workers{main: w, relays: relays}
+	if deps.Catalogue != nil {
+		ws.watch = newHostWatch(cfg, deps.Catalogue, log)
+	}
+	return ws
 }
 
 // Run runs the workers until ctx ends, then stops them cleanly (in-flight

@@ -75,6 +75,10 @@ func Run(t *testing.T, open func(t *testing.T) catalogue.Catalogue) {
 		{"FreezeListed", testFreezeListed},
 		{"UnfreezeExactScope", testUnfreezeExactScope},
 		{"UnfreezeLiftsEveryFreezeOfTheScope", testUnfreezeEvery},
+		{"HostsEmpty", testHostsEmpty},
+		{"HostReportNewestRevisionWins", testHostReportNewestRevisionWins},
+		{"HostsHeardForwardOnly", testHostsHeardForwardOnly},
+		{"HostErrorSinceAndCleared", testHostErrorSinceAndCleared},
 	}
 	for _, tc := range single {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

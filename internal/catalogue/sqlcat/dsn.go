@@ -23,6 +23,10 @@ type dialect struct {
 	createMigrations string
 	// timeArg converts a (UTC, microsecond) time to what the driver stores.
 	timeArg func(time.Time) any
+	// jsonTexts is a subquery of the strings of a JSON array passed as
+	// its one parameter (%s), so that one statement takes a list of any
+	// length without a placeholder per item.
+	jsonTexts string
 }
 
 // sqliteTimeLayout is fixed width so that stored times sort as text.
@@ -42,7 +46,8 @@ var (
 			name       TEXT NOT NULL,
 			applied_at TEXT NOT NULL
 		) STRICT`,
-		timeArg: func(t time.Time) any { return t.UTC().Format(sqliteTimeLayout) },
+		timeArg:   func(t time.Time) any { return t.UTC().Format(sqliteTimeLayout) },
+		jsonTexts: "SELECT value FROM json_each(%s)",
 	}
 	postgresDialect = dialect{
 		name:           "postgres",
@@ -53,7 +58,8 @@ var (
 			name       TEXT NOT NULL,
 			applied_at TIMESTAMPTZ NOT NULL
 		)`,
-		timeArg: func(t time.Time) any { return t.UTC() },
+		timeArg:   func(t time.Time) any { return t.UTC() },
+		jsonTexts: "SELECT jsonb_array_elements_text(CAST(%s AS jsonb))",
 	}
 )
 

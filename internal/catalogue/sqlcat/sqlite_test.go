@@ -260,7 +260,8 @@ func TestSQLiteUpgradeFromInit(t *testing.T) {
 // testUpgradeFromInit is a catalogue written before rejections existed (only
 // 0001 applied, builds in it) opened by this meshroll: 0002 applies at Open,
 // the builds are kept, and they can be rejected. The old schema is made by
-// undoing 0002, which adds one table and nothing else.
+// undoing 0002 and what came after, each of which adds tables and nothing
+// else.
 func testUpgradeFromInit(t *testing.T, dsn string) {
 	ctx := t.Context()
 	c, err := Open(ctx, dsn)
@@ -274,7 +275,7 @@ func testUpgradeFromInit(t *testing.T, dsn string) {
 	if err := c.MarkConverged(ctx, b.Digest, "edge-1"); err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{`DROP TABLE freezes`, `DROP TABLE rejections`, `DELETE FROM schema_migrations WHERE version >= 2`} {
+	for _, stmt := range []string{`DROP TABLE host_reports`, `DROP TABLE freezes`, `DROP TABLE rejections`, `DELETE FROM schema_migrations WHERE version >= 2`} {
 		if _, err := c.db.ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}

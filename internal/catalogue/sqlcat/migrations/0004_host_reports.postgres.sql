@@ -1,0 +1,16 @@
+-- The fleet's picture: per machine, the newest report a watcher heard from
+-- its host (JSON, NULL until heard), the host's revision of it, when it was
+-- recorded and when the host last answered, and the last error asking it
+-- with since when and last when. A row is replaced only by a newer revision
+-- (revision 0: a host that does not long-poll), so watchers on several
+-- workers leave the newest.
+CREATE TABLE host_reports (
+    machine     TEXT PRIMARY KEY,
+    revision    BIGINT NOT NULL DEFAULT 0,
+    report      TEXT,
+    changed_at  TIMESTAMPTZ,
+    heard_at    TIMESTAMPTZ,
+    error       TEXT NOT NULL DEFAULT '',
+    error_since TIMESTAMPTZ,
+    error_at    TIMESTAMPTZ
+);
