@@ -9,6 +9,9 @@ var liveChanges = map[string]string{
 	"answer-relays": "relayChange",
 	// Plan: a tier with group_by is pushed and budgeted by group.
 	"group-budgets": "groupsChange",
+	// Plan: a plan of a module with notify targets hands its events to
+	// them.
+	"notifications": "notifyChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

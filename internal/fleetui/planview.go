@@ -2,7 +2,6 @@ package fleetui
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -95,12 +94,7 @@ func approveCommand(plan string, tier int) string {
 
 // webUILink is a workflow's page in the Temporal Web UI at base, or ""
 // without a base.
-func webUILink(base, namespace, id string) string {
-	if base == "" {
-		return ""
-	}
-	return strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
-}
+func webUILink(base, namespace, id string) string { return meshapi.WebUILink(base, namespace, id) }
 
 // anchor is an id attribute for a plan, unique per plan ID.
 func anchor(id string) string {
