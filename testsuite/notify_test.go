@@ -145,3 +145,38 @@ func TestNotificationsReachADownReceiverOnceEach(t *testing.T) {
 		}
 	}
 }
+
+// TestCaptureNotifyHistories records the histories of the notifications
+// path: a gated plan that hands its events over and converges, one that
+// halts, and a Notifier that delivered after its target failed. Like the
+// other captures it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureNotifyHistories(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	rcv, url := newNotifyReceiver(t, 2)
+	o := exampleMesh()
+	o.push = "{retry_budget: 2s, running_timeout: 30s}"
+	o.notify = fmt.Sprintf("{targets: {team: {kind: webhook, url: %q, secret: %q}}}", url, notifySecret)
+	s := captureStack(t, o)
+	_ = s.commit("mesh-controller")
+	gated := s.startGated("host", s.commit("host"), 2)
+	_, err := controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "capture"})
+	require.NoError(t, err)
+	require.Equal(t, meshapi.PlanConverged, s.wait(gated).State)
+	eventually(t, 2*time.Minute, "the gated plan's events delivered", func() bool { return len(rcv.events(gated)) >= 3 })
+	s.hosts["edge-1"].SetDown(true)
+	halted := s.start("host", s.commit("host")).ID
+	require.Equal(t, meshapi.PlanHalted, s.wait(halted).State)
+	eventually(t, 2*time.Minute, "the halted plan's events delivered", func() bool { return len(rcv.events(halted)) >= 2 })
+	for _, plan := range []string{gated, halted} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		require.NoError(t, s.c.GetWorkflow(ctx, meshapi.NotifierID("team", plan), "").Get(ctx, nil))
+		cancel()
+	}
+
+	s.writeHistories(
+		capturedRun{"plan-converged-gated-notified.notifications", gated, ""},
+		capturedRun{"plan-halted-notified.notifications", halted, ""},
+		capturedRun{"notifier-delivered.notifications", meshapi.NotifierID("team", halted), ""},
+	)
+}
