@@ -86,7 +86,7 @@ func (a *Activities) Deliver(ctx context.Context, in meshapi.DeliverInput) error
 		return err
 	}
 	links := notify.Links{
-		WebUI: meshapi.WebUILink(a.Mesh.Temporal.UIURL, activity.GetInfo(ctx).WorkflowNamespace, in.Event.Plan),
+		WebUI: meshapi.WebUILink(a.Mesh.Temporal.UIURL, activity.GetInfo(ctx).Namespace, in.Event.Plan),
 		Fleet: a.Mesh.Notify.FleetURL,
 	}
 	err = notify.Send(ctx, notifyClient, notify.Target{Kind: t.Kind, URL: t.URL, Key: key}, in.Event, links)

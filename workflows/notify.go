@@ -33,15 +33,15 @@ func (p *plan) notifying(ctx workflow.Context, tr meshapi.TargetsResult) bool {
 }
 
 // announceState announces the plan's state once each time it changes (a
-// second gate, at another tier, is another event): the one place the
-// plan's states become events. A state no target can ask for (building,
-// pushing, paused, superseded) says nothing.
+// second gate, at another tier, is another event: the plan pushed in
+// between): the one place the plan's states become events. A state no
+// target can ask for (building, pushing, paused, superseded) says
+// nothing.
 func (p *plan) announceState(ctx workflow.Context) {
-	at := fmt.Sprintf("%s/%d/%d", p.st.State, p.gate, p.analysisGate)
-	if !p.notifies || at == p.announced {
+	if !p.notifies || p.st.State == p.announced {
 		return
 	}
-	p.announced = at
+	p.announced = p.st.State
 	switch p.st.State {
 	case meshapi.PlanGated:
 		if p.analysisGate >= 0 {

@@ -104,7 +104,7 @@ type plan struct {
 	// the state last announced (announceState).
 	notifies  bool
 	events    int
-	announced string
+	announced meshapi.PlanStatus
 }
 
 // setup registers the state query and the control updates, and starts

@@ -9,9 +9,6 @@ package notify
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +21,7 @@ import (
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/secret"
+	"github.com/meshroll/meshroll/internal/webhook"
 )
 
 // Headers of a webhook delivery.
@@ -61,11 +59,10 @@ type Target struct {
 	Key  secret.String
 }
 
-// Sign is the X-Meshroll-Signature-256 value of body under key.
+// Sign is the X-Meshroll-Signature-256 value of body under key: the
+// same HMAC-SHA256 as a git host's signature (webhook.Sign).
 func Sign(key secret.String, body []byte) string {
-	m := hmac.New(sha256.New, []byte(key.Reveal()))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "sha256=" + webhook.Sign([]byte(key.Reveal()), body)
 }
 
 // WebhookBody is the generic webhook's body of e.
