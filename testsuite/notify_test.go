@@ -22,14 +22,13 @@ import (
 const notifySecret = "notify-s3cret"
 
 // notifyReceiver is a webhook notify target that is down (503) for its
-// first downFor requests, then answers 200. It records every request's
+// next downFor requests, then answers 200. It records every request's
 // idempotency key and the events it took, in arrival order.
 type notifyReceiver struct {
-	t       *testing.T
-	downFor int
+	t *testing.T
 
 	mu       sync.Mutex
-	requests int
+	downFor  int
 	tries    map[string]int // by idempotency key, every try
 	taken    []notify.Body  // answered 200, in order
 	bad      []string       // what was wrong with a request
@@ -46,7 +45,6 @@ func (r *notifyReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.requests++
 	var b notify.Body
 	if err := json.Unmarshal(body, &b); err != nil {
 		r.bad = append(r.bad, "body: "+err.Error())
@@ -58,7 +56,8 @@ func (r *notifyReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.bad = append(r.bad, fmt.Sprintf("key header %q, body id %q", k, b.ID))
 	}
 	r.tries[b.ID]++
-	if r.requests <= r.downFor {
+	if r.downFor > 0 {
+		r.downFor--
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 		return
 	}
@@ -164,6 +163,9 @@ func TestCaptureNotifyHistories(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, meshapi.PlanConverged, s.wait(gated).State)
 	eventually(t, 2*time.Minute, "the gated plan's events delivered", func() bool { return len(rcv.events(gated)) >= 3 })
+	rcv.mu.Lock()
+	rcv.downFor = 2 // the halted plan's Notifier records failed tries
+	rcv.mu.Unlock()
 	s.hosts["edge-1"].SetDown(true)
 	halted := s.start("host", s.commit("host")).ID
 	require.Equal(t, meshapi.PlanHalted, s.wait(halted).State)
@@ -177,6 +179,6 @@ func TestCaptureNotifyHistories(t *testing.T) {
 	s.writeHistories(
 		capturedRun{"plan-converged-gated-notified.notifications", gated, ""},
 		capturedRun{"plan-halted-notified.notifications", halted, ""},
-		capturedRun{"notifier-delivered.notifications", meshapi.NotifierID("team", halted), ""},
+		capturedRun{"notifier-delivered-after-failures.notifications", meshapi.NotifierID("team", halted), ""},
 	)
 }
