@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -109,4 +112,19 @@ func (c *Config) notifyProblems(ps *problemList) {
 			}
 		}
 	}
+}
+
+// notifyWarnings warns of each target posted to over plain http beyond
+// loopback: the plans' words travel in clear, and a Slack URL, which is
+// its own secret, with them. The URL itself is not repeated.
+func (c *Config) notifyWarnings() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(c.Notify.Targets)) {
+		u, err := url.Parse(c.Notify.Targets[name].URL)
+		if err != nil || u.Scheme != "http" || loopback(u.Hostname()) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("notify.targets.%s: posts to %s over plain http, so the plans' events travel in clear; use an https URL", name, u.Hostname()))
+	}
+	return out
 }

@@ -75,3 +75,33 @@ func TestNotifyTargetWants(t *testing.T) {
 	require.False(t, some.Wants("plan_started", "web"))
 	require.False(t, some.Wants("plan_halted", "db"))
 }
+
+// A target over plain http beyond loopback is warned of, without its URL's
+// path (a Slack URL's secret) or the target's secret.
+func TestNotifyWarnings(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"https://hooks.example.com/T1/B2/s3cretpath", ""},
+		{"http://127.0.0.1:9000/hook", ""},
+		{"http://hooks.example.com/T1/B2/s3cretpath", "notify.targets.team: posts to hooks.example.com over plain http"},
+	} {
+		got := (&Config{Notify: Notify{Targets: map[string]NotifyTarget{"team": {Kind: NotifyWebhook, URL: tc.url, Secret: "k3y"}}}}).Warnings()
+		if tc.want == "" {
+			assert.Empty(t, got, tc.url)
+			continue
+		}
+		require.Len(t, got, 1)
+		assert.Contains(t, got[0], tc.want)
+		assert.NotContains(t, got[0], "s3cretpath")
+		assert.NotContains(t, got[0], "k3y")
+	}
+}
+
+// A target's secret can come from the environment, as every key can.
+func TestNotifySecretFromTheEnvironment(t *testing.T) {
+	t.Setenv("MESHROLL_NOTIFY_TARGETS_TEAM_SECRET", "from-env")
+	cfg, err := Parse("mesh.yaml", []byte(valid+"notify:\n  targets:\n    team: {kind: webhook, url: 'https://h.example.com/'}\n"))
+	require.NoError(t, err)
+	key, err := cfg.Notify.Targets["team"].Key("team")
+	require.NoError(t, err)
+	require.Equal(t, "from-env", key.Reveal())
+}
