@@ -23,7 +23,18 @@ import (
 // records every event the plan hands over, in order.
 func notifyingHarness(t *testing.T, ts ...meshapi.Target) (*planHarness, *[]meshapi.NotifyEvent) {
 	h := newPlanHarness(t, ts...)
-	h.targetsFn = func() (meshapi.TargetsResult, error) { return meshapi.TargetsResult{Targets: ts, Notify: true}, nil }
+	return h, notifying(h)
+}
+
+// notifying gives the harness's worker notify targets and records every
+// event the plan hands over, in order.
+func notifying(h *planHarness) *[]meshapi.NotifyEvent {
+	targets := h.targetsFn
+	h.targetsFn = func() (meshapi.TargetsResult, error) {
+		tr, err := targets()
+		tr.Notify = true
+		return tr, err
+	}
 	var mu sync.Mutex
 	events := &[]meshapi.NotifyEvent{}
 	h.env.OnActivity(acts.Notify, mock.Anything, mock.Anything).Return(
@@ -33,7 +44,7 @@ func notifyingHarness(t *testing.T, ts ...meshapi.Target) (*planHarness, *[]mesh
 			*events = append(*events, in.Event)
 			return meshapi.NotifyResult{Targets: []string{"team"}}, nil
 		})
-	return h, events
+	return events
 }
 
 func eventNames(events []meshapi.NotifyEvent) []string {
@@ -78,6 +89,16 @@ func TestPlanAnnouncesItsEvents(t *testing.T) {
 			},
 			end:  meshapi.PlanConverged,
 			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanGated, meshapi.EventPlanGated, meshapi.EventPlanConverged},
+		},
+		{
+			name: "a machine refuses: refused",
+			setup: func(h *planHarness) {
+				h.outcome = func(string) *meshapi.PushResult {
+					return &meshapi.PushResult{Outcome: meshapi.MachineRefused, Reason: "digest the catalogue does not know"}
+				}
+			},
+			end:  meshapi.PlanRefused,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanRefused},
 		},
 		{
 			name:  "build fails: halted",
@@ -135,6 +156,20 @@ func TestPlanAnnouncesItsEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An inconclusive analysis is its own event, with the approve command
+// that passes it.
+func TestPlanAnnouncesAnInconclusiveAnalysis(t *testing.T) {
+	inconclusive := check("error-rate", meshapi.AnalysisInconclusive, false)
+	h := newAnalysisHarness(t, []string{"error-rate"}, 0, map[string]meshapi.AnalysisCheck{"error-rate": inconclusive}, nil)
+	events := notifying(h.planHarness)
+	h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateApprove, meshapi.ApproveInput{By: "alice"}) }, time.Hour)
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Equal(t, []string{meshapi.EventPlanStarted, meshapi.EventAnalysisInconclusive, meshapi.EventPlanConverged}, eventNames(*events))
+	require.Equal(t, "starter plan approve "+st.Plan, (*events)[1].Command)
+	require.Contains(t, (*events)[1].Reason, "analysis is inconclusive")
 }
 
 // A plan started before notifications (its version marker absent) hands
