@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/notify"
 )
@@ -70,6 +71,21 @@ func (a *Activities) Notify(ctx context.Context, in meshapi.NotifyInput) (meshap
 		res.Targets = append(res.Targets, name)
 	}
 	return res, nil
+}
+
+// announceRejection hands an operator's rejection of a build to the
+// targets that want build_rejected, under the ID of the plan that built
+// it (so that it reaches a target after that plan's own events). A
+// rejection is recorded whether or not it is: a notification never fails
+// the lever, and a failure to hand it over is logged.
+func (a *Activities) announceRejection(ctx context.Context, r mesh.Rejection) {
+	e := meshapi.NotifyEvent{
+		Event: meshapi.EventBuildRejected, Plan: meshapi.PlanID(r.Module, r.Commit), Module: r.Module, Commit: r.Commit,
+		Reason: r.String(),
+	}
+	if _, err := a.Notify(ctx, meshapi.NotifyInput{Event: e}); err != nil {
+		a.Log.Warn().Err(err).Str("event", e.Key()).Msg("could not hand the rejection's notification over")
+	}
 }
 
 // Deliver posts one event to one notify target, once: the Notifier

@@ -88,7 +88,7 @@ func TestNotificationsReachADownReceiverOnceEach(t *testing.T) {
 	o := exampleMesh()
 	o.push = "{retry_budget: 2s, running_timeout: 30s}"
 	o.notify = fmt.Sprintf("{fleet_url: 'http://fleet.example/', targets: {team: {kind: webhook, url: %q, secret: %q, "+
-		"events: [plan_started, plan_gated, plan_halted, plan_converged], modules: [host]}}}", url, notifySecret)
+		"events: [plan_started, plan_gated, plan_halted, plan_converged, build_rejected], modules: [host]}}}", url, notifySecret)
 	s := newStack(t, o)
 	_ = s.commit("mesh-controller")
 
@@ -103,15 +103,19 @@ func TestNotificationsReachADownReceiverOnceEach(t *testing.T) {
 	eventually(t, 2*time.Minute, "the gated plan's events delivered", func() bool { return len(rcv.events(gated)) >= 3 })
 
 	s.hosts["edge-1"].SetDown(true)
-	halted := s.start("host", s.commit("host")).ID
+	bad := s.commit("host")
+	halted := s.start("host", bad).ID
 	st = s.wait(halted)
 	require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
+	// The operator rejects the build the halted plan could not push.
+	out, err := s.starter("build", "reject", "--module", "host", "--commit", bad, "--reason", "edge-1 cannot take it", "--by", "alice")
+	require.NoError(t, err, out)
 
 	want := map[string][]string{
 		gated:  {meshapi.EventPlanStarted, meshapi.EventPlanGated, meshapi.EventPlanConverged},
-		halted: {meshapi.EventPlanStarted, meshapi.EventPlanHalted},
+		halted: {meshapi.EventPlanStarted, meshapi.EventPlanHalted, meshapi.EventBuildRejected},
 	}
-	eventually(t, 2*time.Minute, "the halted plan's events delivered", func() bool { return len(rcv.events(halted)) >= 2 })
+	eventually(t, 2*time.Minute, "the halted plan's events delivered", func() bool { return len(rcv.events(halted)) >= 3 })
 	// Every Notifier has ended: nothing more is coming.
 	for plan := range want {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -125,13 +129,13 @@ func TestNotificationsReachADownReceiverOnceEach(t *testing.T) {
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	require.Empty(t, rcv.bad)
-	require.Len(t, rcv.taken, 5, "each event taken once")
+	require.Len(t, rcv.taken, 6, "each event taken once")
 	tried := 0
 	for _, b := range rcv.taken {
 		tried += rcv.tries[b.ID]
 	}
-	require.Len(t, rcv.tries, 5, "every try carried the key of an event taken: the failed tries reused it")
-	require.Equal(t, 8, tried, "three failed tries and one 200 per event, none after it")
+	require.Len(t, rcv.tries, 6, "every try carried the key of an event taken: the failed tries reused it")
+	require.Equal(t, 9, tried, "three failed tries and one 200 per event, none after it")
 	require.Equal(t, 4, rcv.tries[gated+"#1-plan_started"], "the first event tried three times while the receiver was down, under one key")
 	for _, b := range rcv.taken {
 		require.Equal(t, "host", b.Module)
@@ -141,6 +145,11 @@ func TestNotificationsReachADownReceiverOnceEach(t *testing.T) {
 		}
 		if b.Event == meshapi.EventPlanHalted {
 			require.Contains(t, b.Reason, "edge-1")
+		}
+		if b.Event == meshapi.EventBuildRejected {
+			require.Equal(t, halted+"#0-build_rejected", b.ID)
+			require.Contains(t, b.Reason, "rejected by alice")
+			require.Contains(t, b.Reason, "edge-1 cannot take it")
 		}
 	}
 }

@@ -39,7 +39,7 @@ func TestNotifyProblems(t *testing.T) {
 			name: "unknown event and module",
 			src:  "notify:\n  targets:\n    team: {kind: webhook, url: 'https://h.example.com/', events: [plan_done], modules: [db]}\n",
 			want: []Problem{
-				{"notify.targets.team.events", "unknown event \"plan_done\"; events are plan_started, plan_gated, plan_held, analysis_inconclusive, plan_halted, plan_refused, plan_aborted, plan_converged, plan_rolled_back (line 9)"},
+				{"notify.targets.team.events", "unknown event \"plan_done\"; events are plan_started, plan_gated, plan_held, analysis_inconclusive, plan_halted, plan_refused, plan_aborted, plan_converged, plan_rolled_back, build_rejected (line 9)"},
 				{"notify.targets.team.modules", "unknown module \"db\"; modules are host, mesh-controller (line 9)"},
 			},
 		},

@@ -20,6 +20,10 @@ const (
 	EventPlanAborted          = "plan_aborted"
 	EventPlanConverged        = "plan_converged"
 	EventPlanRolledBack       = "plan_rolled_back"
+	// EventBuildRejected is an operator's rejection of a build (starter
+	// build reject), sent by the lever under the ID of the plan that built
+	// it, with sequence 0.
+	EventBuildRejected = "build_rejected"
 )
 
 // NotifyEvents are every event a plan sends, in the order a plan may send
@@ -27,6 +31,7 @@ const (
 var NotifyEvents = []string{
 	EventPlanStarted, EventPlanGated, EventPlanHeld, EventAnalysisInconclusive,
 	EventPlanHalted, EventPlanRefused, EventPlanAborted, EventPlanConverged, EventPlanRolledBack,
+	EventBuildRejected,
 }
 
 // KnownEvent says whether name is one of NotifyEvents.
