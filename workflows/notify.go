@@ -76,7 +76,7 @@ func (p *plan) announce(ctx workflow.Context, event, reason, command string) {
 	}
 	p.events++
 	e := meshapi.NotifyEvent{
-		Event: event, Sequence: p.events, Plan: p.st.Plan, Module: p.in.Module, Commit: p.in.Commit,
+		Event: event, Sequence: p.events, Plan: p.st.Plan, Module: p.in.Module, Commit: p.st.Commit,
 		State: p.st.State, Reason: reason, Command: command,
 	}
 	// Disconnected: a plan ending because it was cancelled still says so.

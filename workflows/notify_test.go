@@ -91,6 +91,18 @@ func TestPlanAnnouncesItsEvents(t *testing.T) {
 			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanGated, meshapi.EventPlanGated, meshapi.EventPlanConverged},
 		},
 		{
+			name: "a rollback converges: rolled back",
+			in:   meshapi.PlanInput{Rollback: &meshapi.Rollback{By: "alice", Reason: "errors up"}},
+			setup: func(h *planHarness) {
+				h.env.OnActivity(acts.RollbackTarget, mock.Anything, mock.Anything).Return(
+					func(_ context.Context, in meshapi.RollbackTargetInput) (meshapi.RollbackTargetResult, error) {
+						return meshapi.RollbackTargetResult{Build: prevBuild, Machines: in.Machines}, nil
+					})
+			},
+			end:  meshapi.PlanConverged,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanRolledBack},
+		},
+		{
 			name: "a machine refuses: refused",
 			setup: func(h *planHarness) {
 				h.outcome = func(string) *meshapi.PushResult {
@@ -147,6 +159,7 @@ func TestPlanAnnouncesItsEvents(t *testing.T) {
 			last := (*events)[len(*events)-1]
 			require.Equal(t, st.Reason, last.Reason, "the ending in the plan's words")
 			require.Equal(t, st.Plan+"#1-plan_started", (*events)[0].Key())
+			require.Equal(t, st.Commit, last.Commit, "the commit the plan pushed (a rollback's is the one it went back to)")
 			for _, e := range *events {
 				require.Equal(t, "host", e.Module)
 				if e.Event == meshapi.EventPlanGated {
