@@ -45,10 +45,10 @@ func (p *plan) announceState(ctx workflow.Context) {
 	switch p.st.State {
 	case meshapi.PlanGated:
 		if p.analysisGate >= 0 {
-			p.announce(ctx, meshapi.EventAnalysisInconclusive, p.now, "starter plan approve "+p.st.Plan)
+			p.announce(ctx, meshapi.EventAnalysisInconclusive, p.now, meshapi.ApproveCommand(p.st.Plan, -1))
 			return
 		}
-		p.announce(ctx, meshapi.EventPlanGated, p.now, fmt.Sprintf("starter plan approve %s --tier %d", p.st.Plan, p.gate))
+		p.announce(ctx, meshapi.EventPlanGated, p.now, meshapi.ApproveCommand(p.st.Plan, p.gate))
 	case meshapi.PlanHeld:
 		p.announce(ctx, meshapi.EventPlanHeld, p.now, "")
 	case meshapi.PlanHalted:

@@ -88,9 +88,7 @@ const openPlanTierMax = 40
 
 // approveCommand is what opens a plan's gate before tier, as the starter
 // takes it (internal/cli: plan approve ID --tier N).
-func approveCommand(plan string, tier int) string {
-	return fmt.Sprintf("starter plan approve %s --tier %d", plan, tier)
-}
+func approveCommand(plan string, tier int) string { return meshapi.ApproveCommand(plan, tier) }
 
 // webUILink is a workflow's page in the Temporal Web UI at base, or ""
 // without a base.
@@ -131,7 +129,7 @@ func planOf(p Plan, uiBase, namespace string) planView {
 		v.Held = st.Reason
 	}
 	if checks := st.AnalysisGate(); len(checks) > 0 {
-		v.Gate = &gateView{Command: "starter plan approve " + sum.Plan}
+		v.Gate = &gateView{Command: meshapi.ApproveCommand(sum.Plan, -1)}
 		for _, c := range checks {
 			v.Gate.Checks = append(v.Gate.Checks, c.Inconclusive())
 		}

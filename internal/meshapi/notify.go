@@ -108,3 +108,13 @@ func WebUILink(base, namespace, id string) string {
 	}
 	return strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
 }
+
+// ApproveCommand is what a person runs to open a plan's gate before tier,
+// or, with a tier below 0, to pass its inconclusive analysis, as the
+// starter takes it: the fleet page and notifications show it.
+func ApproveCommand(plan string, tier int) string {
+	if tier < 0 {
+		return "starter plan approve " + plan
+	}
+	return fmt.Sprintf("starter plan approve %s --tier %d", plan, tier)
+}
