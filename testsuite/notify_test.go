@@ -27,11 +27,11 @@ const notifySecret = "notify-s3cret"
 type notifyReceiver struct {
 	t *testing.T
 
-	mu       sync.Mutex
-	downFor  int
-	tries    map[string]int // by idempotency key, every try
-	taken    []notify.Body  // answered 200, in order
-	bad      []string       // what was wrong with a request
+	mu      sync.Mutex
+	downFor int
+	tries   map[string]int // by idempotency key, every try
+	taken   []notify.Body  // answered 200, in order
+	bad     []string       // what was wrong with a request
 }
 
 func newNotifyReceiver(t *testing.T, downFor int) (*notifyReceiver, string) {
