@@ -25,8 +25,6 @@ const notifySecret = "notify-s3cret"
 // next downFor requests, then answers 200. It records every request's
 // idempotency key and the events it took, in arrival order.
 type notifyReceiver struct {
-	t *testing.T
-
 	mu      sync.Mutex
 	downFor int
 	tries   map[string]int // by idempotency key, every try
@@ -35,7 +33,7 @@ type notifyReceiver struct {
 }
 
 func newNotifyReceiver(t *testing.T, downFor int) (*notifyReceiver, string) {
-	r := &notifyReceiver{t: t, downFor: downFor, tries: map[string]int{}}
+	r := &notifyReceiver{downFor: downFor, tries: map[string]int{}}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return r, srv.URL + "/hook"
