@@ -90,7 +90,7 @@ func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshap
 		}
 		ts = []meshapi.Target{{Machine: in.Remove, Tier: m.Tier}}
 	}
-	res := meshapi.TargetsResult{Targets: ts, RelayAbove: a.Mesh.Push.RelayAbove}
+	res := meshapi.TargetsResult{Targets: ts, RelayAbove: a.Mesh.Push.RelayAbove, Notify: a.notifies(in.Module)}
 	size := map[int]int{}
 	for _, t := range ts {
 		if size[t.Tier] == 0 {

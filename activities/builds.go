@@ -49,6 +49,7 @@ func (a *Activities) RejectBuild(ctx context.Context, in meshapi.RejectInput) (m
 	}
 	a.Log.Warn().Str("module", r.Module).Str("commit", r.Commit).Str("digest", r.Digest).
 		Str("by", r.By).Str("reason", r.Reason).Msg("build rejected")
+	a.announceRejection(ctx, r)
 	return r, nil
 }
 

@@ -161,6 +161,8 @@ type stackOptions struct {
 	// startDelay is how long the agents' noop runtime reports a container
 	// starting before it runs, so that pushes stay in flight that long.
 	startDelay time.Duration
+	// notify, when set, is the notify: section in YAML flow style.
+	notify string
 	// moduleKeys, when set, are more keys of every module's mapping in
 	// YAML flow style, such as `memory: 64MiB, user: "1000:1000"`.
 	moduleKeys string
@@ -215,7 +217,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 
 	f := meshfile.File{
 		Address: s.srv.HostPort(), Namespace: s.namespace, TaskQueue: "meshroll-" + strings.ToLower(sanitize(t.Name())),
-		Push: o.push, Tiers: o.tiers, Analysis: o.analysis,
+		Push: o.push, Tiers: o.tiers, Analysis: o.analysis, Notify: o.notify,
 	}
 	if o.faults {
 		f.StateDir, f.Registry = s.stateDir, s.registry.Address

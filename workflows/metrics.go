@@ -38,6 +38,10 @@ const (
 	// MetricAnalyses counts analysis checks that ended, by module, tier,
 	// check and verdict (passed, failed, inconclusive, cancelled).
 	MetricAnalyses = "meshroll_analyses"
+	// MetricNotifications counts delivery tries of plan events to notify
+	// targets, by target, event and outcome (delivered, failed,
+	// abandoned): a target that keeps failing shows as failed tries.
+	MetricNotifications = "meshroll_notifications"
 )
 
 // MetricHelp is the help text of each of meshroll's workflow metrics, which
@@ -52,6 +56,7 @@ var MetricHelp = map[string]string{
 	MetricRefusals:      "Refused pushes, by machine and reason (the refusal's stable error type).",
 	MetricQueueLength:   "Requests waiting on a machine workflow, the one in flight not counted.",
 	MetricAnalyses:      "Analysis checks that ended, by module, tier, check and verdict (passed, failed, inconclusive, cancelled).",
+	MetricNotifications: "Delivery tries of plan events to notify targets, by target, event and outcome (delivered, failed, abandoned).",
 	MetricHostStateLost: "Pushes that found their host had lost its state (its last sequence below what was sent), by machine.",
 }
 

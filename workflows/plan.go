@@ -98,6 +98,13 @@ type plan struct {
 	// groups says tiers with group_by are pushed by group (see
 	// groupedPlan).
 	groups bool
+
+	// notifies says the plan hands its events to notify targets (see
+	// notifying); events counts them, for their keys, and announced is
+	// the state last announced (announceState).
+	notifies  bool
+	events    int
+	announced meshapi.PlanStatus
 }
 
 // setup registers the state query and the control updates, and starts
@@ -168,6 +175,8 @@ func (p *plan) roll(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
+	p.announce(ctx, meshapi.EventPlanStarted, fmt.Sprintf("started on %d %s in %d %s",
+		len(targets), plural(len(targets), "machine", "machines"), len(p.st.Tiers), plural(len(p.st.Tiers), "tier", "tiers")), "")
 	var b mesh.Build
 	var composed *meshapi.ComposeTargetsResult
 	switch {
@@ -232,6 +241,7 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	}
 	p.publishMachines(ctx, tr.Targets)
 	p.relayAbove = tr.RelayAbove
+	p.notifies = p.notifying(ctx, tr)
 	for _, t := range tr.Targets {
 		if n := len(p.st.Tiers); n == 0 || p.st.Tiers[n-1].Tier != t.Tier {
 			p.st.Tiers = append(p.st.Tiers, meshapi.TierState{Tier: t.Tier, State: meshapi.TierWaiting})

@@ -72,6 +72,7 @@ func (p *plan) details(ctx workflow.Context, now string) {
 	p.publish()
 	p.now = now
 	p.showDetails(ctx)
+	p.announceState(ctx)
 }
 
 // showDetails writes the current details: the plan's last words (now)

@@ -13,6 +13,9 @@ var liveChanges = map[string]string{
 	// are never superseded by a newer build, and their push activity
 	// carries meshapi.RollbackPriority.
 	"rollbacks-first": "rollbacksFirstChange",
+	// Plan: a plan of a module with notify targets hands its events to
+	// them.
+	"notifications": "notifyChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

@@ -107,6 +107,9 @@ type Config struct {
 	// may not (deny). Deny wins; with any allow window, plans push only
 	// inside one. Read it through DeployWindows.
 	Windows []Window `mapstructure:"windows"`
+	// Notify is where plans send their events (notify.targets), by
+	// webhook or to Slack.
+	Notify Notify `mapstructure:"notify"`
 
 	// path is the file the config was read from, so that Validate on a
 	// loaded config still names it.

@@ -296,6 +296,7 @@ func (c *Config) problems(sk *skip) []Problem {
 	c.groupProblems(ps)
 	c.analysisProblems(ps)
 	c.workerProblems(ps)
+	c.notifyProblems(ps)
 	return ps.list
 }
 

@@ -61,6 +61,7 @@ func (c *Config) Warnings() []string {
 		out = append(out, envWarnings("machine", name, c.Machines[name].Env)...)
 	}
 	out = append(out, c.labelWarnings()...)
+	out = append(out, c.notifyWarnings()...)
 	return append(out, c.analysisWarnings()...)
 }
 

@@ -2,7 +2,6 @@ package fleetui
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -89,18 +88,11 @@ const openPlanTierMax = 40
 
 // approveCommand is what opens a plan's gate before tier, as the starter
 // takes it (internal/cli: plan approve ID --tier N).
-func approveCommand(plan string, tier int) string {
-	return fmt.Sprintf("starter plan approve %s --tier %d", plan, tier)
-}
+func approveCommand(plan string, tier int) string { return meshapi.ApproveCommand(plan, tier) }
 
 // webUILink is a workflow's page in the Temporal Web UI at base, or ""
 // without a base.
-func webUILink(base, namespace, id string) string {
-	if base == "" {
-		return ""
-	}
-	return strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
-}
+func webUILink(base, namespace, id string) string { return meshapi.WebUILink(base, namespace, id) }
 
 // anchor is an id attribute for a plan, unique per plan ID.
 func anchor(id string) string {
@@ -137,7 +129,7 @@ func planOf(p Plan, uiBase, namespace string) planView {
 		v.Held = st.Reason
 	}
 	if checks := st.AnalysisGate(); len(checks) > 0 {
-		v.Gate = &gateView{Command: "starter plan approve " + sum.Plan}
+		v.Gate = &gateView{Command: meshapi.ApproveCommand(sum.Plan, -1)}
 		for _, c := range checks {
 			v.Gate.Checks = append(v.Gate.Checks, c.Inconclusive())
 		}

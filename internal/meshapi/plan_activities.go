@@ -24,6 +24,10 @@ type TargetsResult struct {
 	// its answers through relays if it has more machines. 0 (a plan
 	// started before the setting) means meshapi.RelayAbove.
 	RelayAbove int `json:"relay_above,omitempty"`
+	// Notify says the worker has notify targets: the plan hands its
+	// events to them (see the Notify activity). False for a plan started
+	// before notifications, which never sends any.
+	Notify bool `json:"notify,omitempty"`
 }
 
 // Relayed says whether a plan of n machines hears its answers through

@@ -25,9 +25,9 @@ type File struct {
 	// Registry, when set, is the address of the registry the go builder
 	// pushes to (registry: {address, repository: meshroll}).
 	Registry string
-	// Push, Tiers and Windows are those sections' values in YAML flow
-	// style, such as {1: {max_parallel: 1, bake: 5s}} for Tiers.
-	Push, Tiers, Windows string
+	// Push, Tiers, Windows and Notify are those sections' values in YAML
+	// flow style, such as {1: {max_parallel: 1, bake: 5s}} for Tiers.
+	Push, Tiers, Windows, Notify string
 	// Analysis is the analysis: section's value in flow or block style
 	// (see Section).
 	Analysis string
@@ -102,6 +102,7 @@ func (f File) String() string {
 		fmt.Fprintf(&y, "analysis:\n%s", Section(f.Analysis))
 	}
 	put(&y, "windows: %s\n", f.Windows)
+	put(&y, "notify: %s\n", f.Notify)
 	return y.String()
 }
 

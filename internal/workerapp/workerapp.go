@@ -60,6 +60,7 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 		meshapi.UnfreezeWorkflowType: workflows.Unfreeze,
 		meshapi.FreezesWorkflowType:  workflows.ListFreezes,
 		meshapi.ReceiveWorkflowType:  workflows.Receive,
+		meshapi.NotifierWorkflowType: workflows.Notifier,
 	} {
 		w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	}

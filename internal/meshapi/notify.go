@@ -1,0 +1,120 @@
+package meshapi
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Notification events: what a plan tells the notify targets that ask for
+// it (config notify.targets.<name>.events). The names are stable, part of
+// the webhook body and of the config.
+const (
+	EventPlanStarted          = "plan_started"
+	EventPlanGated            = "plan_gated"
+	EventPlanHeld             = "plan_held"
+	EventAnalysisInconclusive = "analysis_inconclusive"
+	EventPlanHalted           = "plan_halted"
+	EventPlanRefused          = "plan_refused"
+	EventPlanAborted          = "plan_aborted"
+	EventPlanConverged        = "plan_converged"
+	EventPlanRolledBack       = "plan_rolled_back"
+	// EventBuildRejected is an operator's rejection of a build (starter
+	// build reject), sent by the lever under the ID of the plan that built
+	// it, with sequence 0.
+	EventBuildRejected = "build_rejected"
+)
+
+// NotifyEvents are every event a plan sends, in the order a plan may send
+// them, so that the config can name the valid ones.
+var NotifyEvents = []string{
+	EventPlanStarted, EventPlanGated, EventPlanHeld, EventAnalysisInconclusive,
+	EventPlanHalted, EventPlanRefused, EventPlanAborted, EventPlanConverged, EventPlanRolledBack,
+	EventBuildRejected,
+}
+
+// KnownEvent says whether name is one of NotifyEvents.
+func KnownEvent(name string) bool { return slices.Contains(NotifyEvents, name) }
+
+// NotifierWorkflowType delivers one plan's events to one notify target,
+// in order (workflows.Notifier).
+const NotifierWorkflowType = "Notifier"
+
+// SignalNotify carries a NotifyEvent to a Notifier workflow.
+const SignalNotify = "notify"
+
+const notifierPrefix = "notify/"
+
+// NotifierID is the Notifier workflow of a plan's events to a target: one
+// per plan and target, so that a target that is down delays only its own
+// deliveries, and a plan's events reach each target in the order they
+// happened.
+func NotifierID(target, plan string) string { return notifierPrefix + target + "/" + plan }
+
+// NotifyEvent is one event of a plan, in the plan's own words.
+type NotifyEvent struct {
+	// Event is one of NotifyEvents.
+	Event string `json:"event"`
+	// Sequence counts the plan's events from 1: with the plan and the
+	// event it makes the idempotency key (Key).
+	Sequence int        `json:"sequence"`
+	Plan     string     `json:"plan"`
+	Module   string     `json:"module"`
+	Commit   string     `json:"commit"`
+	State    PlanStatus `json:"state"`
+	// Reason is the plan's words at the event: its current details'
+	// first line, or its ending's reason.
+	Reason string `json:"reason,omitempty"`
+	// Command is what a person runs to move the plan on (approve,
+	// resume), when the event waits for one.
+	Command string `json:"command,omitempty"`
+}
+
+// Key is the event's idempotency key: the same for every delivery attempt
+// of it to any target, so that a receiver drops a repeat.
+func (e NotifyEvent) Key() string { return fmt.Sprintf("%s#%d-%s", e.Plan, e.Sequence, e.Event) }
+
+// NotifyInput asks the Notify local activity to hand an event to the
+// Notifier workflow of every target that wants it.
+type NotifyInput struct {
+	Event NotifyEvent `json:"event"`
+}
+
+// NotifyResult names the targets the event was handed to.
+type NotifyResult struct {
+	Targets []string `json:"targets,omitempty"`
+}
+
+// NotifierInput starts a Notifier: the target and the plan it delivers.
+type NotifierInput struct {
+	Target string `json:"target"`
+	Plan   string `json:"plan"`
+}
+
+// DeliverInput is one delivery attempt of an event to a target.
+type DeliverInput struct {
+	Target string      `json:"target"`
+	Event  NotifyEvent `json:"event"`
+	// Attempt counts the Notifier's attempts at this event, from 1.
+	Attempt int `json:"attempt"`
+}
+
+// WebUILink is a workflow's page in the Temporal Web UI at base, or ""
+// without a base: where the fleet page and notifications link a plan.
+func WebUILink(base, namespace, id string) string {
+	if base == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/namespaces/" + url.PathEscape(namespace) + "/workflows/" + url.PathEscape(id)
+}
+
+// ApproveCommand is what a person runs to open a plan's gate before tier,
+// or, with a tier below 0, to pass its inconclusive analysis, as the
+// starter takes it: the fleet page and notifications show it.
+func ApproveCommand(plan string, tier int) string {
+	if tier < 0 {
+		return "starter plan approve " + plan
+	}
+	return fmt.Sprintf("starter plan approve %s --tier %d", plan, tier)
+}

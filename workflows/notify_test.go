@@ -1,0 +1,257 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+)
+
+// notifyingHarness is a plan harness whose worker has notify targets: it
+// records every event the plan hands over, in order.
+func notifyingHarness(t *testing.T, ts ...meshapi.Target) (*planHarness, *[]meshapi.NotifyEvent) {
+	h := newPlanHarness(t, ts...)
+	return h, notifying(h)
+}
+
+// notifying gives the harness's worker notify targets and records every
+// event the plan hands over, in order.
+func notifying(h *planHarness) *[]meshapi.NotifyEvent {
+	targets := h.targetsFn
+	h.targetsFn = func() (meshapi.TargetsResult, error) {
+		tr, err := targets()
+		tr.Notify = true
+		return tr, err
+	}
+	var mu sync.Mutex
+	events := &[]meshapi.NotifyEvent{}
+	h.env.OnActivity(acts.Notify, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in meshapi.NotifyInput) (meshapi.NotifyResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			*events = append(*events, in.Event)
+			return meshapi.NotifyResult{Targets: []string{"team"}}, nil
+		})
+	return events
+}
+
+func eventNames(events []meshapi.NotifyEvent) []string {
+	var out []string
+	for i, e := range events {
+		if e.Sequence != i+1 {
+			return append(out, "out of sequence: "+e.Key())
+		}
+		out = append(out, e.Event)
+	}
+	return out
+}
+
+// A plan announces each of its states once, where it changes, each event
+// numbered in order, in the plan's words, with the command that moves it
+// on where one does.
+func TestPlanAnnouncesItsEvents(t *testing.T) {
+	two := targets(tier(1, "edge-1"), tier(2, "control-node"))
+	for _, tc := range []struct {
+		name  string
+		in    meshapi.PlanInput
+		setup func(h *planHarness)
+		end   meshapi.PlanStatus
+		want  []string
+	}{
+		{
+			name: "gated, approved, converged",
+			in:   meshapi.PlanInput{Gates: []int{2}},
+			setup: func(h *planHarness) {
+				h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateApprove, meshapi.ApproveInput{By: "alice"}) }, time.Hour)
+			},
+			end:  meshapi.PlanConverged,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanGated, meshapi.EventPlanConverged},
+		},
+		{
+			name: "two gates are two events",
+			in:   meshapi.PlanInput{Gates: []int{1, 2}},
+			setup: func(h *planHarness) {
+				one, two := 1, 2
+				h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &one}) }, time.Hour)
+				h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateApprove, meshapi.ApproveInput{Tier: &two}) }, 2*time.Hour)
+			},
+			end:  meshapi.PlanConverged,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanGated, meshapi.EventPlanGated, meshapi.EventPlanConverged},
+		},
+		{
+			name: "a rollback converges: rolled back",
+			in:   meshapi.PlanInput{Rollback: &meshapi.Rollback{By: "alice", Reason: "errors up"}},
+			setup: func(h *planHarness) {
+				h.env.OnActivity(acts.RollbackTarget, mock.Anything, mock.Anything).Return(
+					func(_ context.Context, in meshapi.RollbackTargetInput) (meshapi.RollbackTargetResult, error) {
+						return meshapi.RollbackTargetResult{Build: prevBuild, Machines: in.Machines}, nil
+					})
+			},
+			end:  meshapi.PlanConverged,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanRolledBack},
+		},
+		{
+			name: "a machine refuses: refused",
+			setup: func(h *planHarness) {
+				h.outcome = func(string) *meshapi.PushResult {
+					return &meshapi.PushResult{Outcome: meshapi.MachineRefused, Reason: "digest the catalogue does not know"}
+				}
+			},
+			end:  meshapi.PlanRefused,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanRefused},
+		},
+		{
+			name:  "build fails: halted",
+			setup: func(h *planHarness) { h.failBuild("compile error") },
+			end:   meshapi.PlanHalted,
+			want:  []string{meshapi.EventPlanStarted, meshapi.EventPlanHalted},
+		},
+		{
+			name: "aborted at its gate",
+			in:   meshapi.PlanInput{Gates: []int{2}},
+			setup: func(h *planHarness) {
+				h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateAbort, meshapi.AbortInput{By: "alice", Reason: "wrong commit"}) }, time.Hour)
+			},
+			end:  meshapi.PlanAborted,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanGated, meshapi.EventPlanAborted},
+		},
+		{
+			name: "held by a freeze, once however often it checks",
+			setup: func(h *planHarness) {
+				var frozen atomic.Bool
+				frozen.Store(true)
+				h.holdsFn = func(in meshapi.HoldsInput) (meshapi.HoldsResult, error) {
+					if frozen.Load() && slices.Contains(in.Machines, "control-node") {
+						return meshapi.HoldsResult{Why: "held: freeze by alice: upgrade"}, nil
+					}
+					return meshapi.HoldsResult{}, nil
+				}
+				h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(meshapi.SignalHoldLifted, meshapi.HoldLifted{By: "bob"}) }, time.Hour)
+				h.env.RegisterDelayedCallback(func() {
+					frozen.Store(false)
+					h.env.SignalWorkflow(meshapi.SignalHoldLifted, meshapi.HoldLifted{By: "alice"})
+				}, 2*time.Hour)
+			},
+			end:  meshapi.PlanConverged,
+			want: []string{meshapi.EventPlanStarted, meshapi.EventPlanHeld, meshapi.EventPlanConverged},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, events := notifyingHarness(t, two...)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			st := h.run(tc.in)
+			require.Equal(t, tc.end, st.State, st.Reason)
+			require.Equal(t, tc.want, eventNames(*events))
+			last := (*events)[len(*events)-1]
+			require.Equal(t, st.Reason, last.Reason, "the ending in the plan's words")
+			require.Equal(t, st.Plan+"#1-plan_started", (*events)[0].Key())
+			require.Equal(t, st.Commit, last.Commit, "the commit the plan pushed (a rollback's is the one it went back to)")
+			for _, e := range *events {
+				require.Equal(t, "host", e.Module)
+				if e.Event == meshapi.EventPlanGated {
+					require.True(t, strings.HasPrefix(e.Command, "starter plan approve "+st.Plan+" --tier "), e.Command)
+					require.Contains(t, e.Reason, "waiting for approval")
+				}
+			}
+		})
+	}
+}
+
+// An inconclusive analysis is its own event, with the approve command
+// that passes it.
+func TestPlanAnnouncesAnInconclusiveAnalysis(t *testing.T) {
+	inconclusive := check("error-rate", meshapi.AnalysisInconclusive, false)
+	h := newAnalysisHarness(t, []string{"error-rate"}, 0, map[string]meshapi.AnalysisCheck{"error-rate": inconclusive}, nil)
+	events := notifying(h.planHarness)
+	h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateApprove, meshapi.ApproveInput{By: "alice"}) }, time.Hour)
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Equal(t, []string{meshapi.EventPlanStarted, meshapi.EventAnalysisInconclusive, meshapi.EventPlanConverged}, eventNames(*events))
+	require.Equal(t, "starter plan approve "+st.Plan, (*events)[1].Command)
+	require.Contains(t, (*events)[1].Reason, "analysis is inconclusive")
+}
+
+// A plan started before notifications (its version marker absent) hands
+// nothing over; a plan whose worker has no targets for it asks no
+// version, so it issues the commands it always did.
+func TestPlanNotificationsBehindTheirVersion(t *testing.T) {
+	t.Run("started before the change", func(t *testing.T) {
+		h, events := notifyingHarness(t, tier(1, "edge-1")...)
+		h.env.OnGetVersion(notifyChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		st := h.run(meshapi.PlanInput{})
+		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+		require.Empty(t, *events)
+	})
+	t.Run("no targets asks nothing", func(t *testing.T) {
+		h, events := notifyingHarness(t, tier(1, "edge-1")...)
+		h.targetsFn = func() (meshapi.TargetsResult, error) { return meshapi.TargetsResult{Targets: tier(1, "edge-1")}, nil }
+		var asked atomic.Int32
+		h.env.OnGetVersion(notifyChange, workflow.DefaultVersion, 1).Run(func(mock.Arguments) { asked.Add(1) }).Return(workflow.Version(1))
+		st := h.run(meshapi.PlanInput{})
+		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+		require.Empty(t, *events)
+		require.Zero(t, asked.Load(), "GetVersion(%s) asked", notifyChange)
+	})
+}
+
+// A Notifier delivers its events in the order it was given them, each
+// until the target takes it, waiting longer after each failure, and shows
+// a failing target in its details meanwhile; a target gone from the
+// config is given up on at once.
+func TestNotifierTriesUntilDelivered(t *testing.T) {
+	env := quietSuite().NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(Notifier)
+	var tries []meshapi.DeliverInput
+	env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(_ context.Context, in meshapi.DeliverInput) error {
+		tries = append(tries, in)
+		switch {
+		case in.Event.Event == meshapi.EventPlanHalted:
+			return temporal.NewNonRetryableApplicationError("notify target team is no longer in the worker's config", "NotifyTargetGone", nil)
+		case len(tries) <= 3:
+			return errors.New("receiver answered 503 Service Unavailable")
+		}
+		return nil
+	})
+	ev := func(seq int, name string) meshapi.NotifyEvent {
+		return meshapi.NotifyEvent{Event: name, Sequence: seq, Plan: "plan/host/c0ffee", Module: "host"}
+	}
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(meshapi.SignalNotify, ev(1, meshapi.EventPlanStarted))
+		env.SignalWorkflow(meshapi.SignalNotify, ev(2, meshapi.EventPlanGated))
+		env.SignalWorkflow(meshapi.SignalNotify, ev(3, meshapi.EventPlanHalted))
+	}, 0)
+	var details string
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		details = md.GetCurrentDetails()
+	}, 5*time.Second) // after the third failed try (at 0 s, 1 s and 3 s), before the fourth (7 s)
+	env.ExecuteWorkflow(Notifier, meshapi.NotifierInput{Target: "team", Plan: "plan/host/c0ffee"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	var keys []string
+	for _, d := range tries {
+		keys = append(keys, d.Event.Key())
+	}
+	started, gated, halted := ev(1, meshapi.EventPlanStarted).Key(), ev(2, meshapi.EventPlanGated).Key(), ev(3, meshapi.EventPlanHalted).Key()
+	require.Equal(t, []string{started, started, started, started, gated, halted}, keys, "in order, each until taken, a gone target once")
+	require.Equal(t, 4, tries[3].Attempt)
+	require.Contains(t, details, "target team is failing: 3 tries of "+started+", the last: receiver answered 503 Service Unavailable; next try in 4s")
+}
