@@ -73,6 +73,25 @@ type Activities struct {
 // local activity: cheap, and its answer is recorded in the plan's history
 // so the plan keeps the topology and policy it started with.
 func (a *Activities) Targets(_ context.Context, in meshapi.TargetsInput) (meshapi.TargetsResult, error) {
+	res, err := a.targets(in)
+	if err != nil {
+		// A refusal, not a failure: the plan ends refused either way, and
+		// in the result its notify targets hear why.
+		return meshapi.TargetsResult{Refused: refusal(err), Notify: a.notifies(in.Module)}, nil
+	}
+	return res, nil
+}
+
+// refusal is err's words without the error type's wrapping.
+func refusal(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}
+
+func (a *Activities) targets(in meshapi.TargetsInput) (meshapi.TargetsResult, error) {
 	if err := a.knownModule(in.Module); err != nil {
 		return meshapi.TargetsResult{}, err
 	}

@@ -1,65 +1,41 @@
 package activities
 
 import (
-	"errors"
-	"fmt"
-	"strings"
+	"context"
 	"testing"
 
-	"go.temporal.io/sdk/temporal"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// A plan that could hear more signals of answers than a workflow run may
-// take is refused before anything is built, naming the module, its
-// machines and what to do; a plan of as many as it may take goes ahead.
-// Relayed, a plan hears a bundle per hundred answers of a batch, so only
-// many small batches come near the budget.
-func TestWithinSignalBudget(t *testing.T) {
-	tiers := func(n1, n2, parallel int, analysed bool) (meshapi.TargetsResult, map[int]int) {
-		res := meshapi.TargetsResult{Tiers: []meshapi.TierPolicy{{Tier: 1, MaxParallel: parallel}, {Tier: 2, MaxParallel: parallel}}}
-		if analysed {
-			res.Tiers[0].Analysis = []string{"error-rate"}
-		}
-		for tier, n := range map[int]int{1: n1, 2: n2} {
-			for i := range n {
-				res.Targets = append(res.Targets, meshapi.Target{Machine: fmt.Sprintf("t%d-%d", tier, i), Tier: tier})
-			}
-		}
-		return res, map[int]int{1: n1, 2: n2}
-	}
-	cases := []struct {
-		name             string
-		n1, n2, parallel int
-		analysed         bool
-		refused          bool
+// A plan the worker's config cannot give targets is refused in Targets'
+// result, not by failing it, so that the plan's notify targets hear why:
+// only those that want the module.
+func TestTargetsRefusesInItsResult(t *testing.T) {
+	cfg := config.Default()
+	cfg.Modules["host"] = config.Module{Repo: "."}
+	cfg.Machines["edge-1"] = config.Machine{Tier: 1, Modules: []string{"host"}}
+	cfg.Notify.Targets = map[string]config.NotifyTarget{"team": {Modules: []string{"ghost"}}}
+	a := &Activities{Mesh: cfg, Log: zerolog.Nop()}
+	for _, tc := range []struct {
+		name   string
+		in     meshapi.TargetsInput
+		want   string
+		notify bool
 	}{
-		{name: "a small plan, a signal per answer", n1: 60, n2: 40, analysed: true},
-		{name: "twenty thousand machines, all at once", n1: 10_000, n2: 10_000, analysed: true},
-		{name: "twenty thousand machines, in batches of 50", n1: 10_000, n2: 10_000, parallel: 50},
-		{name: "batches of two, the budget exactly", n1: 4000, n2: planSignalBudget - 4000, parallel: 2},
-		{name: "batches of two, one batch more", n1: 4000, n2: planSignalBudget - 4000 + 2, parallel: 2, refused: true},
-		{name: "batches of one, an analysed tier's put-back counts", n1: 1000, n2: planSignalBudget - 1000, parallel: 1, analysed: true, refused: true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res, size := tiers(c.n1, c.n2, c.parallel, c.analysed)
-			err := withinSignalBudget("host", res, size)
-			if !c.refused {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) || appErr.Type() != meshapi.ErrInvalidInput || !appErr.NonRetryable() {
-				t.Fatalf("got %v, want a non-retryable %s", err, meshapi.ErrInvalidInput)
-			}
-			want := fmt.Sprintf("module host runs on %d machines in batches too small for one plan", c.n1+c.n2)
-			if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "raise max_parallel of its largest tiers") {
-				t.Errorf("words %q, want %q and what to do", err.Error(), want)
-			}
+		{"unknown module a target wants", meshapi.TargetsInput{Module: "ghost"}, `"ghost"`, true},
+		{"unknown module nobody wants", meshapi.TargetsInput{Module: "other"}, `"other"`, false},
+		{"a sync that would remove a machine running it", meshapi.TargetsInput{Module: "host", Remove: "edge-1"}, "a sync brings it up, it does not stop it", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := a.Targets(context.Background(), tc.in)
+			require.NoError(t, err)
+			require.Contains(t, res.Refused, tc.want)
+			require.Empty(t, res.Targets)
+			require.Equal(t, tc.notify, res.Notify)
 		})
 	}
 }

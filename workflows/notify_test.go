@@ -171,6 +171,34 @@ func TestPlanAnnouncesItsEvents(t *testing.T) {
 	}
 }
 
+// A plan the worker's mesh config cannot give targets (a module it does
+// not know, or none of its machines runs) is refused before it starts,
+// and its targets still hear why.
+func TestPlanRefusedBeforeItStartsIsAnnounced(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		targets meshapi.TargetsResult
+		want    string
+	}{
+		{"unknown module", meshapi.TargetsResult{Refused: `unknown module "host" in the worker's mesh config`}, `unknown module "host"`},
+		{"no machine runs it", meshapi.TargetsResult{}, "no machine runs module host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, events := notifyingHarness(t)
+			h.targetsFn = func() (meshapi.TargetsResult, error) {
+				tr := tc.targets
+				tr.Notify = true
+				return tr, nil
+			}
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanRefused, st.State, st.Reason)
+			require.Contains(t, st.Reason, tc.want)
+			require.Equal(t, []string{meshapi.EventPlanRefused}, eventNames(*events))
+			require.Equal(t, st.Reason, (*events)[0].Reason)
+		})
+	}
+}
+
 // An inconclusive analysis is its own event, with the approve command
 // that passes it.
 func TestPlanAnnouncesAnInconclusiveAnalysis(t *testing.T) {

@@ -236,12 +236,15 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	if err := workflow.ExecuteLocalActivity(targetsOptions(ctx), acts.Targets, in).Get(ctx, &tr); err != nil {
 		return nil, endAs(meshapi.PlanRefused, errorReason(err))
 	}
+	p.notifies = p.notifying(ctx, tr)
+	if tr.Refused != "" {
+		return nil, endAs(meshapi.PlanRefused, tr.Refused)
+	}
 	if len(tr.Targets) == 0 {
 		return nil, endAs(meshapi.PlanRefused, fmt.Sprintf("no machine runs module %s", p.in.Module))
 	}
 	p.publishMachines(ctx, tr.Targets)
 	p.relayAbove = tr.RelayAbove
-	p.notifies = p.notifying(ctx, tr)
 	for _, t := range tr.Targets {
 		if n := len(p.st.Tiers); n == 0 || p.st.Tiers[n-1].Tier != t.Tier {
 			p.st.Tiers = append(p.st.Tiers, meshapi.TierState{Tier: t.Tier, State: meshapi.TierWaiting})

@@ -28,6 +28,12 @@ type TargetsResult struct {
 	// events to them (see the Notify activity). False for a plan started
 	// before notifications, which never sends any.
 	Notify bool `json:"notify,omitempty"`
+	// Refused is why the worker's mesh config cannot give the plan its
+	// targets (an unknown module, a machine a sync cannot remove, too
+	// many machines): the plan ends refused with these words, and with
+	// Notify its targets hear it. An older worker failed the activity
+	// instead, and no target heard of it.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Relayed says whether a plan of n machines hears its answers through
