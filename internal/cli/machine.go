@@ -204,6 +204,9 @@ error.`,
 func writeMachineView(w io.Writer, v machines.Detail) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "machine %s  tier %d  modules %s  host %s\n", v.Machine, v.Tier, dash(strings.Join(v.Modules, ", ")), v.Host)
+	if len(v.Labels) > 0 {
+		fmt.Fprintf(&b, "labels %s\n", config.LabelString(v.Labels))
+	}
 
 	b.WriteString("\n")
 	switch {

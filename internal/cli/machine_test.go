@@ -50,7 +50,7 @@ func fakeHost(t *testing.T, rep mesh.Report, page host.JournalPage) string {
 func configWithHosts(t *testing.T, controlNode, edge1 string) string {
 	t.Helper()
 	return unreachableMesh(t, fmt.Sprintf(`  control-node: {host: %q, tier: 2, modules: [mesh-controller, host]}
-  edge-1:       {host: %q, tier: 1, modules: [host]}
+  edge-1:       {host: %q, tier: 1, modules: [host], labels: {site: fra1, ring: canary}}
 `, controlNode, edge1))
 }
 
@@ -180,6 +180,7 @@ func TestMachineShowHostPartWithoutTemporal(t *testing.T) {
 	assert.Equal(t, "edge-1", v["machine"])
 	assert.Equal(t, url, v["host"])
 	assert.EqualValues(t, 4, v["seq"])
+	assert.Equal(t, map[string]any{"site": "fra1", "ring": "canary"}, v["labels"])
 	assert.Nil(t, v["workflow"])
 	assert.Contains(t, v["workflow_error"], "temporal unreachable")
 	cs := v["containers"].([]any)
@@ -199,6 +200,7 @@ func TestMachineShowHostPartWithoutTemporal(t *testing.T) {
 	r = run(t, "--config", cfg, "machine", "show", "edge-1", "--journal", "1")
 	require.Error(t, r.err)
 	assert.Contains(t, r.stdout, "host reports last seq 4")
+	assert.Contains(t, r.stdout, "\nlabels ring=canary,site=fra1\n")
 	assert.Regexp(t, `host\s+sha256:aaaaaaaaaaaa\s+3\s+`+plan+`\s+4\s+running`, r.stdout)
 	assert.Contains(t, r.stdout, "workflow machine/edge-1: temporal unreachable at "+unreachable)
 	assert.Contains(t, r.stdout, "journal (latest 1, newest first):")

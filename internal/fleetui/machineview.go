@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -27,6 +28,9 @@ type machineView struct {
 	Name            string
 	Host            string
 	Tier            int
+	// Labels are the machine's labels, key=value joined by commas; ""
+	// for none.
+	Labels string
 	Modules         []string
 	Seq             string
 	ReportedMachine string
@@ -171,6 +175,9 @@ func buildMachine(name string, d machines.Detail, why machines.JournalPage, page
 	}
 	if d.Seq != nil {
 		v.Seq = strconv.FormatUint(*d.Seq, 10)
+	}
+	if len(d.Labels) > 0 {
+		v.Labels = config.LabelString(d.Labels)
 	}
 	rows := map[string]machines.StatusRow{}
 	var current *meshapi.QueuedRequest

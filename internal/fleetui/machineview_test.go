@@ -53,7 +53,7 @@ func edge1(journal []machines.JournalEntry) *fake {
 	src := edges()
 	seq := uint64(60)
 	src.details = map[string]machines.Detail{"edge-1": {
-		Machine: "edge-1", Host: "http://127.0.0.1:7401", Tier: 1, Modules: []string{"host", "metrics"}, Seq: &seq,
+		Machine: "edge-1", Host: "http://127.0.0.1:7401", Tier: 1, Labels: map[string]string{"site": "fra1", "ring": "canary"}, Modules: []string{"host", "metrics"}, Seq: &seq,
 		Containers: []machines.Container{
 			{Module: "host", Digest: digestNew, Generation: 27, Commit: commit, Plan: meshapi.PlanID("metrics", strings.Repeat("9", 40)), Seq: 59, State: "running", Since: "2026-10-02T14:41:00Z"},
 			{Module: "metrics", Digest: digestMetrics, Generation: 5, Commit: strings.Repeat("9", 40), Plan: meshapi.PlanID("metrics", strings.Repeat("9", 40)), Seq: 59, State: "running"},
@@ -194,6 +194,7 @@ func TestMachineHostDown(t *testing.T) {
 	srv, _ := server(t, src, twoMachines)
 	_, body, _ := get(t, srv, "/machines/edge-1")
 	assert.Contains(t, body, "The host did not answer: host http://127.0.0.1:7401 unreachable: connection refused — what runs there is unknown.")
+	assert.Contains(t, body, "tier 1 · labels <code>ring=canary,site=fra1</code> · host", "the labels come from the config, not the host")
 	assert.Contains(t, body, "Pushing now: <b>host 28</b>")
 	assert.NotContains(t, body, "The journal is empty")
 	assert.NotContains(t, body, "The host runs nothing")

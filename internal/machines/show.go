@@ -31,6 +31,9 @@ type Detail struct {
 	Machine string   `json:"machine"`
 	Host    string   `json:"host"`
 	Tier    int      `json:"tier"`
+	// Labels are the machine's labels in the mesh config, what tier
+	// selectors and group_by read.
+	Labels map[string]string `json:"labels,omitempty"`
 	Modules []string `json:"modules"`
 	// Seq is the last sequence the host reports it applied; null when the
 	// host could not be read.
@@ -143,7 +146,7 @@ type JournalContainer struct {
 // part that could not be read; the Detail holds the rest. A machine no plan
 // has pushed yet has no workflow, and that is not an error.
 func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries int) (Detail, error) {
-	d := Detail{Machine: name, Host: m.Host, Tier: m.Tier, Modules: m.Modules, Containers: []Container{}, Journal: []JournalEntry{}}
+	d := Detail{Machine: name, Host: m.Host, Tier: m.Tier, Labels: m.Labels, Modules: m.Modules, Containers: []Container{}, Journal: []JournalEntry{}}
 	if d.Modules == nil {
 		d.Modules = []string{}
 	}
