@@ -25,12 +25,12 @@ const (
 // machineView is one machine's page: what runs and why, what its machine
 // workflow is doing, the plans pushing it, and its journal.
 type machineView struct {
-	Name            string
-	Host            string
-	Tier            int
+	Name string
+	Host string
+	Tier int
 	// Labels are the machine's labels, key=value joined by commas; ""
 	// for none.
-	Labels string
+	Labels          string
 	Modules         []string
 	Seq             string
 	ReportedMachine string

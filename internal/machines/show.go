@@ -28,13 +28,13 @@ const journalPage = 100
 // so that a dead host still shows the workflow's side and the reverse; the
 // *_error fields say what could not be read.
 type Detail struct {
-	Machine string   `json:"machine"`
-	Host    string   `json:"host"`
-	Tier    int      `json:"tier"`
+	Machine string `json:"machine"`
+	Host    string `json:"host"`
+	Tier    int    `json:"tier"`
 	// Labels are the machine's labels in the mesh config, what tier
 	// selectors and group_by read.
-	Labels map[string]string `json:"labels,omitempty"`
-	Modules []string `json:"modules"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Modules []string          `json:"modules"`
 	// Seq is the last sequence the host reports it applied; null when the
 	// host could not be read.
 	Seq *uint64 `json:"seq"`
