@@ -8,11 +8,13 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
@@ -59,8 +61,16 @@ func newAgentHostWithToken(t *testing.T, machine string, runtime func(dir string
 			return
 		}
 		if c := h.held.Load(); c != nil && r.Method == http.MethodPost {
+			// Held at most heldAnswer, then answered 503, so that the push
+			// retries (staying in flight for its machine workflow) rather
+			// than the worker's client giving up on a request the host
+			// still holds, and a retry overlapping it once both go.
 			select {
 			case <-*c:
+			case <-time.After(heldAnswer):
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"declarations held (test)"}}`)
+				return
 			case <-r.Context().Done():
 				return
 			}
@@ -119,9 +129,15 @@ func (h *agentHost) forget() {
 	h.open()
 }
 
+// heldAnswer is how long a held declaration waits before it is answered
+// 503: well within the worker's host client timeout (host.DefaultTimeout)
+// on a loaded machine.
+const heldAnswer = host.DefaultTimeout / 2
+
 // Hold makes every declaration sent to the host wait until release is
-// called (reads are answered): a push that stays in flight as long as a
-// test needs, while requests queue behind it.
+// called (reads are answered), each answered 503 after heldAnswer and
+// retried: a push that stays in flight as long as a test needs, while
+// requests queue behind it.
 func (h *agentHost) Hold() (release func()) {
 	c := make(chan struct{})
 	h.held.Store(&c)
