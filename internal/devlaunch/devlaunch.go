@@ -232,6 +232,11 @@ func (p *Process) waitReady(ctx context.Context, co client.Options) (client.Clie
 func dial(ctx context.Context, co client.Options) (client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if co.ConnectionOptions.GrpcCompression == nil {
+		// The dev server is on loopback, where gzip (the SDK's default)
+		// costs CPU on both sides and saves nothing.
+		co.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
 	c, err := client.DialContext(dctx, co)
 	if err != nil {
 		return nil, err

@@ -309,7 +309,9 @@ func (s *Server) Client() client.Client {
 // ClientOptions returns options to dial the server yourself (code under test
 // that builds its own client). Close what you dial.
 func (s *Server) ClientOptions() client.Options {
-	return client.Options{HostPort: s.hostPort, Namespace: s.opts.Namespace, Logger: s.opts.Logger}
+	return client.Options{HostPort: s.hostPort, Namespace: s.opts.Namespace, Logger: s.opts.Logger,
+		// On loopback, like the client Launch dials.
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}}
 }
 
 // HostPort is the frontend gRPC address, e.g. "127.0.0.1:41234".
