@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,18 +122,66 @@ func dsTemporalCLI(t *testing.T) string {
 	return cli
 }
 
-// dsBuild builds the named commands of this module into a temporary
-// directory and returns it.
+// dsBuild puts the named commands of this module, built, in a temporary
+// directory of t's own and returns it. Each command is built once per test
+// binary (builtCommand) and linked into the directory: a warm `go build`
+// of the worker still costs seconds of CPU, and a dozen tests ask for it.
 func dsBuild(t *testing.T, cmds ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, c := range cmds {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, c), "github.com/meshroll/meshroll/"+c).CombinedOutput()
-		cancel()
-		require.NoError(t, err, "go build %s: %s", c, out)
+		bin, err := builtCommand(c)
+		require.NoError(t, err)
+		dst := filepath.Join(dir, c)
+		if os.Link(bin, dst) != nil {
+			b, err := os.ReadFile(bin)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(dst, b, 0o755))
+		}
 	}
 	return dir
+}
+
+// built holds the commands built for this test binary, in a directory
+// TestMain removes.
+var built struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]*builtBin
+}
+
+type builtBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// builtCommand builds the module's command c once, however many tests ask
+// at once, and returns the binary's path.
+func builtCommand(c string) (string, error) {
+	built.mu.Lock()
+	if built.bins == nil {
+		dir, err := os.MkdirTemp("", "meshroll-testbins-")
+		if err != nil {
+			built.mu.Unlock()
+			return "", err
+		}
+		built.dir, built.bins = dir, map[string]*builtBin{}
+	}
+	b := built.bins[c]
+	if b == nil {
+		b = &builtBin{path: filepath.Join(built.dir, c)}
+		built.bins[c] = b
+	}
+	built.mu.Unlock()
+	b.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.path, "github.com/meshroll/meshroll/"+c).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %w: %s", c, err, out)
+		}
+	})
+	return b.path, b.err
 }
 
 // dsEnv is this process's environment without MESHROLL_* settings (which

@@ -33,6 +33,9 @@ func sharedServer(t *testing.T) *devserver.Server {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 	if shared.srv != nil {
 		if err := shared.srv.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping the shared dev server: %v\n", err)
