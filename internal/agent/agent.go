@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ type Options struct {
 	Runtime Runtime
 	// Log receives one line per apply, refusal and container transition.
 	Log zerolog.Logger
+	// Ports is where the agent picks the ports of mesh.PortAuto probes;
+	// zero means DefaultPorts.
+	Ports PortRange
 
 	// crash, in tests, stops the agent as a killed process would at the
 	// named point (see the crash* constants) when it returns true.
@@ -75,6 +79,7 @@ type Agent struct {
 	release  func() error
 	metrics  *agentMetrics
 	clock    clock
+	ports    PortRange
 	// probers counts the probe goroutines, so that Close outlives them.
 	probers sync.WaitGroup
 
@@ -176,6 +181,7 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	a := &Agent{
 		machine: o.Machine, dir: o.StateDir, rt: o.Runtime, log: o.Log,
 		crash: o.crash, observed: o.observed, release: release, metrics: newAgentMetrics(), clock: o.clock,
+		ports:  cmp.Or(o.Ports, DefaultPorts),
 		ledger: cp.Ledger, journal: j, checkpointed: cp.JournalIndex,
 		// From the wall clock, so that a restarted agent's revisions do not
 		// repeat the last one's and a waiter from before is answered at once.
@@ -206,7 +212,7 @@ func Open(ctx context.Context, o Options) (_ *Agent, err error) {
 	// the restart, they start again now.
 	a.containers = nil
 	if a.ledger.Last != nil {
-		if a.watches, err = watchesFor(*a.ledger.Last, nil, keptPorts(cp.Ports, replay)); err != nil {
+		if a.watches, err = watchesFor(*a.ledger.Last, nil, keptPorts(cp.Ports, replay), a.ports); err != nil {
 			a.mu.Unlock()
 			return nil, fmt.Errorf("open agent: %w", err)
 		}
@@ -358,7 +364,7 @@ func (a *Agent) Apply(ctx context.Context, d mesh.Declaration) (res host.ApplyRe
 		return host.ApplyResult{Seq: d.Seq, Repeat: true}, nil
 	}
 
-	watches, err := watchesFor(d, a.watches, nil)
+	watches, err := watchesFor(d, a.watches, nil, a.ports)
 	if err != nil {
 		a.mu.Unlock()
 		return host.ApplyResult{}, fmt.Errorf("declaration %d: %w", d.Seq, err)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -90,8 +89,8 @@ func (w *watch) stopDueLocked() {
 // still hold its own. kept, on start, is the ports the last agent picked,
 // by module: given again, so that a container that outlived it (docker)
 // keeps the port it listens on, and so its spec, and is adopted, not
-// replaced.
-func watchesFor(d mesh.Declaration, prev map[string]*watch, kept map[string]int) (map[string]*watch, error) {
+// replaced. New ports are picked in ports.
+func watchesFor(d mesh.Declaration, prev map[string]*watch, kept map[string]int, ports PortRange) (map[string]*watch, error) {
 	taken := map[int]bool{}
 	for _, w := range prev {
 		taken[w.port] = true
@@ -106,7 +105,7 @@ func watchesFor(d mesh.Declaration, prev map[string]*watch, kept map[string]int)
 		if p := kept[c.Module]; autoPort(c.Health) && p != 0 && !taken[p] {
 			w.port, taken[p] = p, true
 		} else if autoPort(c.Health) {
-			p, err := pickPort(taken)
+			p, err := ports.pick(taken)
 			if err != nil {
 				return nil, fmt.Errorf("module %s: %w", c.Module, err)
 			}
@@ -174,27 +173,6 @@ func resolved(c mesh.Container, port int) mesh.Container {
 		c.Health.TCP.Port = port
 	}
 	return c
-}
-
-// pickPort asks the kernel for a free loopback port that is not in taken.
-// The port is free when picked, not reserved: the kernel hands ports out
-// in turn, so another process taking it before the container binds it is
-// unlikely, and shows as a failing probe, not a silent clash.
-func pickPort(taken map[int]bool) (int, error) {
-	for range 32 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("pick a port: %w", err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		if err := ln.Close(); err != nil {
-			return 0, fmt.Errorf("pick a port: %w", err)
-		}
-		if !taken[p] {
-			return p, nil
-		}
-	}
-	return 0, errors.New("pick a port: the kernel kept offering ports already given out")
 }
 
 // judgeStateLocked judges rc's health on a change of its runtime state.

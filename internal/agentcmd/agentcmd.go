@@ -77,6 +77,7 @@ func defineFlags(fs *pflag.FlagSet) {
 	fs.String("registry-ca-file", "", "PEM bundle to trust for registries besides the system roots")
 	fs.Duration("exec-stop-grace", 0, "how long the exec runtime gives a process between SIGTERM and SIGKILL (default 10s)")
 	fs.Duration("exec-healthy-after", 0, "how long an exec process must stay up to count as running (default 1s)")
+	fs.String("ports", agent.DefaultPorts.String(), "where to pick the ports of containers whose probe asks for one (MIN-MAX; keep it below the kernel's ephemeral range, net.ipv4.ip_local_port_range)")
 	fs.Bool("metrics", true, "serve Prometheus metrics on "+agent.PathMetrics+" (unauthenticated, read-only, no secrets)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.String("log-format", logging.FormatAuto, "log format: json, console, auto (console on a terminal)")

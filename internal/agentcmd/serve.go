@@ -45,7 +45,7 @@ func serve(ctx context.Context, s settings, stderr io.Writer) error {
 		}
 		return fmt.Errorf("listen on %s: %w", s.listen, err)
 	}
-	a, err := agent.Open(ctx, agent.Options{Machine: s.machine, StateDir: s.state, Runtime: rt, Log: log})
+	a, err := agent.Open(ctx, agent.Options{Machine: s.machine, StateDir: s.state, Runtime: rt, Log: log, Ports: s.ports})
 	if err != nil {
 		_ = ln.Close()
 		return err

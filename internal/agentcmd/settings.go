@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cmdrun"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/registry"
@@ -28,6 +29,7 @@ type settings struct {
 	startDelay                             time.Duration
 	logLevel, logFormat                    string
 	metrics                                bool
+	ports                                  agent.PortRange
 	// registry is for the exec runtime's pulls; its password is secret.
 	registry                registry.Options
 	stopGrace, healthyAfter time.Duration
@@ -54,6 +56,7 @@ var keys = map[string]string{
 	"exec_stop_grace":    "exec-stop-grace",
 	"exec_healthy_after": "exec-healthy-after",
 	"metrics":            "metrics",
+	"ports":              "ports",
 	"log_level":          "log-level",
 	"log_format":         "log-format",
 }
@@ -149,6 +152,9 @@ func load(fs *pflag.FlagSet) (settings, error) {
 			return settings{}, cmdrun.Usagef("--metrics %q: want true or false", m)
 		}
 		s.metrics = b
+	}
+	if s.ports, err = agent.ParsePortRange(v.GetString("ports")); err != nil {
+		return settings{}, cmdrun.Usage(fmt.Errorf("--ports: %w", err))
 	}
 	if (s.tlsCert == "") != (s.tlsKey == "") {
 		return settings{}, cmdrun.Usagef("--tls-cert and --tls-key go together")
