@@ -3,6 +3,8 @@ package build
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -52,12 +54,11 @@ func (m imageMeta) annotations() map[string]string {
 // written to a file in scratch (the caller removes it after the push) so a
 // large binary is never held in memory.
 func goImage(bin, scratch string, m imageMeta) (v1.Image, error) {
-	layerFile := filepath.Join(scratch, "layer.tar.gz")
-	if err := writeLayer(layerFile, bin, m.Module, m.Created); err != nil {
+	lf, err := writeLayer(filepath.Join(scratch, "layer.tar.gz"), bin, m.Module, m.Created)
+	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return os.Open(layerFile) },
-		tarball.WithMediaType(types.OCILayer))
+	layer, err := partial.CompressedToLayer(lf)
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
@@ -92,35 +93,51 @@ func goImage(bin, scratch string, m imageMeta) (v1.Image, error) {
 	return withAnn, nil
 }
 
-// writeLayer writes the gzipped tar of the layer: AppDir and the binary in
-// it, in that (sorted) order, owned by root, with the commit's time as
-// modification time and fixed modes. Nothing of the build machine (owner
-// names, umask, clock) gets in, so the layer is the same bytes wherever the
-// same binary is wrapped.
-func writeLayer(dst, bin, module string, mtime time.Time) error {
+// writtenLayer is a gzipped layer in a file, with its digest, diff ID and
+// size taken as it was written: nothing reads it back to hash it, nor
+// decompresses it for its diff ID, as a layer opened from the file would.
+type writtenLayer struct {
+	path           string
+	digest, diffID v1.Hash
+	size           int64
+}
+
+func (l *writtenLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *writtenLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
+func (l *writtenLayer) Size() (int64, error)                { return l.size, nil }
+func (l *writtenLayer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
+func (l *writtenLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+
+// writeLayer writes the gzipped tar of the layer to dst: AppDir and the
+// binary in it, in that (sorted) order, owned by root, with the commit's
+// time as modification time and fixed modes. Nothing of the build machine
+// (owner names, umask, clock) gets in, so the layer is the same bytes
+// wherever the same binary is wrapped.
+func writeLayer(dst, bin, module string, mtime time.Time) (*writtenLayer, error) {
 	src, err := os.Open(bin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer src.Close()
 	fi, err := src.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f, err := os.Create(dst)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
+	compressed, uncompressed := sha256.New(), sha256.New()
 	// The gzip header's name, comment and time stay empty. BestSpeed, as
 	// go-containerregistry and ko compress layers: a quarter of the
 	// default level's CPU for a layer about 5% larger. The level is part of
 	// the digest: changing it changes the digest every commit builds to.
-	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	zw, err := gzip.NewWriterLevel(io.MultiWriter(f, compressed), gzip.BestSpeed)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tw := tar.NewWriter(zw)
+	tw := tar.NewWriter(io.MultiWriter(zw, uncompressed))
 	mtime = mtime.UTC().Truncate(time.Second)
 	dir := AppDir[1:]
 	entries := []*tar.Header{
@@ -129,19 +146,31 @@ func writeLayer(dst, bin, module string, mtime time.Time) error {
 	}
 	for _, h := range entries {
 		if err := tw.WriteHeader(h); err != nil {
-			return fmt.Errorf("layer: %w", err)
+			return nil, fmt.Errorf("layer: %w", err)
 		}
 		if h.Typeflag == tar.TypeReg {
 			if _, err := io.Copy(tw, src); err != nil {
-				return fmt.Errorf("layer: %w", err)
+				return nil, fmt.Errorf("layer: %w", err)
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("layer: %w", err)
+		return nil, fmt.Errorf("layer: %w", err)
 	}
 	if err := zw.Close(); err != nil {
-		return fmt.Errorf("layer: %w", err)
+		return nil, fmt.Errorf("layer: %w", err)
 	}
-	return f.Close()
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return &writtenLayer{
+		path:   dst,
+		digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(compressed.Sum(nil))},
+		diffID: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(uncompressed.Sum(nil))},
+		size:   size,
+	}, nil
 }
