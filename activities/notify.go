@@ -73,7 +73,7 @@ func (a *Activities) Notify(ctx context.Context, in meshapi.NotifyInput) (meshap
 	return res, nil
 }
 
-// announceRejection hands an operator's rejection of a build to the
+// announceRejection hands a rejection of a build to the
 // targets that want build_rejected, under the ID of the plan that built
 // it (so that it reaches a target after that plan's own events). A
 // rejection is recorded whether or not it is: a notification never fails
@@ -85,6 +85,15 @@ func (a *Activities) announceRejection(ctx context.Context, r mesh.Rejection) {
 	}
 	if _, err := a.Notify(ctx, meshapi.NotifyInput{Event: e}); err != nil {
 		a.Log.Warn().Err(err).Str("event", e.Key()).Msg("could not hand the rejection's notification over")
+	}
+}
+
+// announceOwnRejection announces r when plan recorded it (a rollback, or
+// a put-back after failed analysis, rejecting what it leaves): a build an
+// operator or an earlier plan rejected was announced then.
+func (a *Activities) announceOwnRejection(ctx context.Context, r mesh.Rejection, plan string) {
+	if r.By == plan {
+		a.announceRejection(ctx, r)
 	}
 }
 

@@ -52,9 +52,11 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 		// its analysis all the same. It is rejected, as a put-back's build
 		// always is, so that no composition gives it to a machine that
 		// lacks the module; the machines that run it keep it.
-		if _, rerr := a.Catalogue.Reject(ctx, in.From.Module, in.From.Commit, in.Plan, in.Rollback.Words()+"; nothing below it to put its machines back on"); rerr != nil {
+		r, rerr := a.Catalogue.Reject(ctx, in.From.Module, in.From.Commit, in.Plan, in.Rollback.Words()+"; nothing below it to put its machines back on")
+		if rerr != nil {
 			return meshapi.RollbackTargetResult{}, fmt.Errorf("reject %s generation %d, which failed: %w", in.From.Module, in.From.Generation, rerr)
 		}
+		a.announceOwnRejection(ctx, r, in.Plan)
 		return meshapi.RollbackTargetResult{}, permanent(meshapi.ErrUnknownBuild,
 			"%v; generation %d is rejected and its machines keep it: starter rollback --module %s --to COMMIT puts them on a build you name, or merge a fix",
 			err, current.Generation, in.Module)
@@ -74,9 +76,11 @@ func (a *Activities) RollbackTarget(ctx context.Context, in meshapi.RollbackTarg
 	slices.Sort(res.Machines)
 	why := fmt.Sprintf("rolled back to generation %d (%s) by %s: %s", target.Generation, mesh.ShortCommit(target.Commit), in.Rollback.By, in.Rollback.Reason)
 	for _, b := range from {
-		if _, err := a.Catalogue.Reject(ctx, b.Module, b.Commit, in.Plan, why); err != nil {
+		r, err := a.Catalogue.Reject(ctx, b.Module, b.Commit, in.Plan, why)
+		if err != nil {
 			return meshapi.RollbackTargetResult{}, fmt.Errorf("reject %s generation %d, rolled back from: %w", b.Module, b.Generation, err)
 		}
+		a.announceOwnRejection(ctx, r, in.Plan)
 		res.From = append(res.From, b)
 	}
 	slices.SortFunc(res.From, func(x, y mesh.Build) int { return int(y.Generation - x.Generation) })

@@ -20,9 +20,10 @@ const (
 	EventPlanAborted          = "plan_aborted"
 	EventPlanConverged        = "plan_converged"
 	EventPlanRolledBack       = "plan_rolled_back"
-	// EventBuildRejected is an operator's rejection of a build (starter
-	// build reject), sent by the lever under the ID of the plan that built
-	// it, with sequence 0.
+	// EventBuildRejected is a build's rejection (starter build reject, a
+	// rollback, a put-back after failed analysis), sent by whichever
+	// recorded it first, under the ID of the plan that built it, with
+	// sequence 0.
 	EventBuildRejected = "build_rejected"
 )
 
