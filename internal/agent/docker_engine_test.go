@@ -29,12 +29,19 @@ const engineWait = time.Minute
 // (fails on CI, which must run it).
 func testEngineSocket(t *testing.T) string {
 	t.Helper()
-	socket := os.Getenv("MESHROLL_TEST_DOCKER_SOCKET")
+	return engineSocketOf(t, "MESHROLL_TEST_DOCKER_SOCKET", "scripts/docker-test.sh")
+}
+
+// engineSocketOf is the socket env names, which script starts and prints,
+// as testEngineSocket.
+func engineSocketOf(t *testing.T, env, script string) string {
+	t.Helper()
+	socket := os.Getenv(env)
 	if socket == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatal("MESHROLL_TEST_DOCKER_SOCKET is not set; CI must run the docker tests (.ci/run starts scripts/docker-test.sh)")
+			t.Fatalf("%s is not set; CI must run the docker tests (.ci/run starts %s)", env, script)
 		}
-		t.Skip(`no Docker engine: export MESHROLL_TEST_DOCKER_SOCKET="$(bash scripts/docker-test.sh)"`)
+		t.Skipf("no Docker engine: export %s=\"$(bash %s)\"", env, script)
 	}
 	return socket
 }
@@ -65,24 +72,28 @@ func (e engineClient) do(t *testing.T, method, path string, out any) {
 	}
 }
 
-// engineRun is a runtime of a machine of its own on the test engine
-// (through socket), following one container of the test program (serve
-// v1) on the host network: the runtime is closed and the machine's
-// containers removed when the test ends.
-func engineRun(t *testing.T, socket string, poll time.Duration) (*DockerRuntime, *states) {
+// engineRun is a runtime of a machine of its own on an engine (through
+// socket), running c, module web, as the test program with args (serve v1
+// on the host network when c is zero), and waiting for it to run: the
+// runtime is closed and the machine's containers removed from the engine
+// when the test ends.
+func engineRun(t *testing.T, socket, engine string, poll time.Duration, c mesh.Container, args ...string) (*DockerRuntime, *states) {
 	t.Helper()
+	if len(args) == 0 {
+		c.Network, args = mesh.NetworkHost, []string{"serve", "v1"}
+	}
 	reg := execrttest.NewRegistry(t)
-	img := reg.Push(t, "meshroll/events", execrttest.AppImage(t, nil, "serve", "v1"))
+	img := reg.Push(t, "meshroll/events", execrttest.AppImage(t, nil, args...))
 	machine := fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), os.Getpid())
 	r := NewDockerRuntime(machine, socket)
 	r.poll = poll
 	t.Cleanup(func() {
 		ctx := context.Background()
 		require.NoError(t, r.Close(ctx))
-		require.NoError(t, NewDockerRuntime(machine, testEngineSocket(t)).Purge(ctx))
+		require.NoError(t, NewDockerRuntime(machine, engine).Purge(ctx))
 	})
 	s := newStates()
-	c := mesh.Container{Module: "web", Image: img.Image, Digest: img.Digest, Generation: 1, Network: mesh.NetworkHost}
+	c.Module, c.Image, c.Digest, c.Generation = "web", img.Image, img.Digest, 1
 	require.NoError(t, r.Apply(context.Background(), []mesh.Container{c}, s.update))
 	s.waitMatchWithin(t, engineWait, "web running", func(last map[string]Update) bool { return last["web"].State == mesh.StateRunning })
 	return r, s
@@ -93,7 +104,7 @@ func engineRun(t *testing.T, socket string, poll time.Duration) (*DockerRuntime,
 // safety poll an hour long, nothing else could end either wait.
 func TestDockerEngineEventEndsTheWait(t *testing.T) {
 	socket := testEngineSocket(t)
-	r, s := engineRun(t, socket, time.Hour)
+	r, s := engineRun(t, socket, socket, time.Hour, mesh.Container{})
 	newEngineClient(socket).do(t, http.MethodPost, "/containers/"+r.idOf("web")+"/kill", nil)
 	s.waitMatchWithin(t, engineWait, "web seen killed", func(last map[string]Update) bool {
 		return last["web"].State == mesh.StateExited && strings.Contains(last["web"].Reason, "exit code 137")
@@ -108,7 +119,7 @@ func TestDockerEngineEventEndsTheWait(t *testing.T) {
 func TestDockerEngineEventStreamCutLosesNothing(t *testing.T) {
 	socket := testEngineSocket(t)
 	p := newCuttableSocket(t, socket)
-	r, s := engineRun(t, p.path, time.Hour)
+	r, s := engineRun(t, p.path, socket, time.Hour, mesh.Container{})
 	id := r.idOf("web")
 	p.cut()
 	e := newEngineClient(socket)
@@ -122,6 +133,33 @@ func TestDockerEngineEventStreamCutLosesNothing(t *testing.T) {
 	s.waitMatchWithin(t, engineWait, "web seen killed", func(last map[string]Update) bool {
 		return last["web"].State == mesh.StateExited && strings.Contains(last["web"].Reason, "exit code 137")
 	})
+}
+
+// On an engine with a bridge (scripts/docker-test.sh --bridge), a
+// container declared on the bridge has an address of its own, and the
+// agent's http probe reaches it from the machine through the port the
+// runtime publishes on 127.0.0.1.
+func TestDockerRuntimeBridgePublishesTheProbePort(t *testing.T) {
+	socket := engineSocketOf(t, "MESHROLL_TEST_DOCKER_BRIDGE_SOCKET", "scripts/docker-test.sh --bridge")
+	port, err := pickPort(nil)
+	require.NoError(t, err)
+	// On the bridge the process listens on its container's address, which
+	// the published port reaches, not on its loopback.
+	c := mesh.Container{Network: mesh.NetworkBridge, Env: map[string]string{"TESTAPP_HOST": "0.0.0.0"}}
+	c = resolved(checked(c, mesh.Health{HTTP: &mesh.HTTPProbe{Port: mesh.PortAuto, Path: "/healthz"}}), port)
+	r, _ := engineRun(t, socket, socket, dockerSafetyPoll, c, "http", "v1")
+	execrttest.Eventually(t, engineWait, "the probe answers through the published port", func() bool {
+		var out strings.Builder
+		code, err := probeHTTP(context.Background(), port, "/healthz", &out)
+		return err == nil && code == http.StatusOK && out.String() == "testapp v1 status 200\n"
+	})
+	var in struct {
+		HostConfig      struct{ NetworkMode string }
+		NetworkSettings struct{ IPAddress string }
+	}
+	newEngineClient(socket).do(t, http.MethodGet, "/containers/"+r.idOf("web")+"/json", &in)
+	require.NotEqual(t, "host", in.HostConfig.NetworkMode)
+	require.NotEmpty(t, in.NetworkSettings.IPAddress, "an address of its own on the bridge")
 }
 
 // cuttableSocket is a unix socket passing connections on to the engine's,
