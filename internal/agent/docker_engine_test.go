@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/agent/dockertest"
 	"github.com/meshroll/meshroll/internal/agent/execrt/execrttest"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
@@ -24,26 +25,10 @@ import (
 // pulls and starts containers in seconds on a loaded machine.
 const engineWait = time.Minute
 
-// testEngineSocket is the test engine's socket, which
-// scripts/docker-test.sh starts and prints: the test skips without one
-// (fails on CI, which must run it).
+// testEngineSocket is the test engine's socket (dockertest.Socket).
 func testEngineSocket(t *testing.T) string {
 	t.Helper()
-	return engineSocketOf(t, "MESHROLL_TEST_DOCKER_SOCKET", "scripts/docker-test.sh")
-}
-
-// engineSocketOf is the socket env names, which script starts and prints,
-// as testEngineSocket.
-func engineSocketOf(t *testing.T, env, script string) string {
-	t.Helper()
-	socket := os.Getenv(env)
-	if socket == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set; CI must run the docker tests (.ci/run starts %s)", env, script)
-		}
-		t.Skipf("no Docker engine: export %s=\"$(bash %s)\"", env, script)
-	}
-	return socket
+	return dockertest.Socket(t, dockertest.EnvSocket, "scripts/docker-test.sh")
 }
 
 // engineClient calls the test engine behind the runtime's back, as a
@@ -140,7 +125,7 @@ func TestDockerEngineEventStreamCutLosesNothing(t *testing.T) {
 // agent's http probe reaches it from the machine through the port the
 // runtime publishes on 127.0.0.1.
 func TestDockerRuntimeBridgePublishesTheProbePort(t *testing.T) {
-	socket := engineSocketOf(t, "MESHROLL_TEST_DOCKER_BRIDGE_SOCKET", "scripts/docker-test.sh --bridge")
+	socket := dockertest.Socket(t, dockertest.EnvBridgeSocket, "scripts/docker-test.sh --bridge")
 	port, err := pickPort(nil)
 	require.NoError(t, err)
 	// On the bridge the process listens on its container's address, which
