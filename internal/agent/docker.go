@@ -284,6 +284,7 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			}
 			stopped := (st.State.Status == "exited" || st.State.Status == "dead") && !st.State.Restarting
 			if stopped {
+				rv.ranCalm(time.Now())
 				reason += fmt.Sprintf("; the engine will not start it again: starting it in %s", rv.wait)
 			}
 			if (state != last || st.RestartCount != restarts) && ctx.Err() == nil {

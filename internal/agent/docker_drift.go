@@ -103,11 +103,7 @@ func (v *reviver) look(ctx context.Context, r *DockerRuntime, dc *dockerContaine
 		}
 		return
 	}
-	if !v.runningSince.IsZero() && now.Sub(v.runningSince) >= reviveCalm {
-		// It ran calm before it stopped, though no look came while it
-		// ran past reviveCalm (looks come with events).
-		v.wait = reviveFirst
-	}
+	v.ranCalm(now)
 	v.runningSince = time.Time{}
 	if v.stoppedSince.IsZero() {
 		v.stoppedSince = now
@@ -126,6 +122,15 @@ func (v *reviver) look(ctx context.Context, r *DockerRuntime, dc *dockerContaine
 	dc.revived++
 	r.mu.Unlock()
 	v.stoppedSince, v.wait = time.Time{}, min(2*v.wait, reviveMost)
+}
+
+// ranCalm starts the waits over when the container, now stopped, ran
+// calm before it stopped: looks come with events, so none may have come
+// while it ran past reviveCalm.
+func (v *reviver) ranCalm(now time.Time) {
+	if !v.runningSince.IsZero() && now.Sub(v.runningSince) >= reviveCalm {
+		v.wait = reviveFirst
+	}
 }
 
 // due is how long after now the reviver needs its next look: when the
