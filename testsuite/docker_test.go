@@ -16,18 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/agent/dockertest"
 	"github.com/meshroll/meshroll/internal/mesh"
 )
 
-// envDockerSocket names the test engine's socket, which
-// scripts/docker-test.sh starts and prints (.ci/run exports it).
-const envDockerSocket = "MESHROLL_TEST_DOCKER_SOCKET"
-
-// envDockerBridgeSocket names the socket of the second test engine, the
-// one with a bridge of its own (which never routes off the machine), that
-// `scripts/docker-test.sh --bridge` starts and prints (.ci/run exports it):
-// the test engine has no bridge, so bridge networking is tested there.
-const envDockerBridgeSocket = "MESHROLL_TEST_DOCKER_BRIDGE_SOCKET"
+// envDockerSocket names the test engine's socket (dockertest.EnvSocket).
+const envDockerSocket = dockertest.EnvSocket
 
 // dockerEngine is the test engine's socket for machine's docker runtime
 // (the bridge engine's with bridge): the test skips without one (fails on
@@ -49,31 +43,14 @@ func (s *stack) dockerEngine(machine string, bridge bool) string {
 // (fails on CI, which must run it).
 func dockerSocket(t *testing.T) string {
 	t.Helper()
-	return engineSocket(t, envDockerSocket, "scripts/docker-test.sh")
+	return dockertest.Socket(t, envDockerSocket, "scripts/docker-test.sh")
 }
 
 // dockerBridgeSocket is the bridge engine's socket, as dockerSocket is the
 // test engine's.
 func dockerBridgeSocket(t *testing.T) string {
 	t.Helper()
-	return engineSocket(t, envDockerBridgeSocket, "scripts/docker-test.sh --bridge")
-}
-
-// engineSocket is the socket env names, which script starts and prints: the
-// test skips without one (fails on CI, which must run it), and fails when
-// no engine answers there.
-func engineSocket(t *testing.T, env, script string) string {
-	t.Helper()
-	socket := os.Getenv(env)
-	if socket == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set; CI must run the docker tests (.ci/run starts %s)", env, script)
-		}
-		t.Skipf("no Docker engine for the docker tests: export %s=\"$(bash %s)\"", env, script)
-	}
-	e := engine{socket: socket}
-	require.NoError(t, e.get("/_ping", nil), "the test engine at %s (%s) does not answer; start it with %s", socket, env, script)
-	return socket
+	return dockertest.Socket(t, dockertest.EnvBridgeSocket, "scripts/docker-test.sh --bridge")
 }
 
 // removeAll removes every container (running or not) labelled for

@@ -51,8 +51,11 @@ type DockerRuntime struct {
 	machine string
 	hc      *http.Client
 	base    string
-	// poll is how often a container's state is inspected.
+	// poll is how often a followed container is inspected when the engine
+	// says nothing of it (dockerSafetyPoll).
 	poll time.Duration
+	// events is the engine's event stream, which wakes the followers.
+	events *eventFeed
 	// registryHost and registryAuth are the registry whose images are
 	// pulled with credentials, and the X-Registry-Auth value that carries
 	// them (WithRegistry).
@@ -90,20 +93,12 @@ var (
 	_ Confirmer = (*DockerRuntime)(nil)
 )
 
-// dockerPoll is how often the runtime inspects each container. The engine
-// restarts a crashed container (restart policy on-failure) within one
-// look, which the runtime then sees only by its restart count; the push
-// judges a container healthy from the host's report, so the look must be
-// well inside the shortest min_healthy a crash should fail (a second was
-// not: a build crashing two seconds in passed a min_healthy of 3s under
-// load). Four inspections a second per container is little for an engine.
-const dockerPoll = 250 * time.Millisecond
-
 // NewDockerRuntime returns a runtime for machine talking to the engine at
 // socket (a unix socket path) or, when socket starts with http://, at that
 // URL.
 func NewDockerRuntime(machine, socket string) *DockerRuntime {
-	r := &DockerRuntime{machine: machine, poll: dockerPoll, current: map[string]*dockerContainer{}}
+	r := &DockerRuntime{machine: machine, poll: dockerSafetyPoll, current: map[string]*dockerContainer{}}
+	r.events = newEventFeed(r.openEvents)
 	if strings.HasPrefix(socket, "http://") {
 		r.base, r.hc = strings.TrimRight(socket, "/"), &http.Client{}
 		return r
@@ -136,7 +131,7 @@ func (r *DockerRuntime) Ping(ctx context.Context) error {
 // Apply keeps containers whose spec is unchanged, replaces changed ones
 // (pull by digest, create, start, then stop and remove the old one) and
 // removes those no longer declared. Pulls and starts run in the background;
-// each container's state is then followed by inspecting it.
+// each container's state is then followed (follow).
 func (r *DockerRuntime) Apply(ctx context.Context, cs []mesh.Container, update func(Update)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -242,13 +237,23 @@ func (r *DockerRuntime) start(ctx context.Context, dc *dockerContainer, old *doc
 }
 
 // follow inspects the container until ctx ends, reporting each change of
-// state and each restart the engine counts.
+// state and each restart the engine counts. It looks when the engine's
+// events say something happened to the container (see eventFeed), when
+// the reviver's wait ends, and every r.poll whatever happens.
+//
+// The engine restarts a crashed container (restart policy on-failure)
+// within a moment, which the runtime then sees only by its restart count;
+// the push judges a container healthy from the host's report, so the look
+// must come well inside the shortest min_healthy a crash should fail: the
+// die and start events bring it at once.
 func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update func(Update)) {
 	r.mu.Lock()
-	last, restarts := dc.state, dc.restarts
+	last, restarts, id := dc.state, dc.restarts, dc.id
 	r.mu.Unlock()
+	wake, unwatch := r.events.watch(id)
+	defer unwatch()
 	rv := reviver{wait: reviveFirst}
-	t := time.NewTicker(r.poll)
+	t := time.NewTimer(r.poll)
 	defer t.Stop()
 	for {
 		var st struct {
@@ -261,9 +266,6 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			} `json:"State"`
 			RestartCount int `json:"RestartCount"`
 		}
-		r.mu.Lock()
-		id := dc.id
-		r.mu.Unlock()
 		err := r.call(ctx, http.MethodGet, "/containers/"+id+"/json", nil, &st)
 		if isNotFound(err) && ctx.Err() == nil {
 			r.recreate(ctx, dc, update)
@@ -282,6 +284,7 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			}
 			stopped := (st.State.Status == "exited" || st.State.Status == "dead") && !st.State.Restarting
 			if stopped {
+				rv.ranCalm(time.Now())
 				reason += fmt.Sprintf("; the engine will not start it again: starting it in %s", rv.wait)
 			}
 			if (state != last || st.RestartCount != restarts) && ctx.Err() == nil {
@@ -296,9 +299,15 @@ func (r *DockerRuntime) follow(ctx context.Context, dc *dockerContainer, update 
 			}
 			rv.look(ctx, r, dc, stopped, time.Now())
 		}
+		next := r.poll
+		if d := rv.due(time.Now()); d > 0 {
+			next = min(next, d)
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return
+		case <-wake:
 		case <-t.C:
 		}
 	}
@@ -372,7 +381,10 @@ func (r *DockerRuntime) Close(ctx context.Context) error {
 	}
 	r.current = map[string]*dockerContainer{}
 	r.mu.Unlock()
-	return waitGroup(ctx, &r.wg, "runtime docker: close")
+	if err := waitGroup(ctx, &r.wg, "runtime docker: close"); err != nil {
+		return err
+	}
+	return r.events.close(ctx)
 }
 
 // call does one Engine API request (see request) and decodes its answer

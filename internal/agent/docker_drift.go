@@ -30,6 +30,8 @@ const (
 	// reviveCalm is how long a container must run for the wait to start
 	// over from reviveFirst.
 	reviveCalm = 10 * time.Second
+	// reviveRetry is how soon a start that failed is tried again.
+	reviveRetry = 250 * time.Millisecond
 )
 
 // engineError is an Engine API answer that was not a success.
@@ -80,7 +82,9 @@ func (r *DockerRuntime) revivalsOf(module string) int {
 }
 
 // reviver decides, look by look, when to start again a container that
-// stopped for good.
+// stopped for good. Looks come when the engine says something happened,
+// and at the safety poll: the follower also looks when due says the wait
+// ends, which no event marks.
 type reviver struct {
 	wait         time.Duration
 	stoppedSince time.Time
@@ -99,6 +103,7 @@ func (v *reviver) look(ctx context.Context, r *DockerRuntime, dc *dockerContaine
 		}
 		return
 	}
+	v.ranCalm(now)
 	v.runningSince = time.Time{}
 	if v.stoppedSince.IsZero() {
 		v.stoppedSince = now
@@ -117,4 +122,23 @@ func (v *reviver) look(ctx context.Context, r *DockerRuntime, dc *dockerContaine
 	dc.revived++
 	r.mu.Unlock()
 	v.stoppedSince, v.wait = time.Time{}, min(2*v.wait, reviveMost)
+}
+
+// ranCalm starts the waits over when the container, now stopped, ran
+// calm before it stopped: looks come with events, so none may have come
+// while it ran past reviveCalm.
+func (v *reviver) ranCalm(now time.Time) {
+	if !v.runningSince.IsZero() && now.Sub(v.runningSince) >= reviveCalm {
+		v.wait = reviveFirst
+	}
+}
+
+// due is how long after now the reviver needs its next look: when the
+// wait of a container stopped for good ends, reviveRetry when it has
+// ended (its start failed); 0 when nothing is waited for.
+func (v *reviver) due(now time.Time) time.Duration {
+	if v.stoppedSince.IsZero() {
+		return 0
+	}
+	return max(v.stoppedSince.Add(v.wait).Sub(now), reviveRetry)
 }

@@ -53,7 +53,7 @@ func TestReviverWaitsDoubling(t *testing.T) {
 	require.Equal(t, reviveFirst, v.wait)
 
 	// The wait never passes 30s.
-	v.wait = 20 * time.Second
+	v = reviver{wait: 20 * time.Second}
 	v.look(ctx, r, dc, true, at(20*time.Second))
 	v.look(ctx, r, dc, true, at(40*time.Second))
 	require.Equal(t, reviveMost, v.wait)

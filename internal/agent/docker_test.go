@@ -229,7 +229,13 @@ func (s *states) waitFor(t *testing.T, state string, modules ...string) {
 // waitMatch blocks until ok accepts the last updates, by module.
 func (s *states) waitMatch(t *testing.T, what string, ok func(map[string]Update) bool) {
 	t.Helper()
-	deadline := time.After(waitLimit)
+	s.waitMatchWithin(t, waitLimit, what, ok)
+}
+
+// waitMatchWithin is waitMatch failing after limit.
+func (s *states) waitMatchWithin(t *testing.T, limit time.Duration, what string, ok func(map[string]Update) bool) {
+	t.Helper()
+	deadline := time.After(limit)
 	for {
 		s.mu.Lock()
 		done := ok(s.last)

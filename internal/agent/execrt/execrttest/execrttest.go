@@ -50,7 +50,9 @@ const AppPath = "/app/testapp"
 //	                    answering every request STATUS (default 200) with
 //	                    "testapp V status STATUS", or 500 "testapp V failing"
 //	                    while the file $TESTAPP_FAIL_FILE exists (a probe
-//	                    a test makes flap); until SIGTERM, as serve
+//	                    a test makes flap); until SIGTERM, as serve. It
+//	                    listens on $TESTAPP_HOST instead of 127.0.0.1 when
+//	                    set (0.0.0.0 in a container on a bridge)
 //	http-exit V DUR     as http 200, then exit with code 1 after DUR (a Go
 //	                    duration): healthy for a while, then gone
 //	probe V CODE        print "probe V module $MESHROLL_MODULE exits CODE"
@@ -128,7 +130,11 @@ func main() {
 			w.WriteHeader(status)
 			fmt.Fprintf(w, "testapp %s status %d\n", version, status)
 		})
-		addr := "127.0.0.1:" + os.Getenv("MESHROLL_PORT")
+		host := os.Getenv("TESTAPP_HOST")
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		addr := host + ":" + os.Getenv("MESHROLL_PORT")
 		go func() {
 			err := http.ListenAndServe(addr, nil)
 			fmt.Printf("testapp %s: serve %s: %v\n", version, addr, err)
