@@ -126,7 +126,7 @@ func TestDockerEngineEventStreamCutLosesNothing(t *testing.T) {
 // runtime publishes on 127.0.0.1.
 func TestDockerRuntimeBridgePublishesTheProbePort(t *testing.T) {
 	socket := dockertest.Socket(t, dockertest.EnvBridgeSocket, "scripts/docker-test.sh --bridge")
-	port, err := pickPort(nil)
+	port, err := DefaultPorts.pick(nil)
 	require.NoError(t, err)
 	// On the bridge the process listens on its container's address, which
 	// the published port reaches, not on its loopback.
