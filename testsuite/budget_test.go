@@ -1,0 +1,93 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// budgetMesh is three modules, each on two machines of one tier pushed all
+// at once, under a fleet-wide max_unavailable of 1.
+func budgetMesh() stackOptions {
+	o := stackOptions{modules: []string{"alpha", "beta", "gamma"}, push: "{max_unavailable: 1}", health: "{min_healthy: 1s}"}
+	for _, m := range o.modules {
+		for i := 1; i <= 2; i++ {
+			o.machines = append(o.machines, machineSpec{name: fmt.Sprintf("%s-%d", m, i), tier: 1, modules: []string{m}})
+		}
+	}
+	return o
+}
+
+// A fleet-wide max_unavailable of 1 holds across two concurrent plans of
+// different modules and a rollback of a third, each of whose tiers would
+// push both its machines at once: the hosts' own journals show no two
+// machines of the fleet in flight at any moment. A machine waiting for its
+// place says so, and behind whom. (Without the budget each plan pushes its
+// two machines together, and their windows overlap.)
+func TestFleetBudgetHoldsAcrossConcurrentPlansAndARollback(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, budgetMesh())
+	s.converge("alpha", s.commit("alpha"))
+	s.converge("alpha", s.commit("alpha"))
+
+	// The rollback's first push stays in flight at its host while the
+	// merges of beta and gamma come.
+	releaseA1, releaseA2 := s.hosts["alpha-1"].Hold(), s.hosts["alpha-2"].Hold()
+	rb, err := plans.Start(context.Background(), s.c, s.cfg.Temporal.TaskQueue, meshapi.PlanInput{
+		Module: "alpha", Policy: s.cfg.PushPolicy(), Rollback: &meshapi.Rollback{By: "test", Reason: "on fire"},
+	})
+	require.NoError(t, err)
+	beta, gamma := s.start("beta", s.commit("beta")).ID, s.start("gamma", s.commit("gamma")).ID
+	for _, m := range []string{"beta-1", "beta-2", "gamma-1", "gamma-2"} {
+		st := s.stateOf(m, func(st meshapi.MachineState) bool { return st.BudgetWait != "" && strings.Contains(st.BudgetWait, "pushing alpha") })
+		require.Regexp(t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\), [2-5] waiting$`, st.BudgetWait, m)
+	}
+	releaseA1()
+	releaseA2()
+
+	var all []window
+	for module, id := range map[string]string{"alpha": rb.ID, "beta": beta, "gamma": gamma} {
+		st := s.wait(id)
+		require.Equal(t, meshapi.PlanConverged, st.State, "%s: %s", id, st.Reason)
+		for i := 1; i <= 2; i++ {
+			all = append(all, s.windowOf(fmt.Sprintf("%s-%d", module, i), id))
+		}
+	}
+	for i, w := range all {
+		for _, o := range all[i+1:] {
+			require.False(t, w.overlaps(o), "%s and %s were unavailable at once (all: %v)", w, o, all)
+		}
+	}
+	// The last push's plan hears its answer before its machine workflow
+	// gives the lease back.
+	var budget meshapi.FleetBudgetState
+	require.Eventually(t, func() bool {
+		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(), "", meshapi.QueryState)
+		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0 && len(budget.Waiting) == 0
+	}, time.Minute, 50*time.Millisecond, "every lease given back, none waiting: %+v", budget)
+	require.Equal(t, 1, budget.Limit)
+}
+
+// stateOf waits until machine's workflow answers its state query with one
+// ready accepts, and returns it.
+func (s *stack) stateOf(machine string, ready func(meshapi.MachineState) bool) meshapi.MachineState {
+	s.t.Helper()
+	var st meshapi.MachineState
+	require.Eventually(s.t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		v, err := s.c.QueryWorkflow(ctx, meshapi.MachineID(machine), "", meshapi.QueryState)
+		if err != nil || v.Get(&st) != nil {
+			return false
+		}
+		return ready(st)
+	}, 2*time.Minute, 50*time.Millisecond, "machine workflow of %s never reached the state waited for (last: %+v)", machine, st)
+	return st
+}
