@@ -46,7 +46,9 @@ func TestFleetBudgetHoldsAcrossConcurrentPlansAndARollback(t *testing.T) {
 	require.NoError(t, err)
 	beta, gamma := s.start("beta", s.commit("beta")).ID, s.start("gamma", s.commit("gamma")).ID
 	for _, m := range []string{"beta-1", "beta-2", "gamma-1", "gamma-2"} {
-		st := s.stateOf(m, func(st meshapi.MachineState) bool { return st.BudgetWait != "" && strings.Contains(st.BudgetWait, "pushing alpha") })
+		st := s.stateOf(m, func(st meshapi.MachineState) bool {
+			return st.BudgetWait != "" && strings.Contains(st.BudgetWait, "pushing alpha")
+		})
 		require.Regexp(t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\), [2-5] waiting$`, st.BudgetWait, m)
 	}
 	releaseA1()
