@@ -34,28 +34,10 @@ func budgetMesh() stackOptions {
 func TestFleetBudgetHoldsAcrossConcurrentPlansAndARollback(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, budgetMesh())
-	s.converge("alpha", s.commit("alpha"))
-	s.converge("alpha", s.commit("alpha"))
-
-	// The rollback's first push stays in flight at its host while the
-	// merges of beta and gamma come.
-	releaseA1, releaseA2 := s.hosts["alpha-1"].Hold(), s.hosts["alpha-2"].Hold()
-	rb, err := plans.Start(context.Background(), s.c, s.cfg.Temporal.TaskQueue, meshapi.PlanInput{
-		Module: "alpha", Policy: s.cfg.PushPolicy(), Rollback: &meshapi.Rollback{By: "test", Reason: "on fire"},
-	})
-	require.NoError(t, err)
-	beta, gamma := s.start("beta", s.commit("beta")).ID, s.start("gamma", s.commit("gamma")).ID
-	for _, m := range []string{"beta-1", "beta-2", "gamma-1", "gamma-2"} {
-		st := s.stateOf(m, func(st meshapi.MachineState) bool {
-			return st.BudgetWait != "" && strings.Contains(st.BudgetWait, "pushing alpha")
-		})
-		require.Regexp(t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\), [2-5] waiting$`, st.BudgetWait, m)
-	}
-	releaseA1()
-	releaseA2()
+	ids := s.contendForBudget()
 
 	var all []window
-	for module, id := range map[string]string{"alpha": rb.ID, "beta": beta, "gamma": gamma} {
+	for module, id := range ids {
 		st := s.wait(id)
 		require.Equal(t, meshapi.PlanConverged, st.State, "%s: %s", id, st.Reason)
 		for i := 1; i <= 2; i++ {
@@ -75,6 +57,56 @@ func TestFleetBudgetHoldsAcrossConcurrentPlansAndARollback(t *testing.T) {
 		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0 && len(budget.Waiting) == 0
 	}, time.Minute, 50*time.Millisecond, "every lease given back, none waiting: %+v", budget)
 	require.Equal(t, 1, budget.Limit)
+}
+
+// contendForBudget converges alpha twice, then rolls it back while its
+// hosts hold the rollback's first push in flight, and merges beta and
+// gamma meanwhile: their machines wait for the fleet budget, saying so
+// and behind whom, until the hosts let go. It returns each module's plan
+// (alpha's: the rollback's).
+func (s *stack) contendForBudget() map[string]string {
+	s.t.Helper()
+	s.converge("alpha", s.commit("alpha"))
+	s.converge("alpha", s.commit("alpha"))
+
+	releaseA1, releaseA2 := s.hosts["alpha-1"].Hold(), s.hosts["alpha-2"].Hold()
+	rb, err := plans.Start(context.Background(), s.c, s.cfg.Temporal.TaskQueue, meshapi.PlanInput{
+		Module: "alpha", Policy: s.cfg.PushPolicy(), Rollback: &meshapi.Rollback{By: "test", Reason: "on fire"},
+	})
+	require.NoError(s.t, err)
+	beta, gamma := s.start("beta", s.commit("beta")).ID, s.start("gamma", s.commit("gamma")).ID
+	for _, m := range []string{"beta-1", "beta-2", "gamma-1", "gamma-2"} {
+		st := s.stateOf(m, func(st meshapi.MachineState) bool {
+			return st.BudgetWait != "" && strings.Contains(st.BudgetWait, "pushing alpha")
+		})
+		require.Regexp(s.t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\), [2-5] waiting$`, st.BudgetWait, m)
+	}
+	releaseA1()
+	releaseA2()
+	return map[string]string{"alpha": rb.ID, "beta": beta, "gamma": gamma}
+}
+
+// TestCaptureFleetBudgetHistories records the fleet budget's workflow and
+// machine workflows that pushed only with its lease (change
+// fleet-budget): a rollback's, and a merge's that waited behind it. Like
+// the other captures it runs only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureFleetBudgetHistories(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	s := captureStack(t, budgetMesh())
+	for _, id := range s.contendForBudget() {
+		require.Equal(t, meshapi.PlanConverged, s.wait(id).State)
+	}
+	require.Eventually(t, func() bool {
+		var budget meshapi.FleetBudgetState
+		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(), "", meshapi.QueryState)
+		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0
+	}, time.Minute, 50*time.Millisecond)
+	s.writeHistories(
+		capturedRun{"fleet-budget-granted.fleet-budget", meshapi.FleetBudgetID(), ""},
+		capturedRun{"machine-leased-rollback.fleet-budget", meshapi.MachineID("alpha-1"), ""},
+		capturedRun{"machine-leased-after-wait.fleet-budget", meshapi.MachineID("beta-1"), ""},
+	)
 }
 
 // stateOf waits until machine's workflow answers its state query with one
