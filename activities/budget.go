@@ -19,9 +19,9 @@ import (
 // answers with the lease the machine holds or its place in line.
 func (a *Activities) AskLease(ctx context.Context, ask meshapi.LeaseAsk) error {
 	queue := activity.GetInfo(ctx).TaskQueue
-	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.FleetBudgetID(), meshapi.SignalLeaseAsk, ask,
+	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.FleetBudgetID(queue), meshapi.SignalLeaseAsk, ask,
 		client.StartWorkflowOptions{
-			ID:        meshapi.FleetBudgetID(),
+			ID:        meshapi.FleetBudgetID(queue),
 			TaskQueue: queue,
 			// A budget that was terminated is started afresh: its
 			// leases went with it, and machines pushing then release

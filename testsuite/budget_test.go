@@ -53,7 +53,7 @@ func TestFleetBudgetHoldsAcrossConcurrentPlansAndARollback(t *testing.T) {
 	// gives the lease back.
 	var budget meshapi.FleetBudgetState
 	require.Eventually(t, func() bool {
-		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(), "", meshapi.QueryState)
+		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), "", meshapi.QueryState)
 		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0 && len(budget.Waiting) == 0
 	}, time.Minute, 50*time.Millisecond, "every lease given back, none waiting: %+v", budget)
 	require.Equal(t, 1, budget.Limit)
@@ -99,11 +99,11 @@ func TestCaptureFleetBudgetHistories(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		var budget meshapi.FleetBudgetState
-		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(), "", meshapi.QueryState)
+		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), "", meshapi.QueryState)
 		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0
 	}, time.Minute, 50*time.Millisecond)
 	s.writeHistories(
-		capturedRun{"fleet-budget-granted.fleet-budget", meshapi.FleetBudgetID(), ""},
+		capturedRun{"fleet-budget-granted.fleet-budget", meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), ""},
 		capturedRun{"machine-leased-rollback.fleet-budget", meshapi.MachineID("alpha-1"), ""},
 		capturedRun{"machine-leased-after-wait.fleet-budget", meshapi.MachineID("beta-1"), ""},
 	)

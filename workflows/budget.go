@@ -82,15 +82,16 @@ func (b *budget) run(ctx workflow.Context) error {
 		if b.shouldContinue(ctx) {
 			return b.continueAsNew(ctx, askCh, releaseCh)
 		}
-		if next := b.nextLapse(); !next.Equal(timerAt) {
+		// One timer, for the first lapse; moved only when a lease would
+		// lapse earlier than it, so a grant or a release costs the
+		// history no timer of its own. One that fires with nothing due
+		// lapses nothing, and the next turn sets the next.
+		if next := b.nextLapse(); !next.IsZero() && (timer == nil || next.Before(timerAt)) {
 			if cancelTimer != nil {
 				cancelTimer()
 			}
-			timer, cancelTimer, timerAt = nil, nil, next
-			if !next.IsZero() {
-				tctx, cancel := workflow.WithCancel(ctx)
-				timer, cancelTimer = workflow.NewTimer(tctx, max(next.Sub(workflow.Now(ctx)), time.Second)), cancel
-			}
+			tctx, cancel := workflow.WithCancel(ctx)
+			timer, cancelTimer, timerAt = workflow.NewTimer(tctx, max(next.Sub(workflow.Now(ctx)), time.Second)), cancel, next
 		}
 		workflow.SetCurrentDetails(ctx, b.details())
 
@@ -115,7 +116,7 @@ func (b *budget) run(ctx workflow.Context) error {
 		})
 		if timer != nil {
 			sel.AddFuture(timer, func(f workflow.Future) {
-				timer, cancelTimer, timerAt = nil, nil, time.Time{}
+				timer, cancelTimer = nil, nil
 				if f.Get(ctx, nil) == nil {
 					b.lapse(ctx)
 				}

@@ -35,7 +35,7 @@ func (m *machine) pushLeased(ctx workflow.Context, req meshapi.PushRequest, star
 		f := start(gctx)
 		var out meshapi.PushOutcome
 		err := f.Get(gctx, &out)
-		rel := workflow.SignalExternalWorkflow(gctx, meshapi.FleetBudgetID(), "", meshapi.SignalLeaseRelease,
+		rel := workflow.SignalExternalWorkflow(gctx, meshapi.FleetBudgetID(workflow.GetInfo(gctx).TaskQueueName), "", meshapi.SignalLeaseRelease,
 			meshapi.LeaseRelease{Machine: m.in.Machine, Request: req.Request})
 		if rerr := rel.Get(gctx, nil); rerr != nil {
 			// The budget is gone (terminated); its leases went with it.
@@ -49,34 +49,57 @@ func (m *machine) pushLeased(ctx workflow.Context, req meshapi.PushRequest, star
 // acquire asks the fleet budget for a place and waits until it is granted,
 // saying in the machine's details why it waits meanwhile. A grant for
 // another request (a late answer to an earlier push's ask) is passed over.
+// A machine that has waited reaskEvery without a grant asks again: the ask
+// is idempotent, and it starts the budget afresh if it was terminated with
+// this ask in its line.
 func (m *machine) acquire(ctx workflow.Context, req meshapi.PushRequest) {
 	ask := meshapi.LeaseAsk{Machine: m.in.Machine, Request: req.Request, Plan: req.Plan, Module: req.Build.Module,
 		Urgent: urgent(req), Budget: *req.Budget, Hold: leaseHold(req.Policy.WithDefaults())}
+	m.budgetWait = "asking the fleet budget for a place"
+	m.details(ctx)
+	grants := workflow.GetSignalChannel(ctx, meshapi.SignalLeaseGrant)
+	for granted := false; !granted; {
+		m.askLease(ctx, ask)
+		tctx, cancel := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(tctx, reaskEvery)
+		again := false
+		for !granted && !again {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(grants, func(c workflow.ReceiveChannel, _ bool) {
+				var g meshapi.LeaseGrant
+				c.Receive(ctx, &g)
+				switch {
+				case g.Request != req.Request:
+				case g.Granted:
+					granted = true
+				default:
+					m.budgetWait = g.Words
+					m.details(ctx)
+				}
+			})
+			sel.AddFuture(timer, func(workflow.Future) { again = true })
+			sel.Select(ctx)
+		}
+		cancel()
+	}
+	m.budgetWait = ""
+	m.details(ctx)
+}
+
+// reaskEvery is how long a machine waits for the fleet budget's answer
+// before it asks again.
+const reaskEvery = 10 * time.Minute
+
+// askLease hands ask to the fleet budget (AskLease, a local activity).
+func (m *machine) askLease(ctx workflow.Context, ask meshapi.LeaseAsk) {
 	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         retryForever,
 		Summary:             "ask the fleet budget for a place",
 	})
-	m.budgetWait = "asking the fleet budget for a place"
-	m.details(ctx)
 	if err := workflow.ExecuteLocalActivity(actx, acts.AskLease, ask).Get(ctx, nil); err != nil {
 		// Retried for ever, it ends only with the workflow.
-		workflow.GetLogger(ctx).Warn("fleet budget not asked", "request", req.Request, "error", err)
-	}
-	grants := workflow.GetSignalChannel(ctx, meshapi.SignalLeaseGrant)
-	for {
-		var g meshapi.LeaseGrant
-		grants.Receive(ctx, &g)
-		if g.Request != req.Request {
-			continue
-		}
-		if g.Granted {
-			m.budgetWait = ""
-			m.details(ctx)
-			return
-		}
-		m.budgetWait = g.Words
-		m.details(ctx)
+		workflow.GetLogger(ctx).Warn("fleet budget not asked", "request", ask.Request, "error", err)
 	}
 }
 

@@ -64,3 +64,29 @@ func TestMachinePushesOnlyWithALeaseOfTheFleetBudget(t *testing.T) {
 		require.Equal(t, []meshapi.LeaseRelease{{Machine: "m1", Request: r.Request}}, releases, "the lease is given back once, for its push")
 	})
 }
+
+// A machine the fleet budget leaves unanswered (a budget terminated with
+// its ask in line) asks again every reaskEvery, the same ask, until it is
+// granted.
+func TestMachineAsksTheFleetBudgetAgainWhenUnanswered(t *testing.T) {
+	h := newMachineHarness(t)
+	var asks []time.Duration
+	start := h.env.Now()
+	h.env.OnActivity(acts.AskLease, mock.Anything, mock.Anything).Return(func(context.Context, meshapi.LeaseAsk) error {
+		asks = append(asks, h.env.Now().Sub(start))
+		return nil
+	})
+	var releases []meshapi.LeaseRelease
+	recordSignals(h.env, &h.mu, meshapi.SignalLeaseRelease, &releases)
+	r := req("plan/host/c1", "host", 1)
+	r.Budget = &meshapi.FleetBudget{MaxUnavailable: 1}
+	h.signalAt(0, r)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(meshapi.SignalLeaseGrant, meshapi.LeaseGrant{Request: r.Request, Granted: true})
+	}, 2*reaskEvery+time.Minute)
+	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 1})
+
+	require.Equal(t, []time.Duration{0, reaskEvery, 2 * reaskEvery}, asks)
+	require.Len(t, h.pushes, 1, "pushed once granted")
+	require.Len(t, releases, 1)
+}

@@ -28,9 +28,11 @@ const (
 	SignalLeaseGrant = "lease-grant"
 )
 
-// FleetBudgetID is the fleet budget's workflow ID: one per namespace, so
-// every plan, batch and rollback of the fleet counts against the same one.
-func FleetBudgetID() string { return "fleet-budget" }
+// FleetBudgetID is the fleet budget's workflow ID for the mesh whose
+// workers poll taskQueue: one per mesh, so every plan, batch and rollback
+// of the fleet counts against the same one, and two meshes sharing a
+// namespace (each on its own task queue) do not share a budget.
+func FleetBudgetID(taskQueue string) string { return "fleet-budget/" + taskQueue }
 
 // FleetBudget is push.max_unavailable as a push request carries it: how
 // many machines of the fleet may be unavailable (a push in flight to them,
