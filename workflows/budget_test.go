@@ -217,3 +217,22 @@ func TestFleetBudgetPercentOfFleet(t *testing.T) {
 		})
 	}
 }
+
+// Continuing as new loses no ask and no lease: asks delivered with the one
+// that reached the run's signal budget are taken into the line first.
+func TestFleetBudgetContinuesAsNewWithItsLeasesAndLine(t *testing.T) {
+	h := newBudgetHarness(t)
+	a, b, c := ask("edge-1", "host", one), ask("edge-2", "web", one), ask("edge-3", "host", one)
+	h.env.RegisterDelayedCallback(func() {
+		for _, x := range []meshapi.LeaseAsk{a, b, c} {
+			h.env.SignalWorkflow(meshapi.SignalLeaseAsk, x)
+		}
+	}, time.Minute)
+	next := h.run(2)
+
+	require.Len(t, next.Leases, 1)
+	require.Equal(t, "edge-1", next.Leases[0].Machine)
+	require.Equal(t, []meshapi.LeaseAsk{b, c}, next.Waiting, "the ask past the signal budget is in the line it continues with")
+	require.Equal(t, one, next.Budget)
+	require.Equal(t, 2, next.SignalBudget)
+}
