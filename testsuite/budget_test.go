@@ -81,6 +81,12 @@ func (s *stack) contendForBudget() map[string]string {
 		})
 		require.Regexp(s.t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\), [2-5] waiting$`, st.BudgetWait, m)
 	}
+	out, err := s.starter("plan", "show", beta)
+	require.NoError(s.t, err, out)
+	require.Regexp(s.t, `(?m)^1 \(pushing\)\s+beta-1\s+pushing\s+-\s+waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\)`, out, "plan show says why")
+	out, err = s.starter("machine", "show", "gamma-2")
+	require.NoError(s.t, err, out)
+	require.Regexp(s.t, `(?m)^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\)`, out, "machine show says why")
 	releaseA1()
 	releaseA2()
 	return map[string]string{"alpha": rb.ID, "beta": beta, "gamma": gamma}
