@@ -79,7 +79,7 @@ func (s *stack) contendForBudget() map[string]string {
 		st := s.stateOf(m, func(st meshapi.MachineState) bool {
 			return st.BudgetWait != "" && strings.Contains(st.BudgetWait, "pushing alpha")
 		})
-		require.Regexp(s.t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\), [2-5] waiting$`, st.BudgetWait, m)
+		require.Regexp(s.t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\)(, [1-4] ahead in line)?$`, st.BudgetWait, m)
 	}
 	out, err := s.starter("plan", "show", beta)
 	require.NoError(s.t, err, out)

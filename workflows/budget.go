@@ -158,7 +158,7 @@ func (b *budget) ask(ctx workflow.Context, a meshapi.LeaseAsk) {
 	}
 	b.waiting = slices.Insert(b.waiting, at, a)
 	if at >= b.limits.Limit()-len(b.leases) {
-		b.signal(ctx, a.Machine, meshapi.LeaseGrant{Request: a.Request, Words: b.waitWords()}, "")
+		b.signal(ctx, a.Machine, meshapi.LeaseGrant{Request: a.Request, Words: b.waitWords(at)}, "")
 	}
 }
 
@@ -220,9 +220,11 @@ func (b *budget) signal(ctx workflow.Context, machine string, g meshapi.LeaseGra
 	})
 }
 
-// waitWords says why a machine waits: "waiting for the fleet budget: 1 of
-// 1 unavailable (edge-3 pushing host)".
-func (b *budget) waitWords() string {
+// waitWords says why a machine waits, at place at in line, as it is when
+// it begins to wait (sent once, not as the line moves): "waiting for the
+// fleet budget: 1 of 1 unavailable (edge-3 pushing host), 2 ahead in
+// line".
+func (b *budget) waitWords(at int) string {
 	held := make([]string, 0, len(b.leases))
 	for _, l := range b.leases {
 		held = append(held, fmt.Sprintf("%s pushing %s", l.Machine, l.Module))
@@ -231,8 +233,8 @@ func (b *budget) waitWords() string {
 	if len(held) > 0 {
 		w += " (" + strings.Join(held, ", ") + ")"
 	}
-	if ahead := len(b.waiting) - 1; ahead > 0 {
-		w += fmt.Sprintf(", %d waiting", ahead+1)
+	if at > 0 {
+		w += fmt.Sprintf(", %d ahead in line", at)
 	}
 	return w
 }

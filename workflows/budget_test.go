@@ -138,7 +138,8 @@ func TestFleetBudgetGrantsOneAtATimeRollbacksFirst(t *testing.T) {
 	require.Equal(t, []grantedAt{{"edge-1", 0}, {"edge-3", 3 * time.Minute}, {"edge-2", 4 * time.Minute}}, h.granted(),
 		"one at a time, each when the one before released; the rollback before the merge push that waited longer")
 	require.Equal(t, []string{"waiting for the fleet budget: 1 of 1 unavailable (edge-1 pushing host)"}, h.words("edge-2"))
-	require.Equal(t, []string{"waiting for the fleet budget: 1 of 1 unavailable (edge-1 pushing host), 2 waiting"}, h.words("edge-3"))
+	require.Equal(t, []string{"waiting for the fleet budget: 1 of 1 unavailable (edge-1 pushing host)"}, h.words("edge-3"),
+		"the rollback goes first in line")
 	require.Empty(t, next.Leases, "every lease released")
 	require.Empty(t, next.Waiting)
 }
@@ -235,4 +236,6 @@ func TestFleetBudgetContinuesAsNewWithItsLeasesAndLine(t *testing.T) {
 	require.Equal(t, []meshapi.LeaseAsk{b, c}, next.Waiting, "the ask past the signal budget is in the line it continues with")
 	require.Equal(t, one, next.Budget)
 	require.Equal(t, 2, next.SignalBudget)
+	require.Equal(t, []string{"waiting for the fleet budget: 1 of 1 unavailable (edge-1 pushing host), 1 ahead in line"}, h.words("edge-3"),
+		"edge-3 is told edge-2 is ahead of it")
 }
