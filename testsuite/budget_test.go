@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
@@ -130,4 +131,27 @@ func (s *stack) stateOf(machine string, ready func(meshapi.MachineState) bool) m
 		return ready(st)
 	}, 2*time.Minute, 50*time.Millisecond, "machine workflow of %s never reached the state waited for (last: %+v)", machine, st)
 	return st
+}
+
+// A lease granted to a machine workflow that does not run is dropped as
+// soon as its grant cannot be delivered, on a real server: the fleet is not
+// held up by it, and the next merge converges.
+func TestFleetBudgetDropsALeaseWhoseMachineWorkflowIsGone(t *testing.T) {
+	t.Parallel()
+	o := stackOptions{modules: []string{"alpha"}, push: "{max_unavailable: 1}", health: "{min_healthy: 1s}",
+		machines: []machineSpec{{name: "alpha-1", tier: 1, modules: []string{"alpha"}}}}
+	s := newStack(t, o)
+	id := meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue)
+	ghost := meshapi.LeaseAsk{Machine: "ghost", Request: "plan/alpha/x@ghost", Plan: "plan/alpha/x", Module: "alpha",
+		Budget: meshapi.FleetBudget{MaxUnavailable: 1, FleetSize: 1}, Hold: time.Hour}
+	_, err := s.c.SignalWithStartWorkflow(context.Background(), id, meshapi.SignalLeaseAsk, ghost,
+		client.StartWorkflowOptions{ID: id, TaskQueue: s.cfg.Temporal.TaskQueue}, meshapi.FleetBudgetWorkflowType, meshapi.FleetBudgetInput{})
+	require.NoError(t, err)
+	var budget meshapi.FleetBudgetState
+	require.Eventually(t, func() bool {
+		v, err := s.c.QueryWorkflow(context.Background(), id, "", meshapi.QueryState)
+		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0
+	}, time.Minute, 50*time.Millisecond, "the ghost's lease is dropped: %+v", budget)
+
+	s.converge("alpha", s.commit("alpha"))
 }
