@@ -56,7 +56,7 @@ func TestFleetBudgetHoldsAcrossConcurrentPlansAndARollback(t *testing.T) {
 	require.Eventually(t, func() bool {
 		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), "", meshapi.QueryState)
 		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0 && len(budget.Waiting) == 0
-	}, time.Minute, 50*time.Millisecond, "every lease given back, none waiting: %+v", budget)
+	}, time.Minute, 50*time.Millisecond, "every lease given back, none waiting")
 	require.Equal(t, 1, budget.Limit)
 }
 
@@ -151,7 +151,7 @@ func TestFleetBudgetDropsALeaseWhoseMachineWorkflowIsGone(t *testing.T) {
 	require.Eventually(t, func() bool {
 		v, err := s.c.QueryWorkflow(context.Background(), id, "", meshapi.QueryState)
 		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0
-	}, time.Minute, 50*time.Millisecond, "the ghost's lease is dropped: %+v", budget)
+	}, time.Minute, 50*time.Millisecond, "the ghost's lease is dropped")
 
 	s.converge("alpha", s.commit("alpha"))
 }
