@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,11 @@ func (s *stack) contendForBudget() map[string]string {
 	s.converge("alpha", s.commit("alpha"))
 
 	releaseA1, releaseA2 := s.hosts["alpha-1"].Hold(), s.hosts["alpha-2"].Hold()
+	var once sync.Once
+	release := func() { once.Do(func() { releaseA1(); releaseA2() }) }
+	// A test that fails while the hosts hold lets them go before the
+	// stack stops.
+	s.t.Cleanup(release)
 	rb, err := plans.Start(context.Background(), s.c, s.cfg.Temporal.TaskQueue, meshapi.PlanInput{
 		Module: "alpha", Policy: s.cfg.PushPolicy(), Rollback: &meshapi.Rollback{By: "test", Reason: "on fire"},
 	})
@@ -88,8 +94,7 @@ func (s *stack) contendForBudget() map[string]string {
 	out, err = s.starter("machine", "show", "gamma-2")
 	require.NoError(s.t, err, out)
 	require.Regexp(s.t, `(?m)^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\)`, out, "machine show says why")
-	releaseA1()
-	releaseA2()
+	release()
 	return map[string]string{"alpha": rb.ID, "beta": beta, "gamma": gamma}
 }
 
