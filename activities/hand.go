@@ -45,10 +45,13 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 // starting the workflow if it is not running. Signalled again, a request is
 // dropped by the machine workflow as a duplicate. The request carries the
 // worker's push.local_activity: the machine workflow pushes it as that
-// says, whether it starts now or has run for months.
+// says, whether it starts now or has run for months; and its
+// push.max_unavailable, which the machine workflow leases a place in
+// before it sends.
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
 	r.HandedAt = time.Now().UTC() // handed now, when the plan hands it
 	r.Local = a.Mesh.Push.LocalActivity
+	r.Budget = a.fleetBudget()
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
 		client.StartWorkflowOptions{
 			ID:        meshapi.MachineID(r.Machine),

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -91,17 +90,7 @@ func (s *stack) rollbackBehindQueue(n int) (rollback, inFlight string) {
 // says it is what the test waits for, and returns it.
 func (s *stack) machineStateWhen(ready func(meshapi.MachineState) bool) meshapi.MachineState {
 	s.t.Helper()
-	var st meshapi.MachineState
-	require.Eventually(s.t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		v, err := s.c.QueryWorkflow(ctx, meshapi.MachineID("busy"), "", meshapi.QueryState)
-		if err != nil || v.Get(&st) != nil {
-			return false
-		}
-		return ready(st)
-	}, 2*time.Minute, 50*time.Millisecond, "machine workflow of busy never reached the state waited for (last: %+v)", st)
-	return st
+	return s.stateOf("busy", ready)
 }
 
 // priorityOf is the priority key of the first event of workflow id that

@@ -59,6 +59,9 @@ type machine struct {
 	// running healthy (sent, or already there): what the machine runs by
 	// this workflow's record, for its details and query.
 	running *mesh.Declaration
+	// budgetWait says the push in flight waits for the fleet budget, and
+	// behind whom (machine_budget.go).
+	budgetWait string
 }
 
 func (m *machine) setup(ctx workflow.Context) error {
@@ -69,7 +72,7 @@ func (m *machine) setup(ctx workflow.Context) error {
 
 func (m *machine) state() meshapi.MachineState {
 	s := meshapi.MachineState{Machine: m.in.Machine, LastSeq: m.lastSeq, Queue: []meshapi.QueuedRequest{}, Recent: m.recent,
-		Floor: m.floor, HostLostState: m.hostLostState, Running: m.running}
+		Floor: m.floor, HostLostState: m.hostLostState, Running: m.running, BudgetWait: m.budgetWait}
 	if m.current != nil {
 		q := queued(*m.current)
 		s.Current = &q
@@ -141,6 +144,15 @@ func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	// still read it while finish raises the workflow's floor.
 	in := meshapi.PushInput{Request: req, Seq: m.lastSeq + 1, Floor: maps.Clone(m.floor)}
 	summary := fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan)
+	if leased(ctx, req) {
+		return m.pushLeased(ctx, req, func(ctx workflow.Context) workflow.Future { return m.startPush(ctx, req, in, summary) })
+	}
+	return m.startPush(ctx, req, in, summary)
+}
+
+// startPush starts the push activity of req, local or regular as the
+// request asks.
+func (m *machine) startPush(ctx workflow.Context, req meshapi.PushRequest, in meshapi.PushInput, summary string) workflow.Future {
 	if req.Local {
 		return workflow.ExecuteLocalActivity(localPushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
 	}

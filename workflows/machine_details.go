@@ -19,6 +19,9 @@ func (m *machine) details(ctx workflow.Context) {
 	fmt.Fprintf(&b, "**%s**: ", m.in.Machine)
 	if m.current != nil {
 		fmt.Fprintf(&b, "pushing %s for %s\n\n", buildWords(queued(*m.current)), m.current.Plan)
+		if m.budgetWait != "" {
+			fmt.Fprintf(&b, "- %s\n", m.budgetWait)
+		}
 	} else {
 		b.WriteString("idle\n\n")
 	}

@@ -16,6 +16,9 @@ var liveChanges = map[string]string{
 	// Plan: a plan of a module with notify targets hands its events to
 	// them.
 	"notifications": "notifyChange",
+	// Machine: a request that carries push.max_unavailable is pushed
+	// only with a lease of the fleet budget (workflow FleetBudget).
+	"fleet-budget": "fleetBudgetChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

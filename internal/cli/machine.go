@@ -255,6 +255,9 @@ func writeMachineView(w io.Writer, v machines.Detail) error {
 			pushing = "pushing " + wf.Current.Request
 		}
 		fmt.Fprintf(&b, "workflow %s: last seq %d, %s, %d queued\n", id, wf.LastSeq, pushing, len(wf.Queue))
+		if wf.BudgetWait != "" {
+			fmt.Fprintf(&b, "%s\n", wf.BudgetWait)
+		}
 		if wf.Current != nil || len(wf.Queue) > 0 {
 			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "#\tPLAN\tMODULE\tDIGEST\tGEN")

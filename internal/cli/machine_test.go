@@ -335,6 +335,14 @@ func TestWriteMachineView(t *testing.T) {
 	assert.Contains(t, out, "(the host does not say which plan brought each build; PLAN and SEQ are its last declaration's)\n")
 	assert.Contains(t, out, "workflow machine/control-node: last seq 3, pushing "+plan+"@control-node, 2 queued\n")
 	assert.Regexp(t, `now\s+`+plan+`\s+host\s+sha256:bbbbbbbbbbbb\s+3\n`, out)
+	assert.NotContains(t, out, "fleet budget", "a push not waiting for the fleet budget says nothing of it")
+
+	// A push waiting for its place in the fleet budget says so, and behind whom.
+	v.Workflow.BudgetWait = "waiting for the fleet budget: 1 of 1 unavailable (edge-3 pushing host)"
+	b.Reset()
+	require.NoError(t, writeMachineView(&b, v))
+	assert.Contains(t, b.String(), "workflow machine/control-node: last seq 3, pushing "+plan+"@control-node, 2 queued\n"+
+		"waiting for the fleet budget: 1 of 1 unavailable (edge-3 pushing host)\n")
 	assert.Regexp(t, `1 rollback, first in line\s+rollback/metrics\s+metrics\s+sha256:aaaaaaaaaaaa\s+4\n`, out)
 	assert.Regexp(t, `2\s+plan/mesh-controller/x\s+mesh-controller\s+sha256:aaaaaaaaaaaa\s+1\n`, out)
 	assert.Regexp(t, `2\s+2025-01-02 03:04:05\s+refused \(downgrade\)\s+3\s+`+plan+

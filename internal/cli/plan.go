@@ -54,6 +54,11 @@ measurement included, whatever --measurements says.`,
 				if a.json() {
 					return a.printJSON(st)
 				}
+				withBudgetWaits(ctx, st, func(ctx context.Context, machine string) (meshapi.MachineState, error) {
+					ctx, cancel := context.WithTimeout(ctx, budgetAskTimeout)
+					defer cancel()
+					return plans.MachineState(ctx, c, machine)
+				})
 				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)), limit)
 			})
 		}),

@@ -228,6 +228,14 @@ type Push struct {
 	// hears its answers through relays (meshapi.RelayAbove, the default,
 	// says why and at what cost).
 	RelayAbove int `mapstructure:"relay_above"`
+	// MaxUnavailable is the fleet's budget: how many machines, a count
+	// (1) or a percentage of every machine the file names ("5%"), may be
+	// unavailable at once across every plan, batch and rollback, a
+	// machine being unavailable from its push's send until it is healthy,
+	// failed or put back. Unset (0): no fleet-wide bound, only each
+	// tier's max_parallel. The machine workflows enforce it with a lease
+	// of one fleet budget workflow, so concurrent plans cannot race it.
+	MaxUnavailable Amount `mapstructure:"max_unavailable"`
 }
 
 // Catalogue is where the worker records builds. Several workers share one

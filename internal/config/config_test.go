@@ -665,7 +665,7 @@ machines:
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows, notify (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health (line 5)"},
-				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above (line 3)"},
+				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above, max_unavailable (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},
 			},
 		},

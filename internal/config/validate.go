@@ -191,6 +191,7 @@ func (c *Config) problems(sk *skip) []Problem {
 			ps.add(f.key, "must be a positive duration such as 90s or 5m, got %s", f.val)
 		}
 	}
+	c.fleetBudgetProblems(ps)
 	if c.Push.RelayAbove < 0 {
 		ps.add("push.relay_above", "must be a number of machines, 1 or more (leave it out for the default, %d), got %d", meshapi.RelayAbove, c.Push.RelayAbove)
 	}

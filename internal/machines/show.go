@@ -88,6 +88,9 @@ type Workflow struct {
 	// HostLostState says when a push last found the host had lost its
 	// state; empty when none has.
 	HostLostState string `json:"host_lost_state,omitempty"`
+	// BudgetWait, when set, says the push of Current waits for a place in
+	// the fleet budget (push.max_unavailable), and behind whom.
+	BudgetWait string `json:"budget_wait,omitempty"`
 }
 
 // Floor is one module's floor on a machine.
@@ -204,7 +207,7 @@ func Show(ctx context.Context, dial Dial, name string, m config.Machine, entries
 			wfErr = err
 		default:
 			d.Workflow = &Workflow{ID: meshapi.MachineID(name), LastSeq: st.LastSeq, Current: st.Current, Queue: st.Queue,
-				Floor: floors(st.Floor), HostLostState: st.HostLostState}
+				Floor: floors(st.Floor), HostLostState: st.HostLostState, BudgetWait: st.BudgetWait}
 		}
 	})
 	wg.Wait()

@@ -43,6 +43,9 @@ type MachineState struct {
 	// running healthy: what the machine runs by the workflow's record
 	// (the host's own report may be newer, if something else changed it).
 	Running *mesh.Declaration `json:"running,omitempty"`
+	// BudgetWait, when set, says the push of Current waits for a place in
+	// the fleet budget, and behind whom.
+	BudgetWait string `json:"budget_wait,omitempty"`
 }
 
 // QueuedRequest is a request as the machine query shows it.

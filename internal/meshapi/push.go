@@ -71,6 +71,11 @@ type PushRequest struct {
 	// change of the setting reaches running machine workflows at their next
 	// push.
 	Local bool `json:"local,omitempty"`
+	// Budget is the handing worker's push.max_unavailable, nil when it has
+	// none: with one, the machine workflow leases a place in the fleet
+	// budget (FleetBudgetWorkflowType) before it sends, and gives it back
+	// when the push ends.
+	Budget *FleetBudget `json:"budget,omitempty"`
 }
 
 // FromDigest is the digest of From, "" when the request is not a put-back.

@@ -50,6 +50,10 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.Machine, workflow.RegisterOptions{
 		Name: meshapi.MachineWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
+	// The fleet budget lives for ever, as machine workflows do.
+	w.RegisterWorkflowWithOptions(workflows.FleetBudget, workflow.RegisterOptions{
+		Name: meshapi.FleetBudgetWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+	})
 	registerRelay(w)
 	// The levers and a delivery's Receive are short: each run finishes on
 	// the build that started it.
