@@ -50,7 +50,7 @@ func fakeHost(t *testing.T, rep mesh.Report, page host.JournalPage) string {
 func configWithHosts(t *testing.T, controlNode, edge1 string) string {
 	t.Helper()
 	return unreachableMesh(t, fmt.Sprintf(`  control-node: {host: %q, tier: 2, modules: [mesh-controller, host]}
-  edge-1:       {host: %q, tier: 1, modules: [host], labels: {site: fra1, ring: canary}}
+  edge-1:       {host: %q, tier: 1, modules: [host]}
 `, controlNode, edge1))
 }
 
@@ -169,7 +169,9 @@ func TestMachineShowHostPartWithoutTemporal(t *testing.T) {
 		{Index: 8, Time: time.Date(2025, 1, 2, 3, 4, 4, 0, time.UTC), Outcome: "applied", Seq: 4, Plan: plan, Request: plan + "@edge-1", Force: true,
 			Containers: []mesh.Container{{Module: "host", Digest: digestA, Generation: 3}}},
 	}})
-	cfg := configWithHosts(t, "http://127.0.0.1:1", url)
+	cfg := unreachableMesh(t, fmt.Sprintf(`  control-node: {host: "http://127.0.0.1:1", tier: 2, modules: [mesh-controller, host]}
+  edge-1:       {host: %q, tier: 1, modules: [host], labels: {site: fra1, ring: canary}}
+`, url))
 
 	r := run(t, "--config", cfg, "machine", "show", "edge-1", "--output", "json")
 	require.Error(t, r.err)
