@@ -61,7 +61,7 @@ func TestMaxUnavailableProblems(t *testing.T) {
 		{
 			name:  "not an amount",
 			tiers: "push: {max_unavailable: some}\n",
-			want:  []Problem{{"push.max_unavailable", `must be a number of machines such as 2 or a percentage of the tier such as 25%, got "some" (line 10)`}},
+			want:  []Problem{{"push.max_unavailable", `must be a number of machines such as 2 or a percentage such as 25%, got "some" (line 10)`}},
 		},
 		{name: "1 is fine", tiers: "push: {max_unavailable: 1}\n"},
 		{name: "100% is fine", tiers: "push: {max_unavailable: 100%}\n"},

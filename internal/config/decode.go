@@ -105,7 +105,7 @@ func read(t reflect.Type, v any, r rule) (any, *badValue) {
 				return Amount{N: n, Percent: percent}, nil
 			}
 		}
-		return nil, &badValue{want: "a number of machines such as 2 or a percentage of the tier such as 25%"}
+		return nil, &badValue{want: "a number of machines such as 2 or a percentage such as 25%"}
 	case t.Kind() == reflect.Slice:
 		switch x := v.(type) {
 		case []string:

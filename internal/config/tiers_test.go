@@ -108,7 +108,7 @@ func TestTierProblems(t *testing.T) {
 		{
 			name:  "max_parallel not an amount",
 			tiers: "tiers:\n  1: {max_parallel: half}\n",
-			want:  []Problem{{"tiers.1.max_parallel", `must be a number of machines such as 2 or a percentage of the tier such as 25%, got "half" (line 11)`}},
+			want:  []Problem{{"tiers.1.max_parallel", `must be a number of machines such as 2 or a percentage such as 25%, got "half" (line 11)`}},
 		},
 		{
 			name:  "max_failed negative",
