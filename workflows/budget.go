@@ -259,11 +259,7 @@ func (b *budget) details() string {
 // shouldContinue says whether the budget should continue as new: when the
 // server suggests it, or after its budget of signals (see signalBudget).
 func (b *budget) shouldContinue(ctx workflow.Context) bool {
-	limit := signalBudget
-	if b.in.SignalBudget > 0 {
-		limit = b.in.SignalBudget
-	}
-	return b.signals >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	return b.signals >= signalLimit(b.in.SignalBudget) || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 }
 
 // continueAsNew waits for the grants in flight, takes every ask and

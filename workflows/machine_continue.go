@@ -22,14 +22,16 @@ func (m *machine) shouldContinue(ctx workflow.Context) bool {
 	if m.in.ContinueAfter > 0 && m.handled >= m.in.ContinueAfter {
 		return true
 	}
-	budget := signalBudget
-	if m.in.SignalBudget > 0 {
-		budget = m.in.SignalBudget
+	return m.signals >= signalLimit(m.in.SignalBudget) || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+// signalLimit is the signals a run takes before it continues as new:
+// signalBudget, or a test's smaller override.
+func signalLimit(override int) int {
+	if override > 0 {
+		return override
 	}
-	if m.signals >= budget {
-		return true
-	}
-	return workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	return signalBudget
 }
 
 // continueAsNew waits for answers in flight, takes every signal already

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meshroll/meshroll/internal/backoff"
 )
 
 // Following the engine: each runtime holds one stream of the engine's
@@ -136,7 +138,7 @@ func (f *eventFeed) close(ctx context.Context) error {
 // run keeps the stream open until ctx ends, passing each event on.
 func (f *eventFeed) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	wait := f.retryFirst
+	bo := backoff.New(f.retryFirst, f.retryMost)
 	for ctx.Err() == nil {
 		body, err := f.open(ctx)
 		if err == nil {
@@ -144,15 +146,11 @@ func (f *eventFeed) run(ctx context.Context, done chan struct{}) {
 			// looking again at every container followed.
 			f.wakeAll()
 			if f.read(body) {
-				wait = f.retryFirst
+				bo = backoff.New(f.retryFirst, f.retryMost)
 			}
 			body.Close()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			wait = min(2*wait, f.retryMost)
-		}
+		_ = bo.Wait(ctx) // ends early with ctx, which ends the loop
 	}
 }
 
