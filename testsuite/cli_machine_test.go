@@ -147,6 +147,7 @@ func TestStarterMachineShowAndList(t *testing.T) {
 	require.Contains(t, out, "workflow machine/edge-1: last seq")
 	require.Contains(t, out, "journal (latest")
 
+	s.summariesShowHosts()
 	out, err = s.starter("machine", "list", "--output", "json")
 	require.NoError(t, err, out)
 	var rows []struct {

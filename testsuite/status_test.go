@@ -117,6 +117,7 @@ func TestStatus(t *testing.T) {
 		rc, ok := e3.Report().Running("mesh-controller")
 		return ok && rc.Healthy()
 	})
+	s.summariesShowHosts("edge-1", "control-node")
 
 	st, err := s.status()
 	require.NoError(t, err)

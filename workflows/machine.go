@@ -62,6 +62,8 @@ type machine struct {
 	// budgetWait says the push in flight waits for the fleet budget, and
 	// behind whom (machine_budget.go).
 	budgetWait string
+	// published is the summary last kept in the memo (machine_summary.go).
+	published *meshapi.MachineSummary
 }
 
 func (m *machine) setup(ctx workflow.Context) error {
@@ -124,6 +126,11 @@ func (m *machine) run(ctx workflow.Context) error {
 		}
 		queueLength(ctx, m.in.Machine, len(m.queue))
 		m.details(ctx)
+		if !sel.HasPending() {
+			// Only before the workflow waits: a turn that goes on at once
+			// (a signal already here) settles on more first.
+			m.publish(ctx)
+		}
 		sel.Select(ctx)
 	}
 }

@@ -19,6 +19,9 @@ var liveChanges = map[string]string{
 	// Machine: a request that carries push.max_unavailable is pushed
 	// only with a lease of the fleet budget (workflow FleetBudget).
 	"fleet-budget": "fleetBudgetChange",
+	// Machine: the workflow keeps its meshapi.MachineSummary in its memo
+	// for the overviews.
+	"machine-summary": "summaryChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/host"
@@ -99,8 +101,31 @@ type reading struct {
 	// not, when the machine has no workflow yet (no plan has pushed it),
 	// or when it could not be asked (wfErr).
 	asked bool
-	state *meshapi.MachineState
+	state *meshapi.MachineSummary
 	wfErr error
+}
+
+// summaries reads the machine workflows of more than one asked reading
+// from one visibility list (plans.MachineSummaries) rather than a query
+// each, which at thousands of machines takes tens of seconds and a worker
+// to answer every one. One machine is asked directly, current to the
+// moment; so is every machine when the list fails, and each machine whose
+// workflow has published no summary yet. listed is whether sums holds the
+// list.
+func summaries(ctx context.Context, c client.Client, cfg *config.Config, rs []reading, derr error) (sums plans.Summaries, listed bool) {
+	asked := 0
+	for _, r := range rs {
+		if r.asked {
+			asked++
+		}
+	}
+	if derr != nil || asked <= 1 {
+		return sums, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	sums, err := plans.MachineSummaries(ctx, c, cfg.Temporal.Namespace)
+	return sums, err == nil
 }
 
 // readAll reads the hosts of names from pic in one read, and the machine
@@ -153,18 +178,24 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 	if derr == nil {
 		defer c.Close()
 	}
+	sums, listed := summaries(ctx, c, cfg, rs, derr)
 	for i := range rs {
 		r := &rs[i]
 		switch {
 		case !r.asked:
 		case derr != nil:
 			r.wfErr = derr
+		case listed && !sums.Unpublished[r.name]:
+			if s, ok := sums.ByMachine[r.name]; ok {
+				r.state = &s
+			}
 		default:
 			wg.Go(func() {
 				st, err := machineState(ctx, c, r.name)
 				switch {
 				case err == nil:
-					r.state = &st
+					s := st.Summary()
+					r.state = &s
 				case !errors.Is(err, plans.ErrNoMachineWorkflow):
 					r.wfErr = err
 				}
@@ -202,13 +233,8 @@ func (r reading) row() Row {
 		row.WorkflowError = r.wfErr.Error()
 	}
 	if st := r.state; st != nil {
-		seq, q := st.LastSeq, len(st.Queue)
-		row.LastSeq, row.Queue, row.Current = &seq, &q, st.Current
-		for _, r := range st.Queue {
-			if r.Rollback {
-				row.Rollbacks++
-			}
-		}
+		seq, q := st.LastSeq, st.Queue
+		row.LastSeq, row.Queue, row.Current, row.Rollbacks = &seq, &q, st.Current, st.Rollbacks
 	}
 	return row
 }

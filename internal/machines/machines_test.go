@@ -16,7 +16,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -34,11 +37,16 @@ var errTemporal = errors.New("temporal unreachable at test")
 
 func noTemporal(context.Context) (client.Client, error) { return nil, errTemporal }
 
-// temporal answers machine workflow queries from states; a machine not in
-// it has no workflow.
+// temporal answers machine workflow queries from states, and lists every
+// machine of states as a running workflow whose memo holds its summary
+// (none for the machines in unpublished); a machine not in states has no
+// workflow. listErr fails the list; queried records the queries asked.
 type temporal struct {
 	client.Client
-	states map[string]meshapi.MachineState
+	states      map[string]meshapi.MachineState
+	unpublished map[string]bool
+	listErr     error
+	queried     *[]string
 }
 
 func (t temporal) dial(context.Context) (client.Client, error) { return t, nil }
@@ -46,12 +54,37 @@ func (t temporal) dial(context.Context) (client.Client, error) { return t, nil }
 func (temporal) Close() {}
 
 func (t temporal) QueryWorkflow(_ context.Context, id, _, _ string, _ ...any) (converter.EncodedValue, error) {
+	if t.queried != nil {
+		*t.queried = append(*t.queried, id)
+	}
 	for name, st := range t.states {
 		if meshapi.MachineID(name) == id {
 			return value{st}, nil
 		}
 	}
 	return nil, serviceerror.NewNotFound("workflow not found for ID: " + id)
+}
+
+func (t temporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	if t.listErr != nil {
+		return nil, t.listErr
+	}
+	if want := "WorkflowType = 'Machine' AND ExecutionStatus = 'Running'"; req.GetQuery() != want {
+		return nil, fmt.Errorf("query %q, want %q", req.GetQuery(), want)
+	}
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	for name, st := range t.states {
+		info := &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: meshapi.MachineID(name)}}
+		if !t.unpublished[name] {
+			p, err := converter.GetDefaultDataConverter().ToPayload(st.Summary())
+			if err != nil {
+				return nil, err
+			}
+			info.Memo = &commonpb.Memo{Fields: map[string]*commonpb.Payload{meshapi.MemoMachine: p}}
+		}
+		resp.Executions = append(resp.Executions, info)
+	}
+	return resp, nil
 }
 
 type value struct{ v any }
@@ -127,21 +160,58 @@ func TestListWithoutTemporal(t *testing.T) {
 	assert.Contains(t, rows[2].HostError, "host "+ok+": host CA file: ")
 }
 
-func TestListAsksMachineWorkflows(t *testing.T) {
+// TestListReadsMachineWorkflows: an overview of more than one machine
+// reads the machine workflows from one visibility list, asking directly
+// only one machine alone, a workflow that published no summary, or all
+// of them when the list fails.
+func TestListReadsMachineWorkflows(t *testing.T) {
 	ok, _ := fakeHost(t, mesh.Report{LastSeq: 3}, 0)
-	cfg := &config.Config{Machines: map[string]config.Machine{"edge-1": {Host: ok}, "edge-2": {Host: ok}}}
 	cur := &meshapi.QueuedRequest{Request: "r", Plan: "p"}
-	tc := temporal{states: map[string]meshapi.MachineState{
-		"edge-1": {LastSeq: 3, Current: cur, Queue: []meshapi.QueuedRequest{{Plan: "q"}}},
-	}}
-	rows, err := List(context.Background(), cfg, tc.dial, nil)
-	require.NoError(t, err)
-	require.NotNil(t, rows[0].LastSeq)
-	assert.EqualValues(t, 3, *rows[0].LastSeq)
-	assert.Equal(t, 1, *rows[0].Queue)
-	assert.Equal(t, cur, rows[0].Current)
-	assert.Nil(t, rows[1].LastSeq, "no workflow yet")
-	assert.Empty(t, rows[1].WorkflowError, "no workflow yet is not an error")
+	states := map[string]meshapi.MachineState{
+		"edge-1": {Machine: "edge-1", LastSeq: 3, Current: cur, Queue: []meshapi.QueuedRequest{{Plan: "q"}, {Plan: "back", Rollback: true}}},
+		"edge-3": {Machine: "edge-3", LastSeq: 9, Queue: []meshapi.QueuedRequest{}},
+	}
+	for _, tc := range []struct {
+		name        string
+		machines    []string
+		unpublished map[string]bool
+		listErr     error
+		queried     []string
+	}{
+		{name: "fleet from the list", machines: []string{"edge-1", "edge-2", "edge-3"}},
+		{name: "one machine asked", machines: []string{"edge-1"}, queried: []string{"edge-1"}},
+		{name: "unpublished asked", machines: []string{"edge-1", "edge-2", "edge-3"}, unpublished: map[string]bool{"edge-3": true}, queried: []string{"edge-3"}},
+		{name: "list failed", machines: []string{"edge-1", "edge-2", "edge-3"}, listErr: errors.New("visibility down"), queried: []string{"edge-1", "edge-2", "edge-3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.Config{Machines: map[string]config.Machine{}}
+			for _, m := range tc.machines {
+				cfg.Machines[m] = config.Machine{Host: ok}
+			}
+			var queried []string
+			fake := temporal{states: states, unpublished: tc.unpublished, listErr: tc.listErr, queried: &queried}
+			rows, err := List(context.Background(), cfg, fake.dial, nil)
+			require.NoError(t, err)
+			want := make([]string, len(tc.queried))
+			for i, m := range tc.queried {
+				want[i] = meshapi.MachineID(m)
+			}
+			assert.ElementsMatch(t, want, queried, "machine workflows asked directly")
+			require.NotNil(t, rows[0].LastSeq)
+			assert.EqualValues(t, 3, *rows[0].LastSeq)
+			assert.Equal(t, 2, *rows[0].Queue)
+			assert.Equal(t, 1, rows[0].Rollbacks)
+			assert.Equal(t, cur, rows[0].Current)
+			if len(rows) == 1 {
+				return
+			}
+			assert.Nil(t, rows[1].LastSeq, "no workflow yet")
+			assert.Empty(t, rows[1].WorkflowError, "no workflow yet is not an error")
+			require.NotNil(t, rows[2].LastSeq)
+			assert.EqualValues(t, 9, *rows[2].LastSeq)
+			assert.Nil(t, rows[2].Current)
+		})
+	}
 }
 
 func TestShowPagesTheJournal(t *testing.T) {

@@ -48,6 +48,48 @@ type MachineState struct {
 	BudgetWait string `json:"budget_wait,omitempty"`
 }
 
+// MemoMachine is the memo key under which a machine workflow keeps its
+// MachineSummary, so that the overviews (status, machine list, the fleet
+// page) read every machine in one paged visibility list instead of one
+// query per machine workflow, which at ten thousand machines takes tens of
+// seconds and needs a worker to answer each.
+const MemoMachine = "machine"
+
+// MachineSummary is the part of MachineState an overview shows: what a
+// machine workflow is pushing and how much waits. The workflow publishes it
+// in its memo whenever it changes; the visibility store has it a moment
+// later (under a second on a healthy cluster).
+type MachineSummary struct {
+	Machine string `json:"machine"`
+	LastSeq uint64 `json:"last_seq"`
+	// Queue is how many requests wait; Rollbacks how many of them restore a
+	// known-good build (first in line).
+	Queue     int            `json:"queue"`
+	Rollbacks int            `json:"rollbacks,omitempty"`
+	Current   *QueuedRequest `json:"current,omitempty"`
+}
+
+// Summary is the overview's part of the state.
+func (s MachineState) Summary() MachineSummary {
+	sum := MachineSummary{Machine: s.Machine, LastSeq: s.LastSeq, Queue: len(s.Queue), Current: s.Current}
+	for _, r := range s.Queue {
+		if r.Rollback {
+			sum.Rollbacks++
+		}
+	}
+	return sum
+}
+
+// Equal says whether two summaries show the same: the workflow publishes
+// only a summary that differs from the last it published.
+func (s MachineSummary) Equal(o MachineSummary) bool {
+	if (s.Current == nil) != (o.Current == nil) || s.Current != nil && *s.Current != *o.Current {
+		return false
+	}
+	s.Current, o.Current = nil, nil
+	return s == o
+}
+
 // QueuedRequest is a request as the machine query shows it.
 type QueuedRequest struct {
 	Request    string `json:"request"`

@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -36,4 +38,54 @@ func MachineState(ctx context.Context, c client.Client, machine string) (meshapi
 		st.Queue = []meshapi.QueuedRequest{}
 	}
 	return st, nil
+}
+
+// summaryPageSize is one page of MachineSummaries: the most a visibility
+// store hands out at once by default, so that ten thousand machines are ten
+// calls.
+const summaryPageSize = 1000
+
+// Summaries is what MachineSummaries read of the running machine workflows.
+type Summaries struct {
+	// ByMachine holds the summary each workflow keeps in its memo.
+	ByMachine map[string]meshapi.MachineSummary
+	// Unpublished names the machines whose workflow runs without one yet
+	// (it has not turned since a worker that publishes it took it over):
+	// ask those with MachineState.
+	Unpublished map[string]bool
+}
+
+// MachineSummaries reads every running machine workflow of the namespace in
+// one paged visibility list: the summary each keeps in its memo, as the
+// visibility store last recorded it (a moment behind the workflow). A
+// machine absent from both maps has no running workflow the store knows of.
+func MachineSummaries(ctx context.Context, c client.Client, namespace string) (Summaries, error) {
+	q := "WorkflowType = " + quote(meshapi.MachineWorkflowType) + " AND ExecutionStatus = 'Running'"
+	out := Summaries{ByMachine: map[string]meshapi.MachineSummary{}, Unpublished: map[string]bool{}}
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: namespace, PageSize: summaryPageSize, NextPageToken: token, Query: q,
+		})
+		if err != nil {
+			return out, fmt.Errorf("list machine workflows (query %s): %w", q, err)
+		}
+		for _, info := range resp.GetExecutions() {
+			machine, ok := meshapi.MachineFromID(info.GetExecution().GetWorkflowId())
+			if !ok {
+				continue
+			}
+			var s meshapi.MachineSummary
+			p := info.GetMemo().GetFields()[meshapi.MemoMachine]
+			if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &s) != nil {
+				out.Unpublished[machine] = true
+				continue
+			}
+			out.ByMachine[machine] = s
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
 }
