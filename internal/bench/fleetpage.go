@@ -67,6 +67,21 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 		}
 		b.t.Add(scenario, "matrix, first viewer: every host and machine workflow read, then rendered", "ms", "", millis(took))
 	}
+	// What starter status reads (the CLI's start and its table aside): the
+	// hosts from the picture, the machine workflows from one visibility
+	// list.
+	for range fleetPageLoads {
+		start := time.Now()
+		st, err := src.Status(ctx)
+		took := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("fleet page: status: %w", err)
+		}
+		if err := everyWorkflowRead(st, n); err != nil {
+			return err
+		}
+		b.t.Add(scenario, "status read: hosts from the picture, machine workflows from visibility", "ms", "", millis(took))
+	}
 	// Of the first viewer's wait, the hosts' part alone: one read of the
 	// fleet picture the worker keeps, the machine workflows not asked.
 	for range fleetPageLoads {
@@ -109,6 +124,20 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	}
 	if load, ok := report.LoadAverage(); ok {
 		b.t.Add(scenario, "box load average (1 min) after the loads", "", "the bench's own server, worker and agents included", load)
+	}
+	return nil
+}
+
+// everyWorkflowRead checks that a status of n machines, each pushed by the
+// bench's plan, read every machine workflow.
+func everyWorkflowRead(st machines.Status, n int) error {
+	if len(st.Machines) != n {
+		return fmt.Errorf("fleet page: the status has %d machines; want %d", len(st.Machines), n)
+	}
+	for _, m := range st.Machines {
+		if m.LastSeq == nil || m.WorkflowError != "" {
+			return fmt.Errorf("fleet page: machine %s: its workflow was not read (%s)", m.Machine, m.WorkflowError)
+		}
 	}
 	return nil
 }

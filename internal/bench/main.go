@@ -47,6 +47,7 @@ func main() {
 	flag.StringVar(&o.Pprof, "pprof", "", "directory for CPU and heap profiles of the bench process and the footprint worker")
 	flag.BoolVar(&o.Verbose, "v", false, "progress and the SDK's warnings on stderr")
 	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, batched, contention, footprint, engine, fleet-page); default all")
+	flag.IntVar(&o.FleetPage, "fleet-page", 0, "machines of the fleet-page scenario instead of the size's (10 smoke, 1,000 full)")
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
 	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
 	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")

@@ -45,6 +45,9 @@ type Options struct {
 	// Machines, when not empty, replaces the size's fan-out sizes (the
 	// first is the ideal the others are read against).
 	Machines []int
+	// FleetPage, when positive, is the fleet page scenario's size in
+	// place of the size's.
+	FleetPage int
 	// Command is printed above the table.
 	Command string
 	// Server is the engine settings an A/B toggles: the workers' gRPC
@@ -115,6 +118,9 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 	}
 	if len(o.Machines) > 0 {
 		sz.fanout = o.Machines
+	}
+	if o.FleetPage > 0 {
+		sz.fleetPage = o.FleetPage
 	}
 	b := &bench{o: o, sz: sz, t: &report.Table{}, log: zerolog.Nop(), progw: io.Discard}
 	if o.Verbose {
