@@ -197,9 +197,10 @@ func batchSignals(n, batch int) int {
 	return signals
 }
 
-// Build builds the plan's module at its commit and records the build in the
-// catalogue.
-func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Build, error) {
+// buildOnly builds a module at a commit, recording nothing: the plan's
+// build records what it builds, the catalogue rebuild only what matches
+// the hosts. A build that can never succeed fails for good (ErrBuildFailed).
+func (a *Activities) buildOnly(ctx context.Context, in meshapi.BuildInput) (mesh.Build, error) {
 	if err := a.knownModule(in.Module); err != nil {
 		return mesh.Build{}, err
 	}
@@ -208,7 +209,7 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 	if !local {
 		return mesh.Build{}, temporal.NewNonRetryableApplicationError("modules."+in.Module+".repo: "+m.URLRepoProblem(in.Module), meshapi.ErrBuildFailed, nil)
 	}
-	log := a.Log.With().Str("plan", in.Plan).Str("module", in.Module).Str("commit", in.Commit).Logger()
+	log := a.buildLog(in)
 	log.Info().Msg("build started")
 	out := build.NewLineWriter(func(line string) { log.Info().Str("output", line).Msg("build output") })
 	defer out.Close()
@@ -227,6 +228,22 @@ func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Bui
 		}
 		return mesh.Build{}, fmt.Errorf("build %s at %s: %w", in.Module, in.Commit, err)
 	}
+	return b, nil
+}
+
+// buildLog is the log of one build: its plan (or lever), module and commit.
+func (a *Activities) buildLog(in meshapi.BuildInput) zerolog.Logger {
+	return a.Log.With().Str("plan", in.Plan).Str("module", in.Module).Str("commit", in.Commit).Logger()
+}
+
+// Build builds a module at a commit (buildOnly) and records the build in
+// the catalogue, so that every push can judge it by its generation.
+func (a *Activities) Build(ctx context.Context, in meshapi.BuildInput) (mesh.Build, error) {
+	b, err := a.buildOnly(ctx, in)
+	if err != nil {
+		return mesh.Build{}, err
+	}
+	log := a.buildLog(in)
 	if err := a.Catalogue.Record(ctx, b, in.Plan); err != nil {
 		if errors.Is(err, catalogue.ErrNotReproducible) {
 			return mesh.Build{}, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrBuildFailed, err)

@@ -109,34 +109,57 @@ type hostAnswer struct {
 }
 
 // runningOnAll asks the machines' hosts at once what each runs of module
-// (runningOn, each bounded by HostAskTimeout), so that one slow host costs
-// its own wait only.
+// (reportsOf), so that one slow host costs its own wait only.
 func (a *Activities) runningOnAll(ctx context.Context, module string, machines []string) map[string]hostAnswer {
 	answers := make(map[string]hostAnswer, len(machines))
+	for m, r := range a.reportsOf(ctx, machines) {
+		answers[m] = hostAnswer{err: r.err}
+		if rc, ok := r.rep.Running(module); r.err == nil && ok {
+			answers[m] = hostAnswer{rc: &rc}
+		}
+	}
+	return answers
+}
+
+// hostReport is one machine's host report, or why it could not be read.
+type hostReport struct {
+	rep mesh.Report
+	err error
+}
+
+// reportsOf asks the machines' hosts at once for their reports, each
+// bounded by HostAskTimeout.
+func (a *Activities) reportsOf(ctx context.Context, machines []string) map[string]hostReport {
+	reports := make(map[string]hostReport, len(machines))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range machines {
 		wg.Go(func() {
-			rc, err := a.runningOn(ctx, m, module)
+			rep, err := a.reportOf(ctx, m)
 			mu.Lock()
 			defer mu.Unlock()
-			answers[m] = hostAnswer{rc: rc, err: err}
+			reports[m] = hostReport{rep: rep, err: err}
 		})
 	}
 	wg.Wait()
-	return answers
+	return reports
+}
+
+// reportOf is machine's host report, asked within HostAskTimeout.
+func (a *Activities) reportOf(ctx context.Context, machine string) (mesh.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, HostAskTimeout)
+	defer cancel()
+	hc, err := a.Hosts.Host(machine)
+	if err != nil {
+		return mesh.Report{}, err
+	}
+	return hc.Report(ctx)
 }
 
 // runningOn is the module's container as machine's host reports it; nil
 // when the host runs no such module.
 func (a *Activities) runningOn(ctx context.Context, machine, module string) (*mesh.RunningContainer, error) {
-	ctx, cancel := context.WithTimeout(ctx, HostAskTimeout)
-	defer cancel()
-	hc, err := a.Hosts.Host(machine)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := hc.Report(ctx)
+	rep, err := a.reportOf(ctx, machine)
 	if err != nil {
 		return nil, err
 	}

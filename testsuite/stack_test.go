@@ -20,6 +20,7 @@ import (
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue"
+	"github.com/meshroll/meshroll/internal/catalogue/pgtest"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devserver"
@@ -109,6 +110,9 @@ type stackOptions struct {
 	// picture keeps the worker's catalogue in SQLite in the state
 	// directory, where the starter reads the fleet picture from.
 	picture bool
+	// postgres keeps the worker's catalogue in a PostgreSQL database of
+	// its own (pgtest.Fresh), where picture keeps it in SQLite.
+	postgres bool
 	// persist gives the stack a dev server of its own keeping its state
 	// in a SQLite file, so that the server can be restarted.
 	persist bool
@@ -227,10 +231,10 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		// state directory, so that status reads the fleet picture.
 		s.stateDir = t.TempDir()
 		f.StateDir = s.stateDir
-		cat, err := sqlcat.Open(t.Context(), "sqlite:"+filepath.Join(s.stateDir, "catalogue.db"))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cat.Close() })
-		s.cat = cat
+		s.cat = openCatalogue(t, s.sqliteDSN())
+	}
+	if o.postgres {
+		s.cat = openCatalogue(t, pgtest.Fresh(t))
 	}
 	for _, m := range o.modules {
 		mod := meshfile.Module{Name: m, Repo: s.repo, ControlPlane: slices.Contains(o.controlPlane, m), Health: o.healthYAML()}
@@ -369,6 +373,19 @@ func (s *stack) startWorker() *workerapp.Workers {
 	s.t.Cleanup(w.Stop)
 	s.worker = w
 	return w
+}
+
+// sqliteDSN is where picture keeps the worker's catalogue: the starter
+// finds it there.
+func (s *stack) sqliteDSN() string { return "sqlite:" + filepath.Join(s.stateDir, "catalogue.db") }
+
+// openCatalogue opens the SQL catalogue at dsn, closed with the test.
+func openCatalogue(t *testing.T, dsn string) *sqlcat.Catalogue {
+	t.Helper()
+	cat, err := sqlcat.Open(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.Close() })
+	return cat
 }
 
 // startRegistry serves the embedded registry from its directory, on the

@@ -119,7 +119,7 @@ starting the same merge twice finds the plan it already started.`,
 	pf.StringVar(&a.logLevel, "log-level", "warn", "level of the Temporal SDK's logs on stderr: debug, info, warn, error, disabled")
 
 	root.AddCommand(a.mergeCommand(), a.rollbackCommand(), a.planCommand(), a.machineCommand(), a.statusCommand(), a.buildCommand(),
-		a.freezeCommand(), a.unfreezeCommand(), a.demoCommand())
+		a.freezeCommand(), a.unfreezeCommand(), a.catalogueCommand(), a.demoCommand())
 	return root
 }
 

@@ -28,7 +28,8 @@ const (
 	// nothing was sent to Temporal.
 	ExitUsage = cmdrun.ExitUsage
 	// ExitPlanFailed: --wait followed the plan to an end other than
-	// converged or superseded (halted, refused, aborted).
+	// converged or superseded (halted, refused, aborted), or a lever ran
+	// to its end without doing all it was asked (IncompleteError).
 	ExitPlanFailed = 3
 )
 
@@ -49,6 +50,14 @@ func (e *PlanEndedError) Error() string {
 	return "plan " + e.State.Plan + " ended " + withReason(e.State.State, e.State.Reason)
 }
 
+// IncompleteError reports a lever that ran to its end but could not do
+// all it was asked (a catalogue rebuild that left builds unverified or
+// hosts unasked): its output says what, and it exits as a plan that ended
+// badly does.
+type IncompleteError struct{ What string }
+
+func (e *IncompleteError) Error() string { return e.What }
+
 // ExitCode maps an error returned by Execute to the process exit code, so
 // that main stays a one-liner and the mapping is tested with the commands.
 func ExitCode(err error) int {
@@ -56,7 +65,8 @@ func ExitCode(err error) int {
 		return ExitOK
 	}
 	var pe *PlanEndedError
-	if errors.As(err, &pe) {
+	var ie *IncompleteError
+	if errors.As(err, &pe) || errors.As(err, &ie) {
 		return ExitPlanFailed
 	}
 	var ue *UsageError

@@ -1,6 +1,7 @@
 // Package levers is the client side of the operator's levers on builds:
-// reject one (it is never sent again) and list a module's builds with where
-// each runs; and on roll-outs: freeze, unfreeze and list freezes. Each runs
+// reject one (it is never sent again), list a module's builds with where
+// each runs, and rebuild a lost catalogue from what the hosts run; and on
+// roll-outs: freeze, unfreeze and list freezes. Each runs
 // as a short workflow on the worker, which owns the catalogue and the host
 // credentials, so that the starter needs only Temporal; the starter CLI and
 // the integration tests both go through here.
@@ -145,6 +146,26 @@ func Freezes(ctx context.Context, c client.Client, taskQueue string) (meshapi.Fr
 	}, meshapi.FreezesWorkflowType, meshapi.FreezesInput{}, &res)
 	if err != nil {
 		return meshapi.FreezesResult{}, fmt.Errorf("list freezes: %w", err)
+	}
+	return res, nil
+}
+
+// Rebuild asks the worker to rebuild the catalogue from what the hosts run
+// (workflow RebuildCatalogue) and waits for its verdicts. A rebuild
+// already under way is joined, not doubled.
+func Rebuild(ctx context.Context, c client.Client, taskQueue string, in meshapi.RebuildInput) (meshapi.RebuildResult, error) {
+	if err := in.Validate(); err != nil {
+		return meshapi.RebuildResult{}, err
+	}
+	var res meshapi.RebuildResult
+	err := execute(ctx, c, client.StartWorkflowOptions{
+		ID:            meshapi.RebuildID(),
+		TaskQueue:     taskQueue,
+		StaticSummary: "rebuild the catalogue from the hosts, by " + in.By,
+		StaticDetails: meshapi.DetailList("by", in.By, "reason", in.Reason),
+	}, meshapi.RebuildWorkflowType, in, &res)
+	if err != nil {
+		return meshapi.RebuildResult{}, fmt.Errorf("rebuild the catalogue: %w", err)
 	}
 	return res, nil
 }

@@ -65,6 +65,7 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 		meshapi.FreezesWorkflowType:  workflows.ListFreezes,
 		meshapi.ReceiveWorkflowType:  workflows.Receive,
 		meshapi.NotifierWorkflowType: workflows.Notifier,
+		meshapi.RebuildWorkflowType:  workflows.RebuildCatalogue,
 	} {
 		w.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	}
