@@ -64,7 +64,7 @@ func (a *Activities) Notify(ctx context.Context, in meshapi.NotifyInput) (meshap
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 				StaticSummary:         fmt.Sprintf("notify %s of %s", name, in.Event.Plan),
 			},
-			meshapi.NotifierWorkflowType, meshapi.NotifierInput{Target: name, Plan: in.Event.Plan})
+			meshapi.NotifierWorkflowType, meshapi.NotifierInput{Target: name, Plan: in.Event.Plan, Retry: a.Mesh.Notify.Targets[name].Retry()})
 		if err != nil {
 			return res, fmt.Errorf("hand event %s to notify target %s: %w", in.Event.Key(), name, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +189,66 @@ func TestCaptureNotifyHistories(t *testing.T) {
 		capturedRun{"plan-converged-gated-notified.notifications", gated, ""},
 		capturedRun{"plan-halted-notified.notifications", halted, ""},
 		capturedRun{"notifier-delivered-after-failures.notifications", meshapi.NotifierID("team", halted), ""},
+	)
+}
+
+// troubledPlan starts a gated plan whose notify target is down (its
+// receiver refuses every delivery; retry_first 1s, retry_max 2s), waits
+// until `starter plan show` names the failing target, brings the receiver
+// back and waits until the plan no longer names it, then approves the plan
+// and waits for it and its Notifier to end. It returns the plan, and the
+// Notifier's run that failed and told it.
+func troubledPlan(t *testing.T, stackOf func(*testing.T, stackOptions) *stack) (*stack, string, string) {
+	rcv, url := newNotifyReceiver(t, 1<<30)
+	o := exampleMesh()
+	o.notify = fmt.Sprintf("{targets: {team: {kind: webhook, url: %q, secret: %q, retry_first: 1s, retry_max: 2s}}}", url, notifySecret)
+	s := stackOf(t, o)
+	_ = s.commit("mesh-controller")
+	gated := s.startGated("host", s.commit("host"), 2)
+	var shown string
+	eventually(t, time.Minute, "plan show to name the failing target", func() bool {
+		shown, _ = s.starter("plan", "show", gated)
+		return strings.Contains(shown, "notify target team failing since")
+	})
+	require.Regexp(t, `(?m)^notify target team failing since \d\d:\d\d:\d\d UTC \(`+regexp.QuoteMeta(gated)+`#1-plan_started\): .*503 Service Unavailable`, shown)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := s.c.DescribeWorkflow(ctx, meshapi.NotifierID("team", gated), "")
+	require.NoError(t, err)
+
+	rcv.mu.Lock()
+	rcv.downFor = 0
+	rcv.mu.Unlock()
+	eventually(t, time.Minute, "plan show to drop the recovered target", func() bool {
+		out, err := s.starter("plan", "show", gated)
+		return err == nil && !strings.Contains(out, "notify target team")
+	})
+	_, err = controlPlan(s, gated, meshapi.UpdateApprove, meshapi.ApproveInput{By: "test"})
+	require.NoError(t, err)
+	require.Equal(t, meshapi.PlanConverged, s.wait(gated).State)
+	eventually(t, time.Minute, "the plan's events delivered", func() bool { return len(rcv.events(gated)) >= 3 })
+	require.NoError(t, s.c.GetWorkflow(ctx, meshapi.NotifierID("team", gated), "").Get(ctx, nil))
+	return s, gated, d.WorkflowExecution.RunID
+}
+
+// TestPlanShowsAFailingNotifyTarget: a notify target that keeps failing is
+// named in its running plan (plan show, the Web UI's details) until it
+// takes the event, and its retry timings are the target's own.
+func TestPlanShowsAFailingNotifyTarget(t *testing.T) {
+	t.Parallel()
+	troubledPlan(t, newStack)
+}
+
+// TestCaptureNotifyTroubleHistories records a Notifier that tells its plan
+// of a failing target and of its recovery, and the plan told (change
+// notify-trouble). Like the other captures it runs only with
+// MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureNotifyTroubleHistories(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	s, gated, run := troubledPlan(t, captureStack)
+	s.writeHistories(
+		capturedRun{"plan-told-notify-trouble.notify-trouble", gated, ""},
+		capturedRun{"notifier-told-plan.notify-trouble", meshapi.NotifierID("team", gated), run},
 	)
 }

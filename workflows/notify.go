@@ -3,6 +3,8 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -16,14 +18,6 @@ import (
 // to them (announce). A plan of a mesh without notifications issues the
 // commands it always did, and asks nothing.
 const notifyChange = "notifications"
-
-// How a Notifier tries a target that fails: after 1 s, then twice as long
-// each time up to notifyMaxBackoff, for notifyGiveUp from the first try.
-const (
-	notifyFirstBackoff = time.Second
-	notifyMaxBackoff   = 10 * time.Minute
-	notifyGiveUp       = 24 * time.Hour
-)
 
 // notifying says whether the plan hands its events to notify targets:
 // the worker has some for its module (tr.Notify), and the plan started on
@@ -102,7 +96,7 @@ func Notifier(ctx workflow.Context, in meshapi.NotifierInput) error {
 	ch := workflow.GetSignalChannel(ctx, meshapi.SignalNotify)
 	var e meshapi.NotifyEvent
 	for ch.ReceiveAsync(&e) {
-		if err := deliver(ctx, in.Target, e); err != nil {
+		if err := deliver(ctx, in.Target, in.Retry.WithDefaults(), e); err != nil {
 			return err
 		}
 	}
@@ -110,11 +104,14 @@ func Notifier(ctx workflow.Context, in meshapi.NotifierInput) error {
 }
 
 // deliver tries e at target until it is delivered, the target is gone
-// from the config, or notifyGiveUp has passed; each try is one activity
-// attempt, so that the workflow sees every failure and shows it.
-func deliver(ctx workflow.Context, target string, e meshapi.NotifyEvent) error {
+// from the config, or retry.GiveUp has passed; each try is one activity
+// attempt, so that the workflow sees every failure and shows it. The plan
+// is told when the event first fails, when it is abandoned and when it is
+// delivered after failing (tellPlan).
+func deliver(ctx workflow.Context, target string, retry meshapi.NotifyRetry, e meshapi.NotifyEvent) error {
 	start := workflow.Now(ctx)
-	wait := notifyFirstBackoff
+	wait := retry.First
+	trouble := meshapi.NotifyTrouble{Target: target, Event: e.Key()}
 	for attempt := 1; ; attempt++ {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Minute,
@@ -125,26 +122,68 @@ func deliver(ctx workflow.Context, target string, e meshapi.NotifyEvent) error {
 		if err == nil {
 			notified(ctx, target, e.Event, "delivered")
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** delivered %s to %s (try %d)", e.Plan, e.Key(), target, attempt))
+			if attempt > 1 {
+				trouble.Outcome, trouble.Error = meshapi.NotifyRecovered, ""
+				tellPlan(ctx, e.Plan, trouble)
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		trouble.Error = errorReason(err)
+		if attempt == 1 {
+			trouble.Since = workflow.Now(ctx)
+		}
 		var app *temporal.ApplicationError
 		gone := errors.As(err, &app) && app.NonRetryable()
-		if gone || workflow.Now(ctx).Sub(start) >= notifyGiveUp {
+		if gone || workflow.Now(ctx).Sub(start) >= retry.GiveUp {
 			notified(ctx, target, e.Event, "abandoned")
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** gave up on %s to %s after %d tries: %s", e.Plan, e.Key(), target, attempt, errorReason(err)))
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** gave up on %s to %s after %d tries: %s", e.Plan, e.Key(), target, attempt, trouble.Error))
 			workflow.GetLogger(ctx).Warn("notification abandoned", "target", target, "event", e.Key(), "tries", attempt, "error", err)
+			trouble.Outcome = meshapi.NotifyAbandoned
+			tellPlan(ctx, e.Plan, trouble)
 			return nil
 		}
 		notified(ctx, target, e.Event, "failed")
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** target %s is failing: %d %s of %s, the last: %s; next try in %s",
-			e.Plan, target, attempt, plural(attempt, "try", "tries"), e.Key(), errorReason(err), wait))
+			e.Plan, target, attempt, plural(attempt, "try", "tries"), e.Key(), trouble.Error, wait))
+		if attempt == 1 {
+			trouble.Outcome = meshapi.NotifyFailing
+			tellPlan(ctx, e.Plan, trouble)
+		}
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err
 		}
-		wait = min(2*wait, notifyMaxBackoff)
+		wait = min(2*wait, retry.Max)
+	}
+}
+
+// noteNotifyTrouble keeps a Notifier's last word in the plan's state, one
+// per target (a target that recovered leaves it), and shows it in the
+// details at once.
+func (p *plan) noteNotifyTrouble(ctx workflow.Context, t meshapi.NotifyTrouble) {
+	p.st.NotifyTrouble = slices.DeleteFunc(p.st.NotifyTrouble, func(o meshapi.NotifyTrouble) bool { return o.Target == t.Target })
+	if t.Outcome != meshapi.NotifyRecovered {
+		p.st.NotifyTrouble = append(p.st.NotifyTrouble, t)
+		slices.SortFunc(p.st.NotifyTrouble, func(x, y meshapi.NotifyTrouble) int { return strings.Compare(x.Target, y.Target) })
+	}
+	p.showDetails(ctx)
+}
+
+// notifyTroubleChange gates the Notifier's word to its plan (tellPlan).
+const notifyTroubleChange = "notify-trouble"
+
+// tellPlan signals the plan how delivering to a target stands, so that a
+// running plan shows a target in trouble. A plan that has ended (or, for a
+// rejection, the plan that built the build) is not told, and that is
+// fine: the Notifier's own details and the metric still say it.
+func tellPlan(ctx workflow.Context, plan string, t meshapi.NotifyTrouble) {
+	if workflow.GetVersion(ctx, notifyTroubleChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	if err := workflow.SignalExternalWorkflow(ctx, plan, "", meshapi.SignalNotifyTrouble, t).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Info("plan not told of its notify target's trouble (it has ended)", "plan", plan, "target", t.Target, "error", err)
 	}
 }
 

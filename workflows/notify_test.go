@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -254,6 +255,7 @@ func TestNotifierTriesUntilDelivered(t *testing.T) {
 		}
 		return nil
 	})
+	told := recordTrouble(env)
 	ev := func(seq int, name string) meshapi.NotifyEvent {
 		return meshapi.NotifyEvent{Event: name, Sequence: seq, Plan: "plan/host/c0ffee", Module: "host"}
 	}
@@ -282,4 +284,74 @@ func TestNotifierTriesUntilDelivered(t *testing.T) {
 	require.Equal(t, []string{started, started, started, started, gated, halted}, keys, "in order, each until taken, a gone target once")
 	require.Equal(t, 4, tries[3].Attempt)
 	require.Contains(t, details, "target team is failing: 3 tries of "+started+", the last: receiver answered 503 Service Unavailable; next try in 4s")
+	require.Equal(t, []string{started + " failing", started + " recovered", halted + " abandoned"}, *told,
+		"the plan is told of a first failure, a recovery and an abandonment, never of each try")
+}
+
+// recordTrouble records what the Notifier tells its plan, as "event
+// outcome".
+func recordTrouble(env *testsuite.TestWorkflowEnvironment) *[]string {
+	told := &[]string{}
+	env.OnSignalExternalWorkflow(mock.Anything, "plan/host/c0ffee", "", meshapi.SignalNotifyTrouble, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			tr := arg.(meshapi.NotifyTrouble)
+			*told = append(*told, tr.Event+" "+tr.Outcome)
+			return nil
+		})
+	return told
+}
+
+// TestNotifierRetriesAsTheTargetSays: a target's retry_first, retry_max and
+// give_up_after set the Notifier's waits and when it gives up.
+func TestNotifierRetriesAsTheTargetSays(t *testing.T) {
+	env := quietSuite().NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(Notifier)
+	var at []time.Duration
+	var start time.Time
+	env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(context.Context, meshapi.DeliverInput) error {
+		now := env.Now()
+		if start.IsZero() {
+			start = now
+		}
+		at = append(at, now.Sub(start))
+		return errors.New("receiver answered 503 Service Unavailable")
+	})
+	told := recordTrouble(env)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(meshapi.SignalNotify, meshapi.NotifyEvent{Event: meshapi.EventPlanStarted, Sequence: 1, Plan: "plan/host/c0ffee", Module: "host"})
+	}, 0)
+	env.ExecuteWorkflow(Notifier, meshapi.NotifierInput{Target: "team", Plan: "plan/host/c0ffee",
+		Retry: meshapi.NotifyRetry{First: 2 * time.Second, Max: 3 * time.Second, GiveUp: 10 * time.Second}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []time.Duration{0, 2 * time.Second, 5 * time.Second, 8 * time.Second, 11 * time.Second}, at,
+		"2 s, then doubling to at most 3 s, until 10 s have passed")
+	key := "plan/host/c0ffee#1-plan_started"
+	require.Equal(t, []string{key + " failing", key + " abandoned"}, *told)
+}
+
+// TestPlanShowsItsNotifyTroubles: what a Notifier tells its plan is in the
+// plan's state, one per target, until the target recovers.
+func TestPlanShowsItsNotifyTroubles(t *testing.T) {
+	h := newPlanHarness(t, targets(tier(1, "edge-1"), tier(2, "control-node"))...)
+	since := time.Date(2026, 12, 5, 10, 4, 5, 0, time.UTC)
+	trouble := func(target, outcome string) meshapi.NotifyTrouble {
+		return meshapi.NotifyTrouble{Target: target, Event: "plan/host/c#1-plan_started", Outcome: outcome, Since: since, Error: "503"}
+	}
+	var failing, recovered []meshapi.NotifyTrouble
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(meshapi.SignalNotifyTrouble, trouble("team", meshapi.NotifyFailing))
+		h.env.SignalWorkflow(meshapi.SignalNotifyTrouble, trouble("chat", meshapi.NotifyAbandoned))
+	}, 10*time.Minute)
+	h.env.RegisterDelayedCallback(func() { failing = h.query().NotifyTrouble }, 20*time.Minute)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(meshapi.SignalNotifyTrouble, trouble("team", meshapi.NotifyRecovered))
+	}, 30*time.Minute)
+	h.env.RegisterDelayedCallback(func() { recovered = h.query().NotifyTrouble }, 40*time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.update(meshapi.UpdateApprove, meshapi.ApproveInput{By: "alice"}) }, time.Hour)
+	st := h.run(meshapi.PlanInput{Gates: []int{2}})
+	require.Equal(t, meshapi.PlanConverged, st.State)
+	require.Equal(t, []meshapi.NotifyTrouble{trouble("chat", meshapi.NotifyAbandoned), trouble("team", meshapi.NotifyFailing)}, failing)
+	require.Equal(t, []meshapi.NotifyTrouble{trouble("chat", meshapi.NotifyAbandoned)}, recovered)
+	require.Equal(t, "notify target chat abandoned since 10:04:05 UTC (plan/host/c#1-plan_started): 503", recovered[0].Words())
 }

@@ -128,6 +128,7 @@ func (p *plan) setup(ctx workflow.Context) error {
 			p.take(r)
 		}
 	})
+	onSignal(ctx, meshapi.SignalNotifyTrouble, func(t meshapi.NotifyTrouble) { p.noteNotifyTrouble(ctx, t) })
 	return nil
 }
 

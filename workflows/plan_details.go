@@ -104,5 +104,8 @@ func (p *plan) showDetails(ctx workflow.Context) {
 			}
 		}
 	}
+	for _, t := range p.st.NotifyTrouble {
+		fmt.Fprintf(&b, "- %s\n", t.Words())
+	}
 	workflow.SetCurrentDetails(ctx, b.String())
 }

@@ -22,6 +22,9 @@ var liveChanges = map[string]string{
 	// Machine: the workflow keeps its meshapi.MachineSummary in its memo
 	// for the overviews.
 	"machine-summary": "summaryChange",
+	// Notifier: it tells its plan when a target starts failing, is given
+	// up on, or recovers (meshapi.SignalNotifyTrouble).
+	"notify-trouble": "notifyTroubleChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

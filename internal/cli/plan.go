@@ -133,6 +133,9 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 		}
 	}
 	b.WriteString(strings.Join(rows, ""))
+	for _, t := range st.NotifyTrouble {
+		fmt.Fprintf(&b, "%s\n", t.Words())
+	}
 	return a.printf("%s", b.String())
 }
 

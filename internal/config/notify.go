@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/secret"
@@ -50,6 +51,18 @@ type NotifyTarget struct {
 	// Modules limits it to plans of these modules; empty means every
 	// module.
 	Modules []string `mapstructure:"modules"`
+	// RetryFirst, RetryMax and GiveUpAfter are how a delivery that fails
+	// is tried again: after RetryFirst, twice as long each time up to
+	// RetryMax, until GiveUpAfter has passed since the first try. Zero:
+	// meshapi's defaults (1s, 10m, 24h).
+	RetryFirst  time.Duration `mapstructure:"retry_first"`
+	RetryMax    time.Duration `mapstructure:"retry_max"`
+	GiveUpAfter time.Duration `mapstructure:"give_up_after"`
+}
+
+// Retry is how the target's Notifier tries a failing delivery again.
+func (t NotifyTarget) Retry() meshapi.NotifyRetry {
+	return meshapi.NotifyRetry{First: t.RetryFirst, Max: t.RetryMax, GiveUp: t.GiveUpAfter}
 }
 
 // Wants says whether the target asks for event of a plan of module.
@@ -110,6 +123,17 @@ func (c *Config) notifyProblems(ps *problemList) {
 			if _, ok := c.Modules[m]; !ok {
 				ps.add(key+".modules", "unknown module %q; modules are %s", m, orNone(c.ModuleNames()))
 			}
+		}
+		for _, d := range []struct {
+			name  string
+			value time.Duration
+		}{{"retry_first", t.RetryFirst}, {"retry_max", t.RetryMax}, {"give_up_after", t.GiveUpAfter}} {
+			if d.value < 0 {
+				ps.add(key+"."+d.name, "%s is negative; want a duration such as 30s, or leave it out for the default", d.value)
+			}
+		}
+		if r := t.Retry().WithDefaults(); r.First > r.Max {
+			ps.add(key+".retry_first", "%s is longer than retry_max (%s): the first wait is the shortest", r.First, r.Max)
 		}
 	}
 }

@@ -54,6 +54,18 @@ func TestNotifyProblems(t *testing.T) {
 			want: []Problem{{"notify.targets.chat.secret", "a slack target signs nothing (its URL is its secret); drop it or make the target kind webhook (line 9)"}},
 		},
 		{
+			name: "retry timings",
+			src:  "notify:\n  targets:\n    team: {kind: webhook, url: 'https://h.example.com/', retry_first: 5s, retry_max: 1m, give_up_after: 2h}\n",
+		},
+		{
+			name: "retry timings backwards",
+			src:  "notify:\n  targets:\n    team: {kind: webhook, url: 'https://h.example.com/', retry_first: 20m, give_up_after: -1h}\n",
+			want: []Problem{
+				{"notify.targets.team.give_up_after", "-1h0m0s is negative; want a duration such as 30s, or leave it out for the default (line 9)"},
+				{"notify.targets.team.retry_first", "20m0s is longer than retry_max (10m0s): the first wait is the shortest (line 9)"},
+			},
+		},
+		{
 			name: "fleet url without a host",
 			src:  "notify:\n  fleet_url: 'https:///fleet'\n",
 			want: []Problem{{"notify.fleet_url", `"https:///fleet" has no host; want the fleet page's address, such as https://meshroll.example.com/ (line 8)`}},

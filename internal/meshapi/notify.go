@@ -1,10 +1,12 @@
 package meshapi
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Notification events: what a plan tells the notify targets that ask for
@@ -44,6 +46,42 @@ const NotifierWorkflowType = "Notifier"
 
 // SignalNotify carries a NotifyEvent to a Notifier workflow.
 const SignalNotify = "notify"
+
+// SignalNotifyTrouble carries a NotifyTrouble from a Notifier to its plan,
+// so that a running plan's details and state show a target that keeps
+// failing.
+const SignalNotifyTrouble = "notify-trouble"
+
+// How a Notifier's trouble with a target stands (NotifyTrouble.Outcome).
+const (
+	// NotifyFailing: a delivery failed and is tried again.
+	NotifyFailing = "failing"
+	// NotifyAbandoned: the Notifier gave up on an event (give_up_after
+	// passed, or the target left the config).
+	NotifyAbandoned = "abandoned"
+	// NotifyRecovered: an event that had failed was delivered.
+	NotifyRecovered = "recovered"
+)
+
+// NotifyTrouble is a Notifier's word to its plan when delivering to a
+// target goes wrong or right again: sent on an event's first failure, when
+// it is abandoned and when it is delivered after failing, never once per
+// try, so that a target down for a day costs the plan a few events.
+type NotifyTrouble struct {
+	Target string `json:"target"`
+	// Event is the event's key (NotifyEvent.Key).
+	Event   string `json:"event"`
+	Outcome string `json:"outcome"`
+	// Since is when the event first failed.
+	Since time.Time `json:"since"`
+	// Error is the last failure's reason.
+	Error string `json:"error,omitempty"`
+}
+
+// Words say it for a person: "team failing since 10:04:05 UTC (plan/h/c#1-plan_started): 503".
+func (t NotifyTrouble) Words() string {
+	return fmt.Sprintf("notify target %s %s since %s UTC (%s): %s", t.Target, t.Outcome, t.Since.UTC().Format("15:04:05"), t.Event, t.Error)
+}
 
 const notifierPrefix = "notify/"
 
@@ -87,10 +125,34 @@ type NotifyResult struct {
 	Targets []string `json:"targets,omitempty"`
 }
 
-// NotifierInput starts a Notifier: the target and the plan it delivers.
+// NotifierInput starts a Notifier: the target and the plan it delivers,
+// and how it tries a delivery that fails (the target's config when the
+// Notifier started).
 type NotifierInput struct {
-	Target string `json:"target"`
-	Plan   string `json:"plan"`
+	Target string      `json:"target"`
+	Plan   string      `json:"plan"`
+	Retry  NotifyRetry `json:"retry,omitzero"`
+}
+
+// NotifyRetry is how a Notifier tries a delivery again: after First, then
+// twice as long each time up to Max, until GiveUp has passed since the
+// first try. A zero field is its default (WithDefaults).
+type NotifyRetry struct {
+	First  time.Duration `json:"first,omitempty"`
+	Max    time.Duration `json:"max,omitempty"`
+	GiveUp time.Duration `json:"give_up,omitempty"`
+}
+
+// Default retry of a notification: 1 s, doubling up to 10 min, for a day.
+const (
+	DefaultNotifyFirst  = time.Second
+	DefaultNotifyMax    = 10 * time.Minute
+	DefaultNotifyGiveUp = 24 * time.Hour
+)
+
+// WithDefaults fills the fields left zero.
+func (r NotifyRetry) WithDefaults() NotifyRetry {
+	return NotifyRetry{First: cmp.Or(r.First, DefaultNotifyFirst), Max: cmp.Or(r.Max, DefaultNotifyMax), GiveUp: cmp.Or(r.GiveUp, DefaultNotifyGiveUp)}
 }
 
 // DeliverInput is one delivery attempt of an event to a target.

@@ -141,6 +141,9 @@ type PlanState struct {
 	// RolledBackFrom names, for a rollback plan, the builds it rolled the
 	// machines back from (rejected by it).
 	RolledBackFrom string `json:"rolled_back_from,omitempty"`
+	// NotifyTrouble is, per notify target in trouble, its Notifier's
+	// last word: failing or abandoned (a target that recovers leaves).
+	NotifyTrouble []NotifyTrouble `json:"notify_trouble,omitempty"`
 }
 
 // Machine returns the progress of one machine of the plan, whatever its
