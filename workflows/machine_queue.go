@@ -1,9 +1,11 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -143,9 +145,17 @@ func (m *machine) answer(ctx workflow.Context, r meshapi.PushResult, delivered b
 	f := workflow.SignalExternalWorkflow(ctx, r.AnswerTo(), "", meshapi.SignalPushResult, r)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { m.answering-- }()
-		if err := f.Get(gctx, nil); err != nil {
-			// The plan is gone (terminated, or ended by an operator); the
+		err := f.Get(gctx, nil)
+		var ended *temporal.UnknownExternalWorkflowExecutionError
+		switch {
+		case errors.As(err, &ended):
+			// Its plan or relay has ended: a relay ends once it has passed
+			// on every answer, so a repeat (a request handed over again,
+			// a push answered by its activity and then retried) finds it
+			// gone, and a plan ended by an operator no longer listens. The
 			// answer stays in Recent for anyone who asks.
+			workflow.GetLogger(gctx).Info("answer not taken: its plan or relay has ended", "plan", r.Plan, "to", r.AnswerTo())
+		case err != nil:
 			workflow.GetLogger(gctx).Warn("plan did not take its answer", "plan", r.Plan, "to", r.AnswerTo(), "error", err)
 		}
 	})
