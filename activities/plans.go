@@ -38,14 +38,32 @@ type Plans interface {
 	Taken(ctx context.Context, plan string, tier int, check string) ([]meshapi.Measurement, error)
 }
 
-// TemporalPlans asks and signals the Temporal service.
+// TemporalPlans asks and signals the Temporal service. Made by
+// NewTemporalPlans, the pushes of a worker share its answers to whether a
+// plan runs (runningCache).
 type TemporalPlans struct {
-	Client client.Client
-	Log    zerolog.Logger
+	Client  client.Client
+	Log     zerolog.Logger
+	running *runningCache
+}
+
+// NewTemporalPlans is TemporalPlans whose Running answers are shared.
+func NewTemporalPlans(c client.Client, log zerolog.Logger) TemporalPlans {
+	p := TemporalPlans{Client: c, Log: log}
+	p.running = newRunningCache(p.describe)
+	return p
 }
 
 // Running implements Plans.
 func (p TemporalPlans) Running(ctx context.Context, plan string) (string, bool, error) {
+	if p.running != nil {
+		return p.running.Running(ctx, plan)
+	}
+	return p.describe(ctx, plan)
+}
+
+// describe asks the server for the plan's status.
+func (p TemporalPlans) describe(ctx context.Context, plan string) (string, bool, error) {
 	d, err := p.Client.DescribeWorkflow(ctx, plan, "")
 	if err != nil {
 		return "", false, fmt.Errorf("describe plan %s: %w", plan, err)

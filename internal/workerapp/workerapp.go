@@ -220,7 +220,7 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 		Builder:      deps.Builder,
 		Hosts:        deps.Hosts,
 		Temporal:     c,
-		Plans:        activities.TemporalPlans{Client: c, Log: log},
+		Plans:        activities.NewTemporalPlans(c, log),
 		ConfigDir:    configDir,
 		PollInterval: deps.PollInterval,
 		Windows:      cfg.DeployWindows(),
