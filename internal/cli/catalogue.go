@@ -118,7 +118,7 @@ func writeRebuild(w io.Writer, res meshapi.RebuildResult) error {
 	for _, m := range slices.Sorted(maps.Keys(res.Unreachable)) {
 		fmt.Fprintf(&b, "host of %s not asked: %s\n", m, res.Unreachable[m])
 	}
-	fmt.Fprintf(&b, "%d builds verified and recorded", len(res.Verified))
+	fmt.Fprintf(&b, "%d %s verified and recorded", len(res.Verified), plural(len(res.Verified), "build", "builds"))
 	switch {
 	case len(res.Unverified) > 0:
 		fmt.Fprintf(&b, "; %d not: they are not recorded, and a push that would replace one stays refused unless forced (starter merge --force) or until a person replaces it on the host\n", len(res.Unverified))

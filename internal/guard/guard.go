@@ -133,7 +133,8 @@ func Check(in Input) (Result, error) {
 			}
 			return Result{Decision: Refused, Code: meshapi.ErrUnknownDigest,
 				Reason: fmt.Sprintf("machine %s runs %s at digest %s, which the catalogue does not know; "+
-					"an operator can replace it with a forced push (journalled by the host)", d.Machine, r.Module, r.Digest)}, nil
+					"if the catalogue was lost, starter catalogue rebuild restores it from what the hosts run; "+
+					"otherwise an operator can replace it with a forced push (journalled by the host)", d.Machine, r.Module, r.Digest)}, nil
 		}
 		gens[r.Module] = g
 	}
