@@ -105,20 +105,14 @@ type reading struct {
 	wfErr error
 }
 
-// summaries reads the machine workflows of more than one asked reading
-// from one visibility list (plans.MachineSummaries) rather than a query
+// summaries reads the machine workflows of more than one asked machine
+// (asked counts them) from one visibility list (plans.MachineSummaries) rather than a query
 // each, which at thousands of machines takes tens of seconds and a worker
 // to answer every one. One machine is asked directly, current to the
 // moment; so is every machine when the list fails, and each machine whose
 // workflow has published no summary yet. listed is whether sums holds the
 // list.
-func summaries(ctx context.Context, c client.Client, cfg *config.Config, rs []reading, derr error) (sums plans.Summaries, listed bool) {
-	asked := 0
-	for _, r := range rs {
-		if r.asked {
-			asked++
-		}
-	}
+func summaries(ctx context.Context, c client.Client, cfg *config.Config, asked int, derr error) (sums plans.Summaries, listed bool) {
 	if derr != nil || asked <= 1 {
 		return sums, false
 	}
@@ -151,11 +145,15 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 		}
 	}
 	rs := make([]reading, len(names))
+	asked := 0
 	var wg sync.WaitGroup
 	for i, name := range names {
 		r := &rs[i]
 		r.name, r.m, r.now = name, cfg.Machines[name], now
 		r.asked = askWorkflow == nil || askWorkflow(name)
+		if r.asked {
+			asked++
+		}
 		if pic != nil {
 			h, ok := states[name]
 			switch {
@@ -178,7 +176,7 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 	if derr == nil {
 		defer c.Close()
 	}
-	sums, listed := summaries(ctx, c, cfg, rs, derr)
+	sums, listed := summaries(ctx, c, cfg, asked, derr)
 	for i := range rs {
 		r := &rs[i]
 		switch {

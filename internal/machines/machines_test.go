@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,13 @@ type temporal struct {
 	states      map[string]meshapi.MachineState
 	unpublished map[string]bool
 	listErr     error
-	queried     *[]string
+	queried     *asked
+}
+
+// asked records the workflow IDs queried, from any goroutine.
+type asked struct {
+	mu  sync.Mutex
+	ids []string
 }
 
 func (t temporal) dial(context.Context) (client.Client, error) { return t, nil }
@@ -55,7 +62,9 @@ func (temporal) Close() {}
 
 func (t temporal) QueryWorkflow(_ context.Context, id, _, _ string, _ ...any) (converter.EncodedValue, error) {
 	if t.queried != nil {
-		*t.queried = append(*t.queried, id)
+		t.queried.mu.Lock()
+		t.queried.ids = append(t.queried.ids, id)
+		t.queried.mu.Unlock()
 	}
 	for name, st := range t.states {
 		if meshapi.MachineID(name) == id {
@@ -188,15 +197,15 @@ func TestListReadsMachineWorkflows(t *testing.T) {
 			for _, m := range tc.machines {
 				cfg.Machines[m] = config.Machine{Host: ok}
 			}
-			var queried []string
-			fake := temporal{states: states, unpublished: tc.unpublished, listErr: tc.listErr, queried: &queried}
+			queried := &asked{}
+			fake := temporal{states: states, unpublished: tc.unpublished, listErr: tc.listErr, queried: queried}
 			rows, err := List(context.Background(), cfg, fake.dial, nil)
 			require.NoError(t, err)
 			want := make([]string, len(tc.queried))
 			for i, m := range tc.queried {
 				want[i] = meshapi.MachineID(m)
 			}
-			assert.ElementsMatch(t, want, queried, "machine workflows asked directly")
+			assert.ElementsMatch(t, want, queried.ids, "machine workflows asked directly")
 			require.NotNil(t, rows[0].LastSeq)
 			assert.EqualValues(t, 3, *rows[0].LastSeq)
 			assert.Equal(t, 2, *rows[0].Queue)
