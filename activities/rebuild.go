@@ -23,8 +23,9 @@ func (a *Activities) RebuildClaims(ctx context.Context, in meshapi.RebuildInput)
 	out := meshapi.RebuildClaims{Claims: []meshapi.RebuildClaim{}, Unreachable: map[string]string{}}
 	type key struct{ module, commit, digest string }
 	claims := map[key]*meshapi.RebuildClaim{}
-	reports := a.reportsOf(ctx, a.Mesh.MachineNames())
-	for _, machine := range a.Mesh.MachineNames() {
+	machines := a.Mesh.MachineNames()
+	reports := a.reportsOf(ctx, machines)
+	for _, machine := range machines {
 		r := reports[machine]
 		if r.err != nil {
 			out.Unreachable[machine] = r.err.Error()
@@ -48,7 +49,7 @@ func (a *Activities) RebuildClaims(ctx context.Context, in meshapi.RebuildInput)
 		case c.Commit == "":
 			out.Unverifiable = append(out.Unverifiable, meshapi.RebuildVerdict{Claim: *c,
 				Reason: "the host reports no commit for it (declared by hand, or by an agent too old to report one): there is nothing to rebuild"})
-		case !a.knows(c.Module):
+		case a.knownModule(c.Module) != nil:
 			out.Unverifiable = append(out.Unverifiable, meshapi.RebuildVerdict{Claim: *c,
 				Reason: fmt.Sprintf("module %s is not in the worker's mesh config: there is no repository to rebuild it from", c.Module)})
 		default:
@@ -60,12 +61,6 @@ func (a *Activities) RebuildClaims(ctx context.Context, in meshapi.RebuildInput)
 	a.Log.Info().Int("claims", len(out.Claims)).Int("unverifiable", len(out.Unverifiable)).Int("unreachable", len(out.Unreachable)).
 		Str("by", in.By).Msg("catalogue rebuild: the hosts' claims gathered")
 	return out, nil
-}
-
-// knows says whether the worker's mesh config has the module.
-func (a *Activities) knows(module string) bool {
-	_, ok := a.Mesh.Modules[module]
-	return ok
 }
 
 func compareClaims(x, y meshapi.RebuildClaim) int {
