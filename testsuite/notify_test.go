@@ -210,7 +210,7 @@ func troubledPlan(t *testing.T, stackOf func(*testing.T, stackOptions) *stack) (
 		shown, _ = s.starter("plan", "show", gated)
 		return strings.Contains(shown, "notify target team failing since")
 	})
-	require.Regexp(t, `(?m)^notify target team failing since \d\d:\d\d:\d\d UTC \(`+regexp.QuoteMeta(gated)+`#1-plan_started\): .*503 Service Unavailable`, shown)
+	require.Regexp(t, `(?m)^notify target team failing since \d\d:\d\d:\d\d UTC: post event `+regexp.QuoteMeta(gated)+`#1-plan_started: .*503 Service Unavailable`, shown)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	d, err := s.c.DescribeWorkflow(ctx, meshapi.NotifierID("team", gated), "")

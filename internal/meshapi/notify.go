@@ -78,9 +78,16 @@ type NotifyTrouble struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Words say it for a person: "team failing since 10:04:05 UTC (plan/h/c#1-plan_started): 503".
+// Words say it for a person, in one line short enough for the Web UI's
+// details: "notify target team failing since 10:04:05 UTC: post event
+// plan/h/c#1-plan_started: receiver answered 503 …". The event is named
+// in brackets only when the error does not name it already.
 func (t NotifyTrouble) Words() string {
-	return fmt.Sprintf("notify target %s %s since %s UTC (%s): %s", t.Target, t.Outcome, t.Since.UTC().Format("15:04:05"), t.Event, t.Error)
+	event := ""
+	if !strings.Contains(t.Error, t.Event) {
+		event = " (" + t.Event + ")"
+	}
+	return fmt.Sprintf("notify target %s %s since %s UTC%s: %s", t.Target, t.Outcome, t.Since.UTC().Format("15:04:05"), event, t.Error)
 }
 
 const notifierPrefix = "notify/"
