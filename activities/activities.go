@@ -41,7 +41,9 @@ type Hosts interface {
 // Activities is registered with the worker; the workflows call its methods
 // through a nil *Activities, which only names them.
 type Activities struct {
-	Mesh      *config.Config
+	// Mesh is the mesh config in force: the worker's is live (config.Live),
+	// so each activity reads it once, when it starts.
+	Mesh      config.Source
 	Catalogue catalogue.Catalogue
 	Builder   build.Builder
 	Hosts     Hosts
@@ -58,8 +60,9 @@ type Activities struct {
 	// PollInterval is how often a push reads the host's report while it
 	// waits for a declaration to run; zero means DefaultPollInterval.
 	PollInterval time.Duration
-	// Windows are the mesh's deployment windows (from the config): outside
-	// them plans hold (see Holds). Empty allows any time.
+	// Windows are the mesh's deployment windows: outside them plans hold
+	// (see Holds). Nil is the windows of the config in force; empty allows
+	// any time.
 	Windows window.Set
 	// Clock tells the time the windows are judged at; nil is time.Now. Tests
 	// set it to hold a plan at a chosen moment.
@@ -92,10 +95,11 @@ func refusal(err error) string {
 }
 
 func (a *Activities) targets(in meshapi.TargetsInput) (meshapi.TargetsResult, error) {
+	cfg := a.Mesh.Current()
 	if err := a.knownModule(in.Module); err != nil {
 		return meshapi.TargetsResult{}, err
 	}
-	ts, err := a.Mesh.Targets(in.Module)
+	ts, err := cfg.Targets(in.Module)
 	if err != nil {
 		return meshapi.TargetsResult{}, err
 	}
@@ -109,7 +113,7 @@ func (a *Activities) targets(in meshapi.TargetsInput) (meshapi.TargetsResult, er
 		}
 		ts = []meshapi.Target{{Machine: in.Remove, Tier: m.Tier}}
 	}
-	res := meshapi.TargetsResult{Targets: ts, RelayAbove: a.Mesh.Push.RelayAbove, Notify: a.notifies(in.Module)}
+	res := meshapi.TargetsResult{Targets: ts, RelayAbove: cfg.Push.RelayAbove, Notify: a.notifies(in.Module)}
 	size := map[int]int{}
 	for _, t := range ts {
 		if size[t.Tier] == 0 {
@@ -118,10 +122,10 @@ func (a *Activities) targets(in meshapi.TargetsInput) (meshapi.TargetsResult, er
 		size[t.Tier]++
 	}
 	for i := range res.Tiers {
-		r := a.Mesh.Rollout(res.Tiers[i].Tier, size[res.Tiers[i].Tier])
+		r := cfg.Rollout(res.Tiers[i].Tier, size[res.Tiers[i].Tier])
 		res.Tiers[i].MaxParallel, res.Tiers[i].MaxFailed, res.Tiers[i].Bake = r.MaxParallel, r.MaxFailed, r.Bake
 		res.Tiers[i].Analysis = r.Analysis
-		res.Tiers[i].GroupBy, res.Tiers[i].Groups = a.groupBudgets(res.Tiers[i].Tier, ts)
+		res.Tiers[i].GroupBy, res.Tiers[i].Groups = groupBudgets(cfg, res.Tiers[i].Tier, ts)
 	}
 	if err := withinSignalBudget(in.Module, res, size); err != nil {
 		return meshapi.TargetsResult{}, err
@@ -204,7 +208,7 @@ func (a *Activities) buildOnly(ctx context.Context, in meshapi.BuildInput) (mesh
 	if err := a.knownModule(in.Module); err != nil {
 		return mesh.Build{}, err
 	}
-	m := a.Mesh.Modules[in.Module]
+	m := a.Mesh.Current().Modules[in.Module]
 	repo, local := m.RepoDir(a.ConfigDir)
 	if !local {
 		return mesh.Build{}, temporal.NewNonRetryableApplicationError("modules."+in.Module+".repo: "+m.URLRepoProblem(in.Module), meshapi.ErrBuildFailed, nil)
@@ -264,7 +268,7 @@ func (a *Activities) report(ctx context.Context, machine string) (host.Client, m
 	}
 	rep, err := hc.Report(ctx)
 	if err != nil {
-		if msg, ok := a.Mesh.Machines[machine].TokenProblem(machine, err); ok {
+		if msg, ok := a.Mesh.Current().Machines[machine].TokenProblem(machine, err); ok {
 			// Retried like any host away (a fixed token is picked up when
 			// the worker restarts), in words that say which setting to fix.
 			return nil, mesh.Report{}, fmt.Errorf("read report of %s: %s: %w", machine, msg, err)

@@ -145,14 +145,14 @@ func (a *Activities) withTaken(ctx context.Context, log zerolog.Logger, in mesha
 // resolved.
 func (a *Activities) analysisCheck(in meshapi.AnalyseInput) (config.Check, config.Provider, meshapi.AnalysisCheck, string) {
 	head := meshapi.AnalysisCheck{Check: in.Check, Verdict: meshapi.AnalysisRunning}
-	ch, ok := a.Mesh.Analysis.Checks[in.Check]
+	ch, ok := a.Mesh.Current().Analysis.Checks[in.Check]
 	if !ok {
 		return ch, config.Provider{}, head, fmt.Sprintf("check %s is not under analysis.checks in the worker's config; "+
 			"fix the worker's config, or approve to go on without it", in.Check)
 	}
 	head.Provider, head.Success, head.Interval = ch.Provider, ch.Success, cmp.Or(ch.Interval, config.DefaultAnalysisInterval)
 	head.Count, head.FailureLimit, head.DryRun = ch.Count, ch.FailureLimit, ch.DryRun
-	prov, ok := a.Mesh.Analysis.Providers[ch.Provider]
+	prov, ok := a.Mesh.Current().Analysis.Providers[ch.Provider]
 	if !ok {
 		return ch, prov, head, fmt.Sprintf("check %s names provider %s, which is not under analysis.providers in the worker's config; "+
 			"fix the worker's config, or approve to go on without the check", in.Check, ch.Provider)

@@ -303,7 +303,7 @@ func TestAnalyseUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close()
-	f.acts.Mesh.Analysis.Providers["prom"] = config.Provider{Prometheus: &config.Prometheus{Address: addr}}
+	f.acts.Mesh.Current().Analysis.Providers["prom"] = config.Provider{Prometheus: &config.Prometheus{Address: addr}}
 	got := f.run(t)
 	assert.Equal(t, meshapi.AnalysisInconclusive, got.Verdict)
 	assert.Contains(t, got.Reason, "prom ("+addr+") could not be measured 5 times in a row: prometheus: ")
@@ -332,7 +332,7 @@ func TestAnalyseUnknownCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newAnalysisFixture(t, config.Check{Count: 1}, "0.1")
-			tc.change(&f.acts.Mesh.Analysis, &f.in)
+			tc.change(&f.acts.Mesh.Current().Analysis, &f.in)
 			got := f.run(t)
 			assert.Equal(t, meshapi.AnalysisInconclusive, got.Verdict)
 			assert.Equal(t, f.in.Check, got.Check)

@@ -39,9 +39,10 @@ func (a *Activities) AskLease(ctx context.Context, ask meshapi.LeaseAsk) error {
 // fleetBudget is the worker's push.max_unavailable as a request carries
 // it, nil when it sets none.
 func (a *Activities) fleetBudget() *meshapi.FleetBudget {
-	mu := a.Mesh.Push.MaxUnavailable
+	cfg := a.Mesh.Current()
+	mu := cfg.Push.MaxUnavailable
 	if mu.N <= 0 {
 		return nil
 	}
-	return &meshapi.FleetBudget{MaxUnavailable: mu.N, Percent: mu.Percent, FleetSize: len(a.Mesh.Machines)}
+	return &meshapi.FleetBudget{MaxUnavailable: mu.N, Percent: mu.Percent, FleetSize: len(cfg.Machines)}
 }

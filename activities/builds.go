@@ -65,7 +65,7 @@ func (a *Activities) ListBuilds(ctx context.Context, in meshapi.BuildsInput) (me
 	if err != nil {
 		return meshapi.BuildsResult{}, fmt.Errorf("list builds of %s: %w", in.Module, err)
 	}
-	targets, err := a.Mesh.Targets(in.Module)
+	targets, err := a.Mesh.Current().Targets(in.Module)
 	if err != nil {
 		return meshapi.BuildsResult{}, err
 	}
@@ -172,18 +172,29 @@ func (a *Activities) runningOn(ctx context.Context, machine, module string) (*me
 // knownModule refuses, for good, a module the worker's mesh config lacks:
 // the one refusal every activity given a module gives, naming the known.
 func (a *Activities) knownModule(module string) error {
-	if _, ok := a.Mesh.Modules[module]; !ok {
-		return permanent(meshapi.ErrUnknownModule, "module %q is not in the worker's mesh config (known: %v)", module, a.Mesh.ModuleNames())
+	if _, ok := a.Mesh.Current().Modules[module]; !ok {
+		return permanent(meshapi.ErrUnknownModule, "module %q is not in the worker's mesh config (known: %v)", module, a.Mesh.Current().ModuleNames())
 	}
 	return nil
+}
+
+// left says, in the words a plan shows, that machine has left the mesh
+// config in force (an operator removed it while the worker runs): a push
+// still queued for it is skipped, not failed, and nothing is sent to its
+// host. Empty while the config names it.
+func (a *Activities) left(machine string) string {
+	if _, ok := a.Mesh.Current().Machines[machine]; ok {
+		return ""
+	}
+	return fmt.Sprintf("skipped: machine %s left the mesh config before its push; nothing was sent to it", machine)
 }
 
 // knownMachine is the machine's config, or knownModule's refusal for a
 // machine the worker's mesh config lacks.
 func (a *Activities) knownMachine(machine string) (config.Machine, error) {
-	m, ok := a.Mesh.Machines[machine]
+	m, ok := a.Mesh.Current().Machines[machine]
 	if !ok {
-		return config.Machine{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", machine, a.Mesh.MachineNames())
+		return config.Machine{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", machine, a.Mesh.Current().MachineNames())
 	}
 	return m, nil
 }

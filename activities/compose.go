@@ -109,7 +109,8 @@ func (a *Activities) compose(ctx context.Context, plan string, t meshapi.Target,
 // never validated) fails the plan there, naming the key: it cannot be
 // declared as meant.
 func (a *Activities) container(b mesh.Build, machine string) (mesh.Container, error) {
-	m := a.Mesh.Modules[b.Module]
+	cfg := a.Mesh.Current()
+	m := cfg.Modules[b.Module]
 	h := m.HealthCheck()
 	settings, err := m.Settings()
 	if err != nil {
@@ -118,7 +119,7 @@ func (a *Activities) container(b mesh.Build, machine string) (mesh.Container, er
 	}
 	return mesh.Container{
 		Module: b.Module, Digest: b.Digest, Generation: b.Generation, Commit: b.Commit,
-		Image: b.Image, Args: m.Args, Env: mergeEnv(m.Env, a.Mesh.Machines[machine].Env), Health: &h, Network: m.Network,
+		Image: b.Image, Args: m.Args, Env: mergeEnv(m.Env, cfg.Machines[machine].Env), Health: &h, Network: m.Network,
 		Settings: settings,
 	}, nil
 }

@@ -140,5 +140,5 @@ func TestComposeMergesMachineEnvAndDeclaresSettings(t *testing.T) {
 		require.Equal(t, tc.env, c.Env, "%s: its env over the module's", tc.machine)
 		require.Equal(t, settings, c.Settings, "%s: the module's settings", tc.machine)
 	}
-	require.Equal(t, map[string]string{"ROLE": "host", "SITE": "default"}, f.acts.Mesh.Modules["host"].Env, "the module's env is not written to")
+	require.Equal(t, map[string]string{"ROLE": "host", "SITE": "default"}, f.acts.Mesh.Current().Modules["host"].Env, "the module's env is not written to")
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"slices"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
@@ -12,8 +13,8 @@ import (
 // group's machines, as a tier's are for the tier's (a percentage is of the
 // group). Nil for a tier without group_by. Read here, with the targets'
 // groups, so that the plan keeps the groups it started with.
-func (a *Activities) groupBudgets(tier int, targets []meshapi.Target) ([]string, []meshapi.GroupBudget) {
-	by := a.Mesh.Tiers[tier].GroupBy
+func groupBudgets(cfg *config.Config, tier int, targets []meshapi.Target) ([]string, []meshapi.GroupBudget) {
+	by := cfg.Tiers[tier].GroupBy
 	if len(by) == 0 {
 		return nil, nil
 	}
@@ -34,7 +35,7 @@ func (a *Activities) groupBudgets(tier int, targets []meshapi.Target) ([]string,
 	slices.Sort(groups)
 	out := make([]meshapi.GroupBudget, len(groups))
 	for i, g := range groups {
-		r := a.Mesh.Rollout(tier, size[g])
+		r := cfg.Rollout(tier, size[g])
 		out[i] = meshapi.GroupBudget{Group: g, Machines: size[g], MaxParallel: r.MaxParallel, MaxFailed: r.MaxFailed}
 	}
 	return slices.Clone(by), out

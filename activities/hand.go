@@ -50,7 +50,7 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 // before it sends.
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
 	r.HandedAt = time.Now().UTC() // handed now, when the plan hands it
-	r.Local = a.Mesh.Push.LocalActivity
+	r.Local = a.Mesh.Current().Push.LocalActivity
 	r.Budget = a.fleetBudget()
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
 		client.StartWorkflowOptions{
@@ -72,7 +72,7 @@ func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushR
 // machineSummary is what the Web UI shows for a machine workflow: the
 // machine, its tier and the modules it runs.
 func (a *Activities) machineSummary(machine string) string {
-	m, ok := a.Mesh.Machines[machine]
+	m, ok := a.Mesh.Current().Machines[machine]
 	if !ok {
 		return "machine " + machine
 	}

@@ -39,18 +39,22 @@ func (a *Activities) Holds(ctx context.Context, in meshapi.HoldsInput) (meshapi.
 		}
 		return res, nil
 	}
-	if len(a.Windows) == 0 {
+	windows := a.Windows
+	if windows == nil && a.Mesh != nil {
+		windows = a.Mesh.Current().DeployWindows()
+	}
+	if len(windows) == 0 {
 		return res, nil
 	}
 	now := time.Now()
 	if a.Clock != nil {
 		now = a.Clock()
 	}
-	ok, deny := a.Windows.Allowed(now)
+	ok, deny := windows.Allowed(now)
 	if ok {
 		return res, nil
 	}
-	opens, err := a.Windows.OpensAt(now)
+	opens, err := windows.OpensAt(now)
 	if err != nil {
 		// Not retried: the config must change, and the plan says so.
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), meshapi.ErrInvalidInput, err)

@@ -30,7 +30,7 @@ var notifyClient = &http.Client{Timeout: notifyTimeout}
 // notifies says whether some notify target could want events of a plan of
 // module, so that a plan of a mesh without notifications asks nothing.
 func (a *Activities) notifies(module string) bool {
-	for _, t := range a.Mesh.Notify.Targets {
+	for _, t := range a.Mesh.Current().Notify.Targets {
 		if len(t.Modules) == 0 || slices.Contains(t.Modules, module) {
 			return true
 		}
@@ -44,10 +44,11 @@ func (a *Activities) notifies(module string) bool {
 // and the delivery itself, with its retries, happens in the Notifier,
 // never in the plan.
 func (a *Activities) Notify(ctx context.Context, in meshapi.NotifyInput) (meshapi.NotifyResult, error) {
+	cfg := a.Mesh.Current()
 	queue := activity.GetInfo(ctx).TaskQueue
 	var res meshapi.NotifyResult
-	names := make([]string, 0, len(a.Mesh.Notify.Targets))
-	for name, t := range a.Mesh.Notify.Targets {
+	names := make([]string, 0, len(cfg.Notify.Targets))
+	for name, t := range cfg.Notify.Targets {
 		if t.Wants(in.Event.Event, in.Event.Module) {
 			names = append(names, name)
 		}
@@ -64,7 +65,7 @@ func (a *Activities) Notify(ctx context.Context, in meshapi.NotifyInput) (meshap
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 				StaticSummary:         fmt.Sprintf("notify %s of %s", name, in.Event.Plan),
 			},
-			meshapi.NotifierWorkflowType, meshapi.NotifierInput{Target: name, Plan: in.Event.Plan, Retry: a.Mesh.Notify.Targets[name].Retry()})
+			meshapi.NotifierWorkflowType, meshapi.NotifierInput{Target: name, Plan: in.Event.Plan, Retry: cfg.Notify.Targets[name].Retry()})
 		if err != nil {
 			return res, fmt.Errorf("hand event %s to notify target %s: %w", in.Event.Key(), name, err)
 		}
@@ -102,7 +103,8 @@ func (a *Activities) announceOwnRejection(ctx context.Context, r mesh.Rejection,
 // and secret are read from the worker's config now, so that neither is in
 // a history.
 func (a *Activities) Deliver(ctx context.Context, in meshapi.DeliverInput) error {
-	t, ok := a.Mesh.Notify.Targets[in.Target]
+	cfg := a.Mesh.Current()
+	t, ok := cfg.Notify.Targets[in.Target]
 	if !ok {
 		return permanent(ErrTargetGone, "notify target %s is no longer in the worker's config", in.Target)
 	}
@@ -111,8 +113,8 @@ func (a *Activities) Deliver(ctx context.Context, in meshapi.DeliverInput) error
 		return err
 	}
 	links := notify.Links{
-		WebUI: meshapi.WebUILink(a.Mesh.Temporal.UIURL, activity.GetInfo(ctx).Namespace, in.Event.Plan),
-		Fleet: a.Mesh.Notify.FleetURL,
+		WebUI: meshapi.WebUILink(cfg.Temporal.UIURL, activity.GetInfo(ctx).Namespace, in.Event.Plan),
+		Fleet: cfg.Notify.FleetURL,
 	}
 	err = notify.Send(ctx, notifyClient, notify.Target{Kind: t.Kind, URL: t.URL, Key: key}, in.Event, links)
 	if err != nil {

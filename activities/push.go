@@ -62,6 +62,10 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 		log.Warn().Str("reason", gone).Msg("push dropped")
 		return meshapi.PushOutcome{Outcome: meshapi.MachineCancelled, Reason: gone}, nil
 	}
+	if left := a.left(req.Machine); left != "" {
+		log.Warn().Str("reason", left).Msg("push skipped")
+		return meshapi.PushOutcome{Outcome: meshapi.MachineSkipped, Reason: left}, nil
+	}
 	hc, rep, err := a.report(ctx, req.Machine)
 	if err != nil {
 		return meshapi.PushOutcome{}, err

@@ -84,7 +84,7 @@ func newPushFixture(t *testing.T, opts ...hosttest.Option) *pushFixture {
 	f := &pushFixture{t: t, env: s.NewTestActivityEnvironment(), host: hosttest.New(t, "control-node", opts...), cat: catalogue.NewMemory()}
 	f.plans = &fakePlans{}
 	f.acts = &Activities{
-		Mesh:         &config.Config{},
+		Mesh:         &config.Config{Machines: map[string]config.Machine{"control-node": {}}},
 		Catalogue:    f.cat,
 		Hosts:        fixedHosts{"control-node": f.host},
 		Plans:        f.plans,
@@ -421,6 +421,21 @@ func TestPushOfTerminatedPlanSendsNothing(t *testing.T) {
 	require.Equal(t, meshapi.MachineConverged, out.Outcome)
 }
 
+// A push queued for a machine that has since left the mesh config (an
+// operator removed it while the worker runs) is skipped in words, sends
+// its host nothing, and is no failure: a plan counts it against no budget.
+func TestPushToAMachineThatLeftIsSkipped(t *testing.T) {
+	f := newPushFixture(t)
+	h1 := bld("host", 1)
+	f.record(h1)
+	f.acts.Mesh = &config.Config{Machines: map[string]config.Machine{"edge-1": {}}}
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineSkipped, out.Outcome)
+	require.Equal(t, "skipped: machine control-node left the mesh config before its push; nothing was sent to it", out.Reason)
+	require.Empty(t, f.host.Received(), "nothing sent")
+}
+
 // A push with a probe waits for the window and converges; one whose probe
 // fails inside the window fails the machine, naming the module, the probe
 // and what it answered.
@@ -494,7 +509,7 @@ func TestPushToAHostThatLostItsStateUsesTheFloor(t *testing.T) {
 func TestPushFloorFromTheCatalogue(t *testing.T) {
 	f := newPushFixture(t)
 	quick := &config.Health{Interval: time.Second, Timeout: time.Second, Deadline: time.Minute} // min_healthy 0s
-	f.acts.Mesh = &config.Config{Modules: map[string]config.Module{"mesh-controller": {Health: quick}, "host": {Health: quick}}}
+	f.acts.Mesh = &config.Config{Machines: map[string]config.Machine{"control-node": {}}, Modules: map[string]config.Module{"mesh-controller": {Health: quick}, "host": {Health: quick}}}
 	ctl1, ctl3, host7 := bld("mesh-controller", 1), bld("mesh-controller", 3), bld("host", 7)
 	f.record(ctl1, ctl3, host7)
 	require.NoError(t, f.cat.MarkConverged(context.Background(), ctl3.Digest, "control-node"))

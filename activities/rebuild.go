@@ -23,7 +23,7 @@ func (a *Activities) RebuildClaims(ctx context.Context, in meshapi.RebuildInput)
 	out := meshapi.RebuildClaims{Claims: []meshapi.RebuildClaim{}, Unreachable: map[string]string{}}
 	type key struct{ module, commit, digest string }
 	claims := map[key]*meshapi.RebuildClaim{}
-	machines := a.Mesh.MachineNames()
+	machines := a.Mesh.Current().MachineNames()
 	reports := a.reportsOf(ctx, machines)
 	for _, machine := range machines {
 		r := reports[machine]

@@ -25,13 +25,14 @@ func (a *Activities) PlanPushedModules(ctx context.Context, in meshapi.ReceiveIn
 	if err := in.Validate(); err != nil {
 		return meshapi.ReceiveResult{}, permanent(meshapi.ErrInvalidInput, "%v", err)
 	}
+	cfg := a.Mesh.Current()
 	var res meshapi.ReceiveResult
 	changed := map[string][]string{} // by clone directory; nil: everything
 	for _, name := range in.Modules {
 		if err := a.knownModule(name); err != nil {
 			return meshapi.ReceiveResult{}, err
 		}
-		m := a.Mesh.Modules[name]
+		m := cfg.Modules[name]
 		dir, local := m.RepoDir(a.ConfigDir)
 		if !local {
 			return meshapi.ReceiveResult{}, permanent(meshapi.ErrInvalidInput, "%s", m.URLRepoProblem(name))
@@ -49,8 +50,8 @@ func (a *Activities) PlanPushedModules(ctx context.Context, in meshapi.ReceiveIn
 			continue
 		}
 		res.Everything = res.Everything || paths == nil
-		started, err := plans.Start(ctx, a.Temporal, a.Mesh.Temporal.TaskQueue,
-			meshapi.PlanInput{Module: name, Commit: in.After, Policy: a.Mesh.PushPolicy()})
+		started, err := plans.Start(ctx, a.Temporal, cfg.Temporal.TaskQueue,
+			meshapi.PlanInput{Module: name, Commit: in.After, Policy: cfg.PushPolicy()})
 		if err != nil {
 			return meshapi.ReceiveResult{}, err
 		}

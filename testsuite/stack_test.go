@@ -56,8 +56,10 @@ type stack struct {
 	namespace string
 	cfg       *config.Config
 	// configPath is the mesh config written out for the starter CLI (and
-	// the worker binary).
+	// the worker binary); file is what was written there, for a test that
+	// edits it (see writeConfig).
 	configPath string
+	file       meshfile.File
 	repo       string
 	hosts      map[string]*agentHost
 	cat        catalogue.Catalogue
@@ -170,6 +172,10 @@ type stackOptions struct {
 	// moduleKeys, when set, are more keys of every module's mapping in
 	// YAML flow style, such as `memory: 64MiB, user: "1000:1000"`.
 	moduleKeys string
+	// live runs the in-process worker on the written config as the worker
+	// command does (config.Live): an edit of the file (writeConfig) is
+	// put in force without a restart.
+	live bool
 }
 
 // healthYAML is every module's health key: the test's own, or no probe
@@ -280,12 +286,18 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	y := f.String()
 	cfg, err := config.Parse("test mesh.yaml", []byte(y))
 	require.NoError(t, err, "test mesh config:\n%s", y)
-	s.cfg = cfg
+	s.cfg, s.file = cfg, f
 	s.configPath = filepath.Join(t.TempDir(), "mesh.yaml")
 	require.NoError(t, os.WriteFile(s.configPath, []byte(y), 0o644))
 
 	if o.faults {
 		s.workers = newFaultWorkers(t, filepath.Join(bins, "worker"), s.configPath)
+		return s
+	}
+	if o.live {
+		live, err := config.NewLive(s.configPath, cfg, nil)
+		require.NoError(t, err)
+		s.startWorkerOn(live)
 		return s
 	}
 	s.startWorker()
@@ -364,11 +376,14 @@ func (s *stack) pullRegistry() registry.Options {
 
 // startWorker runs the real worker in-process; it stops with the test, or
 // earlier with the returned worker's Stop.
-func (s *stack) startWorker() *workerapp.Workers {
-	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: s.cfg}, PollInterval: 20 * time.Millisecond}
+func (s *stack) startWorker() *workerapp.Workers { return s.startWorkerOn(s.cfg) }
+
+// startWorkerOn is startWorker on a config source of the test's.
+func (s *stack) startWorkerOn(mesh config.Source) *workerapp.Workers {
+	deps := workerapp.Deps{Catalogue: s.cat, Builder: s.builder, Hosts: &config.Hosts{Mesh: mesh}, PollInterval: 20 * time.Millisecond}
 	log := zerolog.New(zerolog.NewTestWriter(s.t)).Level(zerolog.WarnLevel)
 	require.NoError(s.t, workerapp.EnsureSearchAttributes(context.Background(), s.c, s.cfg.Temporal.Namespace, log))
-	w := workerapp.New(s.c, s.cfg, s.repo, deps, log)
+	w := workerapp.New(s.c, mesh, s.repo, deps, log)
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)
 	s.worker = w

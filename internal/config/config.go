@@ -1,7 +1,8 @@
 // Package config reads mesh.yaml, the one file that says which modules
 // meshroll builds, which machines run them and in which order they are
-// pushed. The worker and the CLI read it once and then consult it in memory,
-// so every check that can be made before a push is made here: a typo in the
+// pushed. The CLI reads it once per command, the worker again whenever it
+// changes (Live), taking only an edit that validates, so every check that
+// can be made before a push is made here: a typo in the
 // file must come back as a message that names the key and the line, not as a
 // push that halts at tier 2 an hour later. Every key can be overridden by a
 // MESHROLL_* environment variable, so that host tokens and per-environment

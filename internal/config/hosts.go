@@ -52,37 +52,50 @@ func (m Machine) TokenProblem(name string, err error) (msg string, ok bool) {
 		m.Host, status, http.StatusText(status), name, env, key, match), true
 }
 
-// Hosts hands out the host API clients of a mesh config's machines, each
+// Hosts hands out the host API clients of the mesh config's machines, each
 // made on first use and kept, since the worker pushes to the same hosts for
-// as long as it runs and a kept client reuses its connections. It is safe
-// for concurrent use.
+// as long as it runs and a kept client reuses its connections. A machine
+// whose host, token or ca_file the config in force changes is given a new
+// client. It is safe for concurrent use.
 type Hosts struct {
-	Mesh *Config
+	Mesh Source
 
 	mu      sync.Mutex
-	clients map[string]host.Client
+	clients map[string]keptClient
+}
+
+// keptClient is a machine's client and the settings it was made from.
+type keptClient struct {
+	host.Client
+	made Machine
 }
 
 // Host returns machine's client. It returns a host.Client, not the
 // concrete type, so that *Hosts is what the worker's activities ask for a
 // host.
 func (h *Hosts) Host(machine string) (host.Client, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c, ok := h.clients[machine]; ok {
-		return c, nil
-	}
-	m, ok := h.Mesh.Machines[machine]
+	m, ok := h.Mesh.Current().Machines[machine]
 	if !ok {
 		return nil, fmt.Errorf("machine %q is not in the worker's mesh config", machine)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.clients[machine]; ok && sameHost(c.made, m) {
+		return c.Client, nil
 	}
 	c, err := m.HostClient()
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", machine, err)
 	}
 	if h.clients == nil {
-		h.clients = map[string]host.Client{}
+		h.clients = map[string]keptClient{}
 	}
-	h.clients[machine] = c
+	h.clients[machine] = keptClient{Client: c, made: m}
 	return c, nil
+}
+
+// sameHost says whether two settings of a machine reach its host the same
+// way.
+func sameHost(a, b Machine) bool {
+	return a.Host == b.Host && a.Token == b.Token && a.CAFile == b.CAFile
 }

@@ -72,8 +72,10 @@ type Options struct {
 	// Source is where the fleet is read.
 	Source Source
 	// Config is the mesh config the worker runs: its machines, tiers and
-	// modules, its namespace, its Web UI's URL and its windows.
-	Config *config.Config
+	// modules, its namespace, its Web UI's URL and its windows. The
+	// worker's is live (config.Live): each read and page takes the config
+	// in force then.
+	Config config.Source
 	// Token, when set, is asked of every request: as a bearer token, or
 	// once as ?token= (then kept in a cookie).
 	Token secret.String
@@ -91,8 +93,6 @@ type Server struct {
 	cache *cache
 	mux   *http.ServeMux
 	pages map[string]*template.Template
-	// modules are the config's modules, the matrix's columns.
-	modules []string
 }
 
 // New builds the page's handler.
@@ -109,8 +109,8 @@ func New(o Options) (*Server, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	s := &Server{o: o, mux: http.NewServeMux(), pages: map[string]*template.Template{}, modules: o.Config.ModuleNames()}
-	s.cache = &cache{src: o.Source, windows: o.Config.DeployWindows(), interval: o.Interval, wait: o.Wait, clock: o.Clock, log: o.Log}
+	s := &Server{o: o, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
+	s.cache = &cache{src: o.Source, mesh: o.Config, interval: o.Interval, wait: o.Wait, clock: o.Clock, log: o.Log}
 	for _, page := range []string{"matrix", "plans", "machine", "message"} {
 		t, err := template.New(page).Funcs(s.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {

@@ -39,7 +39,7 @@ type moduleLog struct {
 // Logs implements Source: the host's answer to the logs of module, at
 // most logBytes of it (its end).
 func (r Reader) Logs(ctx context.Context, name, module string, tail int) (string, error) {
-	m, ok := r.Config.Machines[name]
+	m, ok := r.Config.Current().Machines[name]
 	if !ok {
 		return "", fmt.Errorf("%w: %s", errUnknownMachine, name)
 	}
@@ -78,7 +78,7 @@ func (l *lastBytes) String() string {
 func (s *Server) readLogs(ctx context.Context, name string, modules []string) []moduleLog {
 	ctx, cancel := context.WithTimeout(ctx, logsTimeout)
 	defer cancel()
-	m := s.o.Config.Machines[name]
+	m := s.o.Config.Current().Machines[name]
 	out := make([]moduleLog, len(modules))
 	var wg sync.WaitGroup
 	for i, mod := range modules {

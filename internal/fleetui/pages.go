@@ -37,11 +37,12 @@ func (s *Server) matrix(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	modules := fleetModules(s.modules, snap)
+	cfg := s.o.Config.Current()
+	modules := fleetModules(cfg.ModuleNames(), snap)
 	m := buildMatrix(snap, modules, parseFilter(r.URL.Query(), modules))
 	s.render(w, r, http.StatusOK, "matrix", page{
 		Title: "Fleet", Nav: "matrix", Fresh: s.freshness(snap, since),
-		Body: matrixPage{Matrix: m, Plans: buildPlans(snap, s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace), Holds: holdsOf(snap), Modules: modules},
+		Body: matrixPage{Matrix: m, Plans: buildPlans(snap, cfg.Temporal.UIURL, cfg.Temporal.Namespace), Holds: holdsOf(snap), Modules: modules},
 	})
 }
 
@@ -71,7 +72,8 @@ func (s *Server) plans(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ui, ns := s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace
+	cfg := s.o.Config.Current()
+	ui, ns := cfg.Temporal.UIURL, cfg.Temporal.Namespace
 	s.render(w, r, http.StatusOK, "plans", page{
 		Title: "Plans in flight", Nav: "plans", Fresh: s.freshness(snap, since),
 		Body: plansPage{Plans: buildPlans(snap, ui, ns), PlansError: snap.PlansError, Holds: holdsOf(snap), Recent: buildRecent(snap, ui, ns)},
@@ -80,7 +82,8 @@ func (s *Server) plans(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) machine(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if _, ok := s.o.Config.Machines[name]; !ok {
+	m, ok := s.o.Config.Current().Machines[name]
+	if !ok {
 		s.message(w, r, http.StatusNotFound, "No such machine", "The mesh config has no machine "+strconv.Quote(name)+".")
 		return
 	}
@@ -97,7 +100,7 @@ func (s *Server) machine(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, fresh := s.readMachine(r.Context(), name, before, snap)
+	v, fresh := s.readMachine(r.Context(), name, m.Modules, before, snap)
 	fresh.Problems = append(fresh.Problems, s.freshness(snap, since).Problems...)
 	s.render(w, r, http.StatusOK, "machine", page{Title: name, Nav: "machine", Fresh: fresh, Body: v})
 }
@@ -105,7 +108,7 @@ func (s *Server) machine(w http.ResponseWriter, r *http.Request) {
 // readMachine reads one machine now (its report, workflow and journal are
 // one host and one query: cheap enough to read at every look), with the
 // fleet's snapshot for its cells and plans.
-func (s *Server) readMachine(ctx context.Context, name string, before uint64, snap *Snapshot) (machineView, freshness) {
+func (s *Server) readMachine(ctx context.Context, name string, modules []string, before uint64, snap *Snapshot) (machineView, freshness) {
 	started := s.o.Clock()
 	var (
 		d       machines.Detail
@@ -120,7 +123,7 @@ func (s *Server) readMachine(ctx context.Context, name string, before uint64, sn
 	if before != 0 {
 		wg.Go(func() { jp, jpErr = s.o.Source.Journal(ctx, name, before, journalPageSize) })
 	}
-	wg.Go(func() { logs = s.readLogs(ctx, name, s.o.Config.Machines[name].Modules) })
+	wg.Go(func() { logs = s.readLogs(ctx, name, modules) })
 	wg.Wait()
 	if before == 0 {
 		// The newest page is the start of what "why" read.
@@ -132,7 +135,8 @@ func (s *Server) readMachine(ctx context.Context, name string, before uint64, sn
 	}
 	v := buildMachine(name, d, why, jp, before, snap)
 	v.Logs = logs
-	v.WorkflowLink = webUILink(s.o.Config.Temporal.UIURL, s.o.Config.Temporal.Namespace, meshapi.MachineID(name))
+	cfg := s.o.Config.Current()
+	v.WorkflowLink = webUILink(cfg.Temporal.UIURL, cfg.Temporal.Namespace, meshapi.MachineID(name))
 	if jpErr != nil && d.HostError == "" {
 		v.JournalError = jpErr.Error()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/plans"
@@ -131,8 +132,9 @@ func windowsAt(set window.Set, now time.Time) Windows {
 // large fleet asks every host and machine workflow, so the interval grows
 // with how long the last read took.
 type cache struct {
-	src      Source
-	windows  window.Set
+	src Source
+	// mesh gives the windows of the config in force at each read.
+	mesh     config.Source
 	interval time.Duration
 	// wait is how long a page waits for a read in flight before it shows
 	// the snapshot it has (saying it is stale when it is).
@@ -194,7 +196,7 @@ func (c *cache) get(ctx context.Context) (s *Snapshot, readingSince time.Time) {
 // read reads every source, detached from the page that asked (another
 // page will want the answer), and stores the snapshot.
 func (c *cache) read(done chan struct{}) {
-	s := read(context.Background(), c.src, c.windows, c.clock)
+	s := read(context.Background(), c.src, c.mesh.Current().DeployWindows(), c.clock)
 	c.mu.Lock()
 	prev := c.cur
 	c.cur, c.reading = s, nil

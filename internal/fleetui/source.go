@@ -66,7 +66,7 @@ type Plan struct {
 // which the worker reads from its catalogue directly rather than through a
 // lever workflow.
 type Reader struct {
-	Config    *config.Config
+	Config    config.Source
 	Client    client.Client
 	Catalogue catalogue.Catalogue
 }
@@ -86,7 +86,7 @@ func (r Reader) Status(ctx context.Context) (machines.Status, error) {
 	if r.Catalogue != nil {
 		pic = r.Catalogue.HostStates
 	}
-	return machines.ReadStatus(ctx, r.Config, r.dial, pic, machines.StatusFilter{})
+	return machines.ReadStatus(ctx, r.Config.Current(), r.dial, pic, machines.StatusFilter{})
 }
 
 // healthTimeout bounds the frontend's health check before a read.
@@ -101,7 +101,7 @@ func (r Reader) dial(ctx context.Context) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	if _, err := r.Client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		return nil, fmt.Errorf("temporal %s unreachable: %w", r.Config.Temporal.Address, err)
+		return nil, fmt.Errorf("temporal %s unreachable: %w", r.Config.Current().Temporal.Address, err)
 	}
 	return keptClient{r.Client}, nil
 }
@@ -137,7 +137,7 @@ func (r Reader) Rejected(ctx context.Context, digests []string) (map[string]mesh
 
 // Plans implements Source.
 func (r Reader) Plans(ctx context.Context) ([]Plan, error) {
-	sums, err := plans.List(ctx, r.Client, r.Config.Temporal.Namespace, plans.ListFilter{TaskQueue: r.Config.Temporal.TaskQueue, Running: true})
+	sums, err := plans.List(ctx, r.Client, r.Config.Current().Temporal.Namespace, plans.ListFilter{TaskQueue: r.Config.Current().Temporal.TaskQueue, Running: true})
 	if err != nil {
 		return nil, err
 	}
@@ -165,12 +165,12 @@ func (r Reader) Plans(ctx context.Context) ([]Plan, error) {
 
 // Recent implements Source.
 func (r Reader) Recent(ctx context.Context, n int) ([]plans.Summary, error) {
-	return plans.List(ctx, r.Client, r.Config.Temporal.Namespace, plans.ListFilter{TaskQueue: r.Config.Temporal.TaskQueue, Limit: n})
+	return plans.List(ctx, r.Client, r.Config.Current().Temporal.Namespace, plans.ListFilter{TaskQueue: r.Config.Current().Temporal.TaskQueue, Limit: n})
 }
 
 // Machine implements Source.
 func (r Reader) Machine(ctx context.Context, name string) (machines.Detail, error) {
-	m, ok := r.Config.Machines[name]
+	m, ok := r.Config.Current().Machines[name]
 	if !ok {
 		return machines.Detail{}, fmt.Errorf("%w: %s", errUnknownMachine, name)
 	}
@@ -179,7 +179,7 @@ func (r Reader) Machine(ctx context.Context, name string) (machines.Detail, erro
 
 // Journal implements Source.
 func (r Reader) Journal(ctx context.Context, name string, before uint64, n int) (machines.JournalPage, error) {
-	m, ok := r.Config.Machines[name]
+	m, ok := r.Config.Current().Machines[name]
 	if !ok {
 		return machines.JournalPage{}, fmt.Errorf("%w: %s", errUnknownMachine, name)
 	}

@@ -18,19 +18,20 @@ import (
 )
 
 // ServeFleet serves the fleet page (package fleetui) on
-// cfg.Worker.UIListen, reading the fleet through the worker's own client,
-// config and catalogue, and returns the address it listens on and what
+// the config's worker.ui_listen, reading the fleet through the worker's own
+// client, config in force and catalogue, and returns the address it listens on and what
 // stops it. The worker's command and the dev stack both serve it through
 // here, so the dev stack's page is the deployed one.
-func ServeFleet(c client.Client, cfg *config.Config, cat catalogue.Catalogue, log zerolog.Logger) (net.Addr, func(context.Context) error, error) {
+func ServeFleet(c client.Client, mesh config.Source, cat catalogue.Catalogue, log zerolog.Logger) (net.Addr, func(context.Context) error, error) {
+	cfg := mesh.Current()
 	token, err := cfg.Worker.FleetToken()
 	if err != nil {
 		return nil, nil, err
 	}
 	log = log.With().Str("component", "fleet-page").Logger()
 	page, err := fleetui.New(fleetui.Options{
-		Source: fleetui.Reader{Config: cfg, Client: c, Catalogue: cat},
-		Config: cfg, Token: token, Log: log,
+		Source: fleetui.Reader{Config: mesh, Client: c, Catalogue: cat},
+		Config: mesh, Token: token, Log: log,
 	})
 	if err != nil {
 		return nil, nil, err

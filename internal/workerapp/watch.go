@@ -17,8 +17,11 @@ import (
 // (package fleetwatch), kept in the catalogue that the starter and the
 // fleet page read the hosts from.
 type hostWatch struct {
+	cat catalogue.Catalogue
+	log zerolog.Logger
+
+	mu     sync.Mutex // start, stop and follow one at a time
 	w      *fleetwatch.Watcher
-	cat    catalogue.Catalogue
 	broken map[string]error // machines with no client (a bad ca_file)
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -26,10 +29,15 @@ type hostWatch struct {
 
 // newHostWatch watches cfg's machines into cat.
 func newHostWatch(cfg *config.Config, cat catalogue.Catalogue, log zerolog.Logger) *hostWatch {
-	hw := &hostWatch{cat: cat, broken: map[string]error{}, w: &fleetwatch.Watcher{
-		Hosts: map[string]host.ReportWaiter{}, Store: cat,
-		Log: log.With().Str("component", "fleet-watch").Logger(),
-	}}
+	hw := &hostWatch{cat: cat, log: log.With().Str("component", "fleet-watch").Logger()}
+	hw.hosts(cfg)
+	return hw
+}
+
+// hosts makes the watcher of cfg's machines, not yet started.
+func (hw *hostWatch) hosts(cfg *config.Config) {
+	hw.broken = map[string]error{}
+	hw.w = &fleetwatch.Watcher{Hosts: map[string]host.ReportWaiter{}, Store: hw.cat, Log: hw.log}
 	for name, m := range cfg.Machines {
 		c, err := m.HostClient()
 		if err != nil {
@@ -38,24 +46,47 @@ func newHostWatch(cfg *config.Config, cat catalogue.Catalogue, log zerolog.Logge
 		}
 		hw.w.Hosts[name] = c
 	}
-	return hw
+}
+
+// follow watches cfg's machines from now on: the hosts of a mesh config
+// that changed while the worker runs.
+func (hw *hostWatch) follow(cfg *config.Config) {
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	hw.stopLocked()
+	hw.hosts(cfg)
+	hw.startLocked()
 }
 
 // start begins watching; stop ends it.
 func (hw *hostWatch) start() {
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	hw.startLocked()
+}
+
+func (hw *hostWatch) stop() {
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	hw.stopLocked()
+}
+
+func (hw *hostWatch) startLocked() {
 	ctx, cancel := context.WithCancel(context.Background())
 	hw.cancel = cancel
 	for name, err := range hw.broken {
 		if rerr := hw.cat.RecordHostError(ctx, name, err.Error(), time.Now()); rerr != nil {
-			hw.w.Log.Error().Err(rerr).Str("machine", name).Msg("recording the host's error failed")
+			hw.log.Error().Err(rerr).Str("machine", name).Msg("recording the host's error failed")
 		}
 	}
-	hw.done.Go(func() { hw.w.Run(ctx) })
+	w := hw.w
+	hw.done.Go(func() { w.Run(ctx) })
 }
 
-func (hw *hostWatch) stop() {
+func (hw *hostWatch) stopLocked() {
 	if hw.cancel != nil {
 		hw.cancel()
 		hw.done.Wait()
+		hw.cancel = nil
 	}
 }

@@ -96,9 +96,10 @@ type Deps struct {
 // DefaultDeps opens what the config names: the catalogue (SQLite in the
 // state directory unless catalogue.dsn says otherwise), the registry (the
 // embedded one, serving from the state directory, unless registry.address
-// names one), the builders, and host agents at the URLs in the mesh config.
-// The returned close releases them.
-func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log zerolog.Logger) (Deps, func() error, error) {
+// names one), the builders, and host agents at the URLs in the mesh config
+// in force (mesh: the worker's is live). The returned close releases them.
+func DefaultDeps(ctx context.Context, mesh config.Source, configDir string, log zerolog.Logger) (Deps, func() error, error) {
+	cfg := mesh.Current()
 	state := cfg.ResolvedStateDir(configDir)
 	cat, err := sqlcat.Open(ctx, cfg.CatalogueDSN(configDir))
 	if err != nil {
@@ -137,7 +138,7 @@ func DefaultDeps(ctx context.Context, cfg *config.Config, configDir string, log 
 		build.KindGo:      &build.Go{Options: opts},
 		build.KindCommand: &build.Command{Options: opts},
 	}
-	return Deps{Catalogue: cat, Builder: builders, Hosts: &config.Hosts{Mesh: cfg}}, closeAll, nil
+	return Deps{Catalogue: cat, Builder: builders, Hosts: &config.Hosts{Mesh: mesh}}, closeAll, nil
 }
 
 // RegistryOptions is the registry section of the config as the registry
@@ -176,6 +177,9 @@ type Workers struct {
 	// watch keeps the catalogue's picture of the hosts current while the
 	// workers run; nil without a catalogue.
 	watch *hostWatch
+	// inventory follows a live mesh config while the workers run; nil when
+	// the config is read once.
+	inventory *inventory
 }
 
 // Start starts both workers, then the hosts' watcher; if the second
@@ -191,11 +195,18 @@ func (w *Workers) Start() error {
 	if w.watch != nil {
 		w.watch.start()
 	}
+	if w.inventory != nil {
+		w.inventory.start()
+	}
 	return nil
 }
 
-// Stop stops the hosts' watcher, then both workers, the relays' first.
+// Stop stops following the config and the hosts' watcher, then both
+// workers, the relays' first.
 func (w *Workers) Stop() {
+	if w.inventory != nil {
+		w.inventory.stop()
+	}
 	if w.watch != nil {
 		w.watch.stop()
 	}
@@ -210,12 +221,15 @@ func (w *Workers) Stop() {
 // versioning enabled, cfg must name a build ID or the binary must carry one
 // (see BuildID), which the worker's command (package workercmd) checks
 // before calling New. With a catalogue in deps, the Workers also watch
-// every host of cfg into it while they run (package fleetwatch), so that
-// status and the fleet page read the hosts from it.
-func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log zerolog.Logger) *Workers {
+// every host of the config into it while they run (package fleetwatch), so
+// that status and the fleet page read the hosts from it. With a live config
+// (*config.Live) the Workers follow its file while they run (inventory.go):
+// machines join and leave without a restart.
+func New(c client.Client, mesh config.Source, configDir string, deps Deps, log zerolog.Logger) *Workers {
+	cfg := mesh.Current()
 	w := worker.New(c, cfg.Temporal.TaskQueue, WithDeployment(WorkerOptions(), cfg.Worker.Versioning))
 	Register(w, &activities.Activities{
-		Mesh:         cfg,
+		Mesh:         mesh,
 		Catalogue:    deps.Catalogue,
 		Builder:      deps.Builder,
 		Hosts:        deps.Hosts,
@@ -223,7 +237,6 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 		Plans:        activities.NewTemporalPlans(c, log),
 		ConfigDir:    configDir,
 		PollInterval: deps.PollInterval,
-		Windows:      cfg.DeployWindows(),
 		Log:          log,
 	})
 	relays := worker.New(c, meshapi.RelayTaskQueue(cfg.Temporal.TaskQueue), WithDeployment(RelayWorkerOptions(), cfg.Worker.Versioning))
@@ -231,6 +244,9 @@ func New(c client.Client, cfg *config.Config, configDir string, deps Deps, log z
 	ws := &Workers{main: w, relays: relays}
 	if deps.Catalogue != nil {
 		ws.watch = newHostWatch(cfg, deps.Catalogue, log)
+	}
+	if live, ok := mesh.(*config.Live); ok {
+		ws.inventory = &inventory{live: live, c: c, watch: ws.watch, log: log.With().Str("component", "inventory").Logger()}
 	}
 	return ws
 }

@@ -52,6 +52,12 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 	if err := workerapp.CheckSources(ctx, cfg, dir); err != nil {
 		return err
 	}
+	// The file is read again when it changes (machines join and leave
+	// without a restart); an edit is held to the same checks.
+	mesh, err := config.NewLive(path, cfg, func(c *config.Config) error { return workerapp.CheckSources(ctx, c, dir) })
+	if err != nil {
+		return err
+	}
 
 	tel, err := workerapp.NewTelemetry(cfg.Worker, log)
 	if err != nil {
@@ -77,7 +83,7 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 		}
 		log.Info().Str("address", addr.String()).Msg("serving /metrics, /livez and /readyz")
 	}
-	deps, closeDeps, err := workerapp.DefaultDeps(ctx, cfg, dir, log)
+	deps, closeDeps, err := workerapp.DefaultDeps(ctx, mesh, dir, log)
 	if err != nil {
 		return err
 	}
@@ -86,7 +92,7 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 		return err
 	}
 	if cfg.Worker.UIListen != "" {
-		addr, stop, err := workerapp.ServeFleet(c, cfg, deps.Catalogue, log)
+		addr, stop, err := workerapp.ServeFleet(c, mesh, deps.Catalogue, log)
 		if err != nil {
 			return err
 		}
@@ -101,7 +107,7 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 		defer shutdown(stop)
 		log.Info().Str("address", addr.String()).Msg("serving the merge receiver at /v1/webhooks/github, /gitlab and /gitea")
 	}
-	w := workerapp.New(c, cfg, dir, deps, log)
+	w := workerapp.New(c, mesh, dir, deps, log)
 	ev := log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
 		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Bool("tracing", tel.Tracing())
 	if v := cfg.Worker.Versioning; v.Enabled {

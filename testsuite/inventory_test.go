@@ -1,0 +1,94 @@
+package testsuite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/meshfile"
+	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/workerapp"
+)
+
+// Machines join and leave the mesh config while the worker runs, without
+// a restart. One added is brought to the newest healthy build of each
+// module the config gives it by a sync the worker starts itself, without
+// anyone merging. A plan that was waiting at a gate meanwhile keeps the
+// machines it started with: once approved it does not push the new one
+// (whose host the sync sent the build once), and skips, in words, the one
+// that left, sending it nothing; the rest converge as they would have.
+func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
+	o := stackOptions{live: true, modules: []string{"host"}, machines: []machineSpec{
+		{name: "edge-1", tier: 1, modules: []string{"host"}},
+		{name: "core-1", tier: 2, modules: []string{"host"}},
+		{name: "core-2", tier: 2, modules: []string{"host"}},
+	}}
+	s := newStack(t, o)
+	first := s.commit("host")
+	s.converge("host", first)
+	second := s.commit("host")
+	held := s.startGated("host", second, 2) // edge-1 runs it healthy
+	before := len(s.hosts["core-2"].Received())
+
+	s.file.Machines = slices.DeleteFunc(s.file.Machines, func(m meshfile.Machine) bool { return m.Name == "core-2" })
+	s.join(o, machineSpec{name: "edge-2", tier: 2, modules: []string{"host"}})
+	sync := meshapi.SyncID("edge-2", "host")
+	eventually(t, time.Minute, "the worker starts edge-2's sync", func() bool {
+		_, err := plans.State(context.Background(), s.c, sync)
+		return err == nil
+	})
+	st := s.wait(sync)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	b := s.build("host", second)
+	s.runs("edge-2", b)
+	desc, err := s.c.DescribeWorkflow(context.Background(), sync, "")
+	require.NoError(t, err)
+	summary, err := desc.GetStaticSummary()
+	require.NoError(t, err)
+	assert.Equal(t, "sync of host on edge-2 by "+workerapp.JoinedBy, summary, "the sync says who started it")
+
+	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "inventory test"})
+	require.NoError(t, err)
+	st = s.wait(held)
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	for _, tier := range st.Tiers {
+		for _, m := range tier.Machines {
+			assert.NotEqual(t, "edge-2", m.Machine, "the plan keeps the machines it started with")
+		}
+	}
+	left := progress(st, "core-2")
+	assert.Equal(t, meshapi.MachineSkipped, left.State)
+	assert.Equal(t, "skipped: machine core-2 left the mesh config before its push; nothing was sent to it", left.Reason)
+	assert.Len(t, s.hosts["core-2"].Received(), before, "core-2 was sent nothing more")
+	s.runs("core-2", s.build("host", first))
+	for _, m := range []string{"edge-1", "core-1", "edge-2"} {
+		s.runs(m, b)
+		s.checkJournal(m)
+	}
+	assert.Len(t, s.hosts["edge-2"].Applied(), 1, "edge-2 was sent the build once")
+}
+
+// join starts an agent for machine m and adds m to the stack's mesh
+// config, written as an editor saving by rename would.
+func (s *stack) join(o stackOptions, m machineSpec) {
+	s.t.Helper()
+	h := newAgentHost(s.t, m.name, s.runtime(o, m.name))
+	s.hosts[m.name] = h
+	s.file.Machines = append(s.file.Machines, meshfile.Machine{Name: m.name, Host: h.URL(), Tier: m.tier, Modules: m.modules})
+	s.writeConfig()
+}
+
+// writeConfig writes s.file over the stack's mesh config in one step.
+func (s *stack) writeConfig() {
+	s.t.Helper()
+	tmp := filepath.Join(filepath.Dir(s.configPath), ".mesh.yaml.new")
+	require.NoError(s.t, os.WriteFile(tmp, []byte(s.file.String()), 0o644))
+	require.NoError(s.t, os.Rename(tmp, s.configPath))
+}
