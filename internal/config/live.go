@@ -46,9 +46,9 @@ type Live struct {
 
 	cur atomic.Pointer[Config]
 
-	mu   sync.Mutex // one reload at a time
-	file *Config    // the file as last loaded, before the process's own settings
-	seen stamp
+	mu    sync.Mutex // one reload at a time
+	first *Config    // the file as the process started with it, before its own settings
+	seen  stamp
 }
 
 // stamp is what says a file changed: its time and size, looked at every
@@ -74,7 +74,7 @@ func NewLive(path string, cfg *Config, check func(*Config) error) (*Live, error)
 	if err != nil {
 		return nil, err
 	}
-	l.file, l.seen = file, st
+	l.first, l.seen = file, st
 	l.cur.Store(cfg)
 	return l, nil
 }
@@ -90,8 +90,8 @@ type Change struct {
 	// Moved are machines named before and now whose host, token or
 	// ca_file changed: their clients are made again.
 	Moved []string
-	// Restart names the sections that changed but take a restart; they
-	// are kept as they were.
+	// Restart names the sections that differ from the file the worker
+	// started with but take a restart; they are kept as they were.
 	Restart []string
 }
 
@@ -128,8 +128,7 @@ func (l *Live) Reload() (ch Change, changed bool, err error) {
 		}
 	}
 	ch = diff(cur, &next)
-	ch.Restart = restartSections(l.file, file)
-	l.file = file
+	ch.Restart = restartSections(l.first, file)
 	l.cur.Store(&next)
 	return ch, true, nil
 }

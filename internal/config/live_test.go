@@ -52,6 +52,8 @@ func TestLiveReload(t *testing.T) {
 			file:    "temporal: {address: 127.0.0.1:7299}\n" + strings.Replace(valid, "7401", "7411", 1),
 			changed: true, want: Change{Left: []string{"edge-2"}, Moved: []string{"edge-1"}, Restart: []string{"temporal"}},
 			machines: []string{"control-node", "edge-1"}},
+		{name: "the server's address put back", file: strings.Replace(valid, "7401", "7411", 1), changed: true,
+			machines: []string{"control-node", "edge-1"}},
 	}
 	at := time.Now()
 	for _, c := range cases {
@@ -79,7 +81,7 @@ func TestLiveReload(t *testing.T) {
 	}
 	// The refused edits were not retried on each look: the check saw each
 	// content that validated once.
-	assert.Equal(t, []string{"control-node,edge-1,edge-2", "control-node,edge-1,edge-2,edge-bad", "control-node,edge-1"}, checked)
+	assert.Equal(t, []string{"control-node,edge-1,edge-2", "control-node,edge-1,edge-2,edge-bad", "control-node,edge-1", "control-node,edge-1"}, checked)
 }
 
 // Watch tells a change and a refusal each once, and a file that stays
