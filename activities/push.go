@@ -64,7 +64,7 @@ func (a *Activities) push(ctx context.Context, in meshapi.PushInput) (meshapi.Pu
 	}
 	if left := a.left(req.Machine); left != "" {
 		log.Warn().Str("reason", left).Msg("push skipped")
-		return meshapi.PushOutcome{Outcome: meshapi.MachineSkipped, Reason: left}, nil
+		return meshapi.PushOutcome{Outcome: meshapi.MachineSkipped, Reason: left, Left: true}, nil
 	}
 	hc, rep, err := a.report(ctx, req.Machine)
 	if err != nil {

@@ -433,6 +433,7 @@ func TestPushToAMachineThatLeftIsSkipped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, meshapi.MachineSkipped, out.Outcome)
 	require.Equal(t, "skipped: machine control-node left the mesh config before its push; nothing was sent to it", out.Reason)
+	require.True(t, out.Left, "the machine workflow is told to retire")
 	require.Empty(t, f.host.Received(), "nothing sent")
 }
 

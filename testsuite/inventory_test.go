@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/meshfile"
@@ -23,7 +24,8 @@ import (
 // anyone merging. A plan that was waiting at a gate meanwhile keeps the
 // machines it started with: once approved it does not push the new one
 // (whose host the sync sent the build once), and skips, in words, the one
-// that left, sending it nothing; the rest converge as they would have.
+// that left, sending it nothing; the rest converge as they would have. The
+// machine workflow of the one that left ends.
 func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
 	o := stackOptions{live: true, modules: []string{"host"}, machines: []machineSpec{
 		{name: "edge-1", tier: 1, modules: []string{"host"}},
@@ -73,6 +75,11 @@ func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
 		s.checkJournal(m)
 	}
 	assert.Len(t, s.hosts["edge-2"].Applied(), 1, "edge-2 was sent the build once")
+	eventually(t, time.Minute, "core-2's machine workflow ends", func() bool {
+		d, err := s.c.DescribeWorkflow(context.Background(), meshapi.MachineID("core-2"), "")
+		require.NoError(t, err)
+		return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
 }
 
 // join starts an agent for machine m and adds m to the stack's mesh
@@ -91,4 +98,26 @@ func (s *stack) writeConfig() {
 	tmp := filepath.Join(filepath.Dir(s.configPath), ".mesh.yaml.new")
 	require.NoError(s.t, os.WriteFile(tmp, []byte(s.file.String()), 0o644))
 	require.NoError(s.t, os.Rename(tmp, s.configPath))
+}
+
+// TestCaptureRetireHistory records the workflow of a machine removed from
+// the mesh config while the worker runs (change machine-retire): one push,
+// then the retire signal, and the end. Like the other captures it runs
+// only with MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureRetireHistory(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	o := exampleMesh()
+	o.live = true
+	s := captureStack(t, o)
+	s.converge("host", s.commit("host"))
+	s.file.Machines = slices.DeleteFunc(s.file.Machines, func(m meshfile.Machine) bool { return m.Name == "edge-1" })
+	s.writeConfig()
+	id := meshapi.MachineID("edge-1")
+	eventually(t, time.Minute, "edge-1's machine workflow ends", func() bool {
+		d, err := s.c.DescribeWorkflow(context.Background(), id, "")
+		require.NoError(t, err)
+		return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	s.writeHistories(capturedRun{"machine-retired.machine-retire", id, ""})
 }

@@ -27,6 +27,7 @@ func Machine(ctx workflow.Context, in meshapi.MachineInput) error {
 		recent:  append([]meshapi.PushResult(nil), in.Recent...),
 		floor:   maps.Clone(in.Floor),
 		running: in.Running,
+		retired: in.Retired,
 	}
 	if err := m.setup(ctx); err != nil {
 		return err
@@ -64,6 +65,9 @@ type machine struct {
 	budgetWait string
 	// published is the summary last kept in the memo (machine_summary.go).
 	published *meshapi.MachineSummary
+	// retired is why the machine left the mesh config, once the worker
+	// said so: the workflow ends when its queue is empty (machine_continue.go).
+	retired *meshapi.Retire
 }
 
 func (m *machine) setup(ctx workflow.Context) error {
@@ -95,8 +99,14 @@ func queued(r meshapi.PushRequest) meshapi.QueuedRequest {
 func (m *machine) run(ctx workflow.Context) error {
 	pushCh := workflow.GetSignalChannel(ctx, meshapi.SignalPush)
 	cancelCh := workflow.GetSignalChannel(ctx, meshapi.SignalCancelPush)
+	retireCh := workflow.GetSignalChannel(ctx, meshapi.SignalRetire)
 	var inflight workflow.Future
 	for {
+		if inflight == nil && m.retired != nil && len(m.queue) == 0 {
+			if done, err := m.retire(ctx, pushCh, cancelCh); done {
+				return err
+			}
+		}
 		if inflight == nil && m.shouldContinue(ctx) {
 			return m.continueAsNew(ctx, pushCh, cancelCh)
 		}
@@ -116,6 +126,14 @@ func (m *machine) run(ctx workflow.Context) error {
 			c.Receive(ctx, &r)
 			m.signals++
 			m.cancel(r)
+		})
+		sel.AddReceive(retireCh, func(c workflow.ReceiveChannel, _ bool) {
+			var r meshapi.Retire
+			c.Receive(ctx, &r)
+			m.signals++
+			if m.retired == nil && retiring(ctx) {
+				m.retired = &r
+			}
 		})
 		if inflight != nil {
 			f := inflight
@@ -195,6 +213,9 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		m.lastSeq = out.Seq
 	}
 	res.Seq = out.Seq
+	if out.Left && m.retired == nil && retiring(ctx) {
+		m.retired = &meshapi.Retire{Reason: out.Reason}
+	}
 	if out.HostLostState != "" {
 		m.hostLostState = out.HostLostState
 		hostStateLost(ctx, m.in.Machine)

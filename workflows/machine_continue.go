@@ -38,6 +38,57 @@ func signalLimit(override int) int {
 // delivered into the queue, and continues with the sequence, queue and
 // recent answers, so that no request is lost or answered twice.
 func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.ReceiveChannel) error {
+	if err := m.settle(ctx, pushCh, cancelCh); err != nil {
+		return err
+	}
+	if m.answering > 0 {
+		// Draining answered a duplicate or superseded a request; deliver
+		// those answers first, then look again.
+		return m.continueAsNew(ctx, pushCh, cancelCh)
+	}
+	next := meshapi.MachineInput{
+		Machine:       m.in.Machine,
+		LastSeq:       m.lastSeq,
+		Queue:         m.queue,
+		Recent:        m.recent,
+		ContinueAfter: m.in.ContinueAfter,
+		SignalBudget:  m.in.SignalBudget,
+		Floor:         m.floor,
+		Running:       m.running,
+		Retired:       m.retired,
+	}
+	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
+}
+
+// retireChange gates retirement: from it on, a machine workflow told its
+// machine left the mesh config (the retire signal, or a push that found it
+// gone) ends once its queue is empty. A run recorded before it kept
+// waiting, and replays so.
+const retireChange = "machine-retire"
+
+// retiring says whether this run acts on a retirement: asked only when one
+// comes, so that every history without one replays untouched.
+func retiring(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, retireChange, workflow.DefaultVersion, 1) == 1
+}
+
+// retire ends a retired machine's workflow (done) once its answers are
+// delivered and no request has come meanwhile; a request that did is
+// served first, and retire is asked again when the queue is empty.
+func (m *machine) retire(ctx workflow.Context, pushCh, cancelCh workflow.ReceiveChannel) (done bool, err error) {
+	if err := m.settle(ctx, pushCh, cancelCh); err != nil {
+		return true, err
+	}
+	if m.answering > 0 || len(m.queue) > 0 {
+		return false, nil
+	}
+	workflow.GetLogger(ctx).Info("machine workflow ends: its machine left the mesh config", "machine", m.in.Machine, "reason", m.retired.Reason)
+	return true, nil
+}
+
+// settle waits for answers in flight and takes every signal already
+// delivered into the queue, so that the run can end with nothing lost.
+func (m *machine) settle(ctx workflow.Context, pushCh, cancelCh workflow.ReceiveChannel) error {
 	if err := workflow.Await(ctx, func() bool { return m.answering == 0 && workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
@@ -55,20 +106,9 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 		}
 		m.cancel(c)
 	}
-	if m.answering > 0 {
-		// Draining answered a duplicate or superseded a request; deliver
-		// those answers first, then look again.
-		return m.continueAsNew(ctx, pushCh, cancelCh)
+	var r meshapi.Retire
+	if workflow.GetSignalChannel(ctx, meshapi.SignalRetire).ReceiveAsync(&r) && m.retired == nil && retiring(ctx) {
+		m.retired = &r
 	}
-	next := meshapi.MachineInput{
-		Machine:       m.in.Machine,
-		LastSeq:       m.lastSeq,
-		Queue:         m.queue,
-		Recent:        m.recent,
-		ContinueAfter: m.in.ContinueAfter,
-		SignalBudget:  m.in.SignalBudget,
-		Floor:         m.floor,
-		Running:       m.running,
-	}
-	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
+	return nil
 }

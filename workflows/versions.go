@@ -25,6 +25,9 @@ var liveChanges = map[string]string{
 	// Notifier: it tells its plan when a target starts failing, is given
 	// up on, or recovers (meshapi.SignalNotifyTrouble).
 	"notify-trouble": "notifyTroubleChange",
+	// Machine: a machine workflow whose machine left the mesh config
+	// ends once its queue is empty (meshapi.Retire).
+	"machine-retire": "retireChange",
 }
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is

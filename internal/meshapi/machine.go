@@ -24,6 +24,9 @@ type MachineInput struct {
 	// Running carries the last declaration the workflow found running
 	// healthy across continue-as-new.
 	Running *mesh.Declaration `json:"running,omitempty"`
+	// Retired carries a retirement across continue-as-new: the run ends
+	// once its queue is empty.
+	Retired *Retire `json:"retired,omitempty"`
 }
 
 // MachineState answers the machine workflow's query.

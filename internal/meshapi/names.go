@@ -20,6 +20,10 @@ const (
 	// SignalCancelPush carries a CancelPush from a plan that no longer wants
 	// its queued request.
 	SignalCancelPush = "cancel-push"
+	// SignalRetire carries a Retire from the worker to the machine workflow
+	// of a machine that left the mesh config: it ends once its queue is
+	// empty.
+	SignalRetire = "retire"
 	// SignalPushResult carries a PushResult back to the plan that asked: the
 	// one route by which a plan learns how a push ended. The push activity
 	// sends it for a push it carried through; the machine workflow sends it

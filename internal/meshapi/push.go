@@ -120,6 +120,14 @@ type CancelPush struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
+// Retire tells a machine workflow its machine has left the mesh config: it
+// serves what it has queued (each push, finding the machine gone, is
+// skipped and sends nothing) and then ends, rather than wait for requests
+// that no plan will send. A machine added back is served by a new run.
+type Retire struct {
+	Reason string `json:"reason"`
+}
+
 // PushInput is one push attempt from the machine workflow: the request and
 // the sequence the workflow proposes.
 type PushInput struct {
@@ -147,4 +155,8 @@ type PushOutcome struct {
 	// replaced disk, a re-imaged machine) and was pushed from the fleet's
 	// records of its floor instead.
 	HostLostState string `json:"host_lost_state,omitempty"`
+	// Left says the push found its machine gone from the mesh config and
+	// was skipped: the machine workflow retires (see Retire), as it does
+	// when the worker tells it.
+	Left bool `json:"left,omitempty"`
 }
