@@ -79,6 +79,7 @@ func (b *budget) run(ctx workflow.Context) error {
 	)
 	for {
 		b.grant(ctx)
+		budgetGauges(ctx, len(b.leases), len(b.waiting))
 		if b.shouldContinue(ctx) {
 			return b.continueAsNew(ctx, askCh, releaseCh)
 		}

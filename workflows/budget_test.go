@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -38,8 +39,11 @@ type sentGrant struct {
 	grant   meshapi.LeaseGrant
 }
 
-func newBudgetHarness(t *testing.T) *budgetHarness {
-	h := &budgetHarness{t: t, env: quietSuite().NewTestWorkflowEnvironment(), gone: map[string]bool{}}
+func newBudgetHarness(t *testing.T) *budgetHarness { return newBudgetHarnessOn(t, quietSuite()) }
+
+// newBudgetHarnessOn is newBudgetHarness in a suite of the test's.
+func newBudgetHarnessOn(t *testing.T, s *testsuite.WorkflowTestSuite) *budgetHarness {
+	h := &budgetHarness{t: t, env: s.NewTestWorkflowEnvironment(), gone: map[string]bool{}}
 	h.env.RegisterWorkflowWithOptions(FleetBudget, workflow.RegisterOptions{Name: meshapi.FleetBudgetWorkflowType})
 	h.start = h.env.Now()
 	h.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", meshapi.SignalLeaseGrant, mock.Anything).Return(
@@ -238,4 +242,61 @@ func TestFleetBudgetContinuesAsNewWithItsLeasesAndLine(t *testing.T) {
 	require.Equal(t, 2, next.SignalBudget)
 	require.Equal(t, []string{"waiting for the fleet budget: 1 of 1 unavailable (edge-1 pushing host), 1 ahead in line"}, h.words("edge-3"),
 		"edge-3 is told edge-2 is ahead of it")
+}
+
+// gauges is a metrics handler that keeps each gauge's last value, by name
+// (tags dropped); counters and timers go nowhere.
+type gauges struct {
+	client.MetricsHandler
+	mu   *sync.Mutex
+	last map[string]float64
+}
+
+func newGauges() gauges {
+	return gauges{MetricsHandler: client.MetricsNopHandler, mu: &sync.Mutex{}, last: map[string]float64{}}
+}
+
+func (g gauges) WithTags(map[string]string) client.MetricsHandler { return g }
+
+func (g gauges) Gauge(name string) client.MetricsGauge {
+	return gaugeFunc(func(v float64) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.last[name] = v
+	})
+}
+
+type gaugeFunc func(float64)
+
+func (f gaugeFunc) Update(v float64) { f(v) }
+
+// now is the budget's two gauges: leases held, machines waiting.
+func (g gauges) now() [2]float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return [2]float64{g.last[MetricFleetUnavailable], g.last[MetricFleetWaiting]}
+}
+
+// The fleet budget's gauges say how many machines it counts unavailable
+// and how many wait, as leases are granted and released.
+func TestFleetBudgetGauges(t *testing.T) {
+	g := newGauges()
+	s := quietSuite()
+	s.SetMetricsHandler(g)
+	h := newBudgetHarnessOn(t, s)
+	a, b := ask("edge-1", "host", one), ask("edge-2", "web", one)
+	h.askAt(0, a)
+	h.askAt(time.Minute, b)
+	h.releaseAt(3*time.Minute, a)
+	h.releaseAt(5*time.Minute, b)
+	seen := map[time.Duration][2]float64{}
+	for _, at := range []time.Duration{2 * time.Minute, 4 * time.Minute} {
+		h.env.RegisterDelayedCallback(func() { seen[at] = g.now() }, at)
+	}
+	h.run(4)
+	require.Equal(t, map[time.Duration][2]float64{
+		2 * time.Minute: {1, 1}, // edge-1 holds the one place, edge-2 waits
+		4 * time.Minute: {1, 0}, // edge-2 holds it
+	}, seen)
+	require.Equal(t, [2]float64{0, 0}, g.now(), "both released")
 }

@@ -42,6 +42,13 @@ const (
 	// targets, by target, event and outcome (delivered, failed,
 	// abandoned): a target that keeps failing shows as failed tries.
 	MetricNotifications = "meshroll_notifications"
+	// MetricFleetUnavailable is how many machines the fleet budget
+	// (push.max_unavailable) counts unavailable now: the leases it holds
+	// granted, by task queue.
+	MetricFleetUnavailable = "meshroll_fleet_unavailable"
+	// MetricFleetWaiting is how many machines wait in the fleet budget's
+	// line for a lease, by task queue.
+	MetricFleetWaiting = "meshroll_fleet_budget_waiting"
 )
 
 // MetricHelp is the help text of each of meshroll's workflow metrics, which
@@ -49,15 +56,25 @@ const (
 // none). A metric added above without a line here fails
 // TestEveryMetricHasHelp.
 var MetricHelp = map[string]string{
-	MetricPlansStarted:  "Plans that began to run, by module.",
-	MetricPlansEnded:    "Plans that ended, by module and terminal state (converged, halted, refused, ...).",
-	MetricTierDuration:  "Time from handing a tier's pushes over to its last answer, by module, tier and how the tier ended.",
-	MetricPushes:        "Answers of machine workflows to pushes, by machine and outcome.",
-	MetricRefusals:      "Refused pushes, by machine and reason (the refusal's stable error type).",
-	MetricQueueLength:   "Requests waiting on a machine workflow, the one in flight not counted.",
-	MetricAnalyses:      "Analysis checks that ended, by module, tier, check and verdict (passed, failed, inconclusive, cancelled).",
-	MetricNotifications: "Delivery tries of plan events to notify targets, by target, event and outcome (delivered, failed, abandoned).",
-	MetricHostStateLost: "Pushes that found their host had lost its state (its last sequence below what was sent), by machine.",
+	MetricPlansStarted:     "Plans that began to run, by module.",
+	MetricPlansEnded:       "Plans that ended, by module and terminal state (converged, halted, refused, ...).",
+	MetricTierDuration:     "Time from handing a tier's pushes over to its last answer, by module, tier and how the tier ended.",
+	MetricPushes:           "Answers of machine workflows to pushes, by machine and outcome.",
+	MetricRefusals:         "Refused pushes, by machine and reason (the refusal's stable error type).",
+	MetricQueueLength:      "Requests waiting on a machine workflow, the one in flight not counted.",
+	MetricAnalyses:         "Analysis checks that ended, by module, tier, check and verdict (passed, failed, inconclusive, cancelled).",
+	MetricNotifications:    "Delivery tries of plan events to notify targets, by target, event and outcome (delivered, failed, abandoned).",
+	MetricHostStateLost:    "Pushes that found their host had lost its state (its last sequence below what was sent), by machine.",
+	MetricFleetUnavailable: "Machines the fleet budget (push.max_unavailable) counts unavailable now: the leases it has granted, by task queue.",
+	MetricFleetWaiting:     "Machines waiting in the fleet budget's line for a lease, by task queue.",
+}
+
+// budgetGauges sets the fleet budget's gauges: leases held and machines
+// waiting.
+func budgetGauges(ctx workflow.Context, leases, waiting int) {
+	h := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"task_queue": workflow.GetInfo(ctx).TaskQueueName})
+	h.Gauge(MetricFleetUnavailable).Update(float64(leases))
+	h.Gauge(MetricFleetWaiting).Update(float64(waiting))
 }
 
 func planStarted(ctx workflow.Context, module string) {
