@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +121,34 @@ func TestCaptureRetireHistory(t *testing.T) {
 		return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 	s.writeHistories(capturedRun{"machine-retired.machine-retire", id, ""})
+}
+
+// The worker command follows its mesh config as the in-process worker
+// does: an edit that does not validate is refused in its log, naming the
+// key, and changes nothing; the edit that adds a machine brings it to the
+// newest healthy build by the worker's own sync.
+func TestWorkerCommandFollowsItsMeshConfig(t *testing.T) {
+	t.Parallel()
+	o := stackOptions{modules: []string{"host"}, machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"host"}}}}
+	fs := newStack(t, withFaults(o))
+	fs.workers.start()
+	st := fs.converge("host", fs.commit("host"))
+
+	good := fs.file
+	fs.file.Machines = append(slices.Clone(fs.file.Machines), meshfile.Machine{Name: "edge-2", Host: "http://127.0.0.1:1", Tier: 1, Modules: []string{"hots"}})
+	fs.writeConfig()
+	eventually(t, time.Minute, "the worker to refuse the edit", func() bool {
+		return strings.Contains(fs.workers.log.String(), `machines.edge-2.modules: unknown module \"hots\"`)
+	})
+	fs.file = good
+	fs.join(o, machineSpec{name: "edge-2", tier: 1, modules: []string{"host"}})
+	sync := meshapi.SyncID("edge-2", "host")
+	eventually(t, time.Minute, "the worker starts edge-2's sync", func() bool {
+		_, err := plans.State(context.Background(), fs.c, sync)
+		return err == nil
+	})
+	synced := fs.wait(sync)
+	require.Equal(t, meshapi.PlanConverged, synced.State, synced.Reason)
+	fs.runs("edge-2", *st.Build)
+	assert.Contains(t, fs.workers.log.String(), "machine joined: sync started")
 }
