@@ -172,8 +172,9 @@ func (a *Activities) runningOn(ctx context.Context, machine, module string) (*me
 // knownModule refuses, for good, a module the worker's mesh config lacks:
 // the one refusal every activity given a module gives, naming the known.
 func (a *Activities) knownModule(module string) error {
-	if _, ok := a.Mesh.Current().Modules[module]; !ok {
-		return permanent(meshapi.ErrUnknownModule, "module %q is not in the worker's mesh config (known: %v)", module, a.Mesh.Current().ModuleNames())
+	cfg := a.Mesh.Current()
+	if _, ok := cfg.Modules[module]; !ok {
+		return permanent(meshapi.ErrUnknownModule, "module %q is not in the worker's mesh config (known: %v)", module, cfg.ModuleNames())
 	}
 	return nil
 }
@@ -192,9 +193,10 @@ func (a *Activities) left(machine string) string {
 // knownMachine is the machine's config, or knownModule's refusal for a
 // machine the worker's mesh config lacks.
 func (a *Activities) knownMachine(machine string) (config.Machine, error) {
-	m, ok := a.Mesh.Current().Machines[machine]
+	cfg := a.Mesh.Current()
+	m, ok := cfg.Machines[machine]
 	if !ok {
-		return config.Machine{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", machine, a.Mesh.Current().MachineNames())
+		return config.Machine{}, permanent(meshapi.ErrUnknownMachine, "machine %q is not in the worker's mesh config (known: %v)", machine, cfg.MachineNames())
 	}
 	return m, nil
 }

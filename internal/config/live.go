@@ -176,7 +176,7 @@ func (l *Live) read() (stamp, []byte, error) {
 func (l *Live) peek() (stamp, []byte, error) {
 	fi, err := os.Stat(l.path)
 	if err != nil {
-		return stamp{}, nil, fmt.Errorf("mesh config %s: %w (the config in force stays)", l.path, err)
+		return stamp{}, nil, fmt.Errorf("mesh config %s: %w", l.path, err)
 	}
 	if fi.ModTime().Equal(l.seen.mod) && fi.Size() == l.seen.size {
 		return stamp{}, nil, nil
