@@ -42,13 +42,7 @@ func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
 
 	s.file.Machines = slices.DeleteFunc(s.file.Machines, func(m meshfile.Machine) bool { return m.Name == "core-2" })
 	s.join(o, machineSpec{name: "edge-2", tier: 2, modules: []string{"host"}})
-	sync := meshapi.SyncID("edge-2", "host")
-	eventually(t, time.Minute, "the worker starts edge-2's sync", func() bool {
-		_, err := plans.State(context.Background(), s.c, sync)
-		return err == nil
-	})
-	st := s.wait(sync)
-	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	sync := s.joinedSync("edge-2", "host")
 	b := s.build("host", second)
 	s.runs("edge-2", b)
 	desc, err := s.c.DescribeWorkflow(context.Background(), sync, "")
@@ -59,7 +53,7 @@ func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
 
 	_, err = controlPlan(s, held, meshapi.UpdateApprove, meshapi.ApproveInput{By: "inventory test"})
 	require.NoError(t, err)
-	st = s.wait(held)
+	st := s.wait(held)
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	for _, tier := range st.Tiers {
 		for _, m := range tier.Machines {
@@ -76,11 +70,7 @@ func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
 		s.checkJournal(m)
 	}
 	assert.Len(t, s.hosts["edge-2"].Applied(), 1, "edge-2 was sent the build once")
-	eventually(t, time.Minute, "core-2's machine workflow ends", func() bool {
-		d, err := s.c.DescribeWorkflow(context.Background(), meshapi.MachineID("core-2"), "")
-		require.NoError(t, err)
-		return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	})
+	s.machineWorkflowEnds("core-2")
 }
 
 // join starts an agent for machine m and adds m to the stack's mesh
@@ -91,6 +81,31 @@ func (s *stack) join(o stackOptions, m machineSpec) {
 	s.hosts[m.name] = h
 	s.file.Machines = append(s.file.Machines, meshfile.Machine{Name: m.name, Host: h.URL(), Tier: m.tier, Modules: m.modules})
 	s.writeConfig()
+}
+
+// joinedSync waits for the sync the worker starts for module on a machine
+// that joined the mesh config, and for it to converge; it returns its ID.
+func (s *stack) joinedSync(machine, module string) string {
+	s.t.Helper()
+	id := meshapi.SyncID(machine, module)
+	eventually(s.t, time.Minute, "the worker starts "+id, func() bool {
+		_, err := plans.State(context.Background(), s.c, id)
+		return err == nil
+	})
+	st := s.wait(id)
+	require.Equal(s.t, meshapi.PlanConverged, st.State, st.Reason)
+	return id
+}
+
+// machineWorkflowEnds waits for machine's workflow to complete: retired,
+// its machine having left the mesh config.
+func (s *stack) machineWorkflowEnds(machine string) {
+	s.t.Helper()
+	eventually(s.t, time.Minute, machine+"'s machine workflow ends", func() bool {
+		d, err := s.c.DescribeWorkflow(context.Background(), meshapi.MachineID(machine), "")
+		require.NoError(s.t, err)
+		return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
 }
 
 // writeConfig writes s.file over the stack's mesh config in one step.
@@ -114,13 +129,8 @@ func TestCaptureRetireHistory(t *testing.T) {
 	s.converge("host", s.commit("host"))
 	s.file.Machines = slices.DeleteFunc(s.file.Machines, func(m meshfile.Machine) bool { return m.Name == "edge-1" })
 	s.writeConfig()
-	id := meshapi.MachineID("edge-1")
-	eventually(t, time.Minute, "edge-1's machine workflow ends", func() bool {
-		d, err := s.c.DescribeWorkflow(context.Background(), id, "")
-		require.NoError(t, err)
-		return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	})
-	s.writeHistories(capturedRun{"machine-retired.machine-retire", id, ""})
+	s.machineWorkflowEnds("edge-1")
+	s.writeHistories(capturedRun{"machine-retired.machine-retire", meshapi.MachineID("edge-1"), ""})
 }
 
 // The worker command follows its mesh config as the in-process worker
@@ -142,13 +152,7 @@ func TestWorkerCommandFollowsItsMeshConfig(t *testing.T) {
 	})
 	fs.file = good
 	fs.join(o, machineSpec{name: "edge-2", tier: 1, modules: []string{"host"}})
-	sync := meshapi.SyncID("edge-2", "host")
-	eventually(t, time.Minute, "the worker starts edge-2's sync", func() bool {
-		_, err := plans.State(context.Background(), fs.c, sync)
-		return err == nil
-	})
-	synced := fs.wait(sync)
-	require.Equal(t, meshapi.PlanConverged, synced.State, synced.Reason)
+	fs.joinedSync("edge-2", "host")
 	fs.runs("edge-2", *st.Build)
 	assert.Contains(t, fs.workers.log.String(), "machine joined: sync started")
 }
