@@ -60,9 +60,12 @@ type stack struct {
 	// edits it (see writeConfig).
 	configPath string
 	file       meshfile.File
-	repo       string
-	hosts      map[string]*agentHost
-	cat        catalogue.Catalogue
+	// enrollURL is where a stack with enroll serves its enrollment
+	// endpoint.
+	enrollURL string
+	repo      string
+	hosts     map[string]*agentHost
+	cat       catalogue.Catalogue
 	// worker is the in-process worker started last.
 	worker *workerapp.Workers
 	// builder is what the in-process worker builds with.
@@ -176,7 +179,14 @@ type stackOptions struct {
 	// command does (config.Live): an edit of the file (writeConfig) is
 	// put in force without a restart.
 	live bool
+	// enroll, when set, is the enroll: section in YAML flow style: the
+	// stack serves the enrollment endpoint (s.enrollURL) with the token
+	// enrollToken, beside a live worker.
+	enroll string
 }
+
+// enrollToken is the enrollment token of a stack with enroll.
+const enrollToken = "enroll-token-5a4b3c2d"
 
 // healthYAML is every module's health key: the test's own, or no probe
 // and min_healthy 0s, so that tests of orchestration do not wait out the
@@ -227,7 +237,10 @@ func newStack(t *testing.T, o stackOptions) *stack {
 
 	f := meshfile.File{
 		Address: s.srv.HostPort(), Namespace: s.namespace, TaskQueue: "meshroll-" + strings.ToLower(sanitize(t.Name())),
-		Push: o.push, Tiers: o.tiers, Analysis: o.analysis, Notify: o.notify,
+		Push: o.push, Tiers: o.tiers, Analysis: o.analysis, Notify: o.notify, Enroll: o.enroll,
+	}
+	if o.enroll != "" {
+		f.Worker = fmt.Sprintf("{enroll_listen: 127.0.0.1:0, enroll_token: %s}", enrollToken)
 	}
 	if o.faults {
 		f.StateDir, f.Registry = s.stateDir, s.registry.Address
@@ -298,6 +311,12 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		live, err := config.NewLive(s.configPath, cfg, nil)
 		require.NoError(t, err)
 		s.startWorkerOn(live)
+		if o.enroll != "" {
+			addr, stop, err := workerapp.ServeEnroll(s.c, live, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = stop(context.Background()) })
+			s.enrollURL = "http://" + addr.String()
+		}
 		return s
 	}
 	s.startWorker()

@@ -9,7 +9,10 @@
 // typed messages of package meshapi. Beside them run short workflows: the
 // operator's levers, the relays of large plans, and Receive, one delivery
 // of the merge receiver (package webhook), which fetches the clone and
-// starts the plans of the modules a push touched.
+// starts the plans of the modules a push touched. Two more live as long as
+// machines do and follow the same rule as Machine: FleetBudget, the fleet's
+// one budget of unavailable machines, and Enrollment, one machine's ask to
+// join (package enroll) and the operator's decision on it.
 //
 // Workflow code here is deterministic: no clocks, randomness, I/O, goroutines
 // or map iteration outside the workflow package's own primitives.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cmdrun"
+	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/logging"
 )
 
@@ -78,6 +79,11 @@ func defineFlags(fs *pflag.FlagSet) {
 	fs.Duration("exec-stop-grace", 0, "how long the exec runtime gives a process between SIGTERM and SIGKILL (default 10s)")
 	fs.Duration("exec-healthy-after", 0, "how long an exec process must stay up to count as running (default 1s)")
 	fs.String("ports", agent.DefaultPorts.String(), "where to pick the ports of containers whose probe asks for one (MIN-MAX; keep it below the kernel's ephemeral range, net.ipv4.ip_local_port_range)")
+	fs.String("enroll", "", "the worker's enrollment URL (such as http://worker:8236): ask it to let this machine into the mesh, with the token of --enroll-token-file (or "+envPrefix+"_ENROLL_TOKEN); empty asks nothing")
+	fs.String("enroll-token-file", "", "file holding the mesh's enrollment token, for --enroll (or set "+envPrefix+"_ENROLL_TOKEN)")
+	fs.String("labels", "", "this machine's labels for --enroll, k=v,k=v (such as site=lab,ring=canary): the tiers' selects place it by them")
+	fs.String("advertise", "", "base URL the worker reaches this agent's host API at, for --enroll (default http://<--listen address>, https:// with --tls-cert)")
+	fs.Duration("enroll-every", enroll.DefaultEvery, "how often a machine pending enrollment asks again, for --enroll")
 	fs.Bool("metrics", true, "serve Prometheus metrics on "+agent.PathMetrics+" (unauthenticated, read-only, no secrets)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.String("log-format", logging.FormatAuto, "log format: json, console, auto (console on a terminal)")

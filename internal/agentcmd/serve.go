@@ -11,8 +11,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cmdrun"
+	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/registry"
 )
@@ -83,12 +86,14 @@ func serve(ctx context.Context, s settings, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	stopEnrolling := startEnrolling(ctx, s, ln.Addr().String(), log)
 	var serveErr error
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("stopping")
 	case serveErr = <-served:
 	}
+	stopEnrolling()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -103,4 +108,33 @@ func serve(ctx context.Context, s settings, stderr io.Writer) error {
 	}
 	log.Info().Msg("host agent stopped")
 	return nil
+}
+
+// startEnrolling asks s.enroll to let the machine in, if it is set, in the
+// background: the agent serves whatever the answer, since nothing is pushed
+// to it until it is admitted. The returned func stops asking and returns
+// once the asking has ended.
+func startEnrolling(ctx context.Context, s settings, bound string, log zerolog.Logger) (stop func()) {
+	if s.enroll == "" {
+		return func() {}
+	}
+	advertise := s.advertise
+	if advertise == "" {
+		advertise = advertiseURL(s.listen, bound, s.tlsCert != "")
+	}
+	c := enroll.Client{URL: s.enroll, Token: s.enrollToken}
+	ask := enroll.Ask{Machine: s.machine, Host: advertise, Labels: s.labels}
+	log.Info().Str("machine", s.machine).Str("advertise", advertise).Any("labels", s.labels).
+		Str("enroll_every", s.enrollEvery.String()).Msg("asking the worker to enroll this machine")
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Follow logs each answer; the agent serves whatever it is.
+		_, _ = c.Follow(ctx, ask, s.enrollEvery, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

@@ -3,6 +3,7 @@ package agentcmd
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +16,11 @@ import (
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/cmdrun"
+	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/secret"
+	"github.com/meshroll/meshroll/internal/selector"
 )
 
 // envPrefix prefixes every variable the agent reads.
@@ -33,6 +36,13 @@ type settings struct {
 	// registry is for the exec runtime's pulls; its password is secret.
 	registry                registry.Options
 	stopGrace, healthyAfter time.Duration
+	// enroll, when set, is the worker's enrollment URL: the agent asks it
+	// to let the machine in, with enrollToken (secret), labels and advertise
+	// (empty: advertiseURL of the address it listens on), again every
+	// enrollEvery while pending.
+	enroll, enrollToken, advertise string
+	labels                         map[string]string
+	enrollEvery                    time.Duration
 }
 
 // keys maps each configuration key to its flag.
@@ -59,7 +69,16 @@ var keys = map[string]string{
 	"ports":              "ports",
 	"log_level":          "log-level",
 	"log_format":         "log-format",
+	"enroll":             "enroll",
+	"enroll_token_file":  "enroll-token-file",
+	"labels":             "labels",
+	"advertise":          "advertise",
+	"enroll_every":       "enroll-every",
 }
+
+// enrollTokenEnv holds the enrollment token when no file does. It is a
+// variable and a file only, never a flag: flags show in ps.
+const enrollTokenEnv = envPrefix + "_ENROLL_TOKEN"
 
 // load reads the settings from fs (defineFlags' flags, parsed), the
 // environment and the config file, flags first.
@@ -202,7 +221,183 @@ func load(fs *pflag.FlagSet) (settings, error) {
 			return settings{}, cmdrun.Usagef("token contains spaces or control characters, which no client can send")
 		}
 	}
+	if err := loadEnrollment(v, &s); err != nil {
+		return settings{}, err
+	}
 	return s, nil
+}
+
+// loadEnrollment reads the enrollment settings into s: all of them need
+// --enroll, and --enroll needs a token.
+func loadEnrollment(v *viper.Viper, s *settings) error {
+	s.enroll = strings.TrimSpace(v.GetString("enroll"))
+	s.advertise = strings.TrimSpace(v.GetString("advertise"))
+	tokenFile := strings.TrimSpace(v.GetString("enroll_token_file"))
+	s.enrollToken = os.Getenv(enrollTokenEnv)
+	labels, err := labelsSetting(v.Get("labels"))
+	if err != nil {
+		return err
+	}
+	if s.enroll == "" {
+		for _, given := range []struct {
+			what string
+			set  bool
+		}{
+			{"--enroll-token-file", tokenFile != ""},
+			{enrollTokenEnv, s.enrollToken != ""},
+			{"--labels", labels != ""},
+			{"--advertise", s.advertise != ""},
+			{"--enroll-every", v.IsSet("enroll_every")},
+		} {
+			if given.set {
+				return cmdrun.Usagef("%s is for enrollment and needs --enroll (the worker's enrollment URL)", given.what)
+			}
+		}
+		return nil
+	}
+
+	if err := checkBaseURL("enroll", s.enroll, "http://worker:8236"); err != nil {
+		return err
+	}
+	if tokenFile != "" {
+		if s.enrollToken != "" {
+			return cmdrun.Usagef("give the enrollment token either in %s or in --enroll-token-file, not both", enrollTokenEnv)
+		}
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fmt.Errorf("enrollment token file: %w", err)
+		}
+		if s.enrollToken = strings.TrimSpace(string(b)); s.enrollToken == "" {
+			return fmt.Errorf("enrollment token file %s is empty", tokenFile)
+		}
+	}
+	if s.enrollToken == "" {
+		return cmdrun.Usagef("--enroll needs the mesh's enrollment token: set --enroll-token-file (or %s)", enrollTokenEnv)
+	}
+	for _, r := range s.enrollToken {
+		if r < 0x21 || r == 0x7f {
+			// Never echo the token.
+			return cmdrun.Usagef("the enrollment token contains spaces or control characters, which no client can send")
+		}
+	}
+
+	if s.labels, err = parseLabels(labels); err != nil {
+		return err
+	}
+
+	if s.advertise != "" {
+		if err := checkBaseURL("advertise", s.advertise, "http://10.0.0.7:7400"); err != nil {
+			return err
+		}
+	} else {
+		host, _, err := net.SplitHostPort(s.listen)
+		if err != nil {
+			return cmdrun.Usagef("--listen %q: want host:port, such as 127.0.0.1:7400", s.listen)
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return cmdrun.Usagef("--enroll with --listen %s needs --advertise: the worker must be told which of this machine's addresses reaches the host API (such as --advertise http://10.0.0.7:7400)", s.listen)
+		}
+	}
+
+	s.enrollEvery = enroll.DefaultEvery
+	if str := strings.TrimSpace(v.GetString("enroll_every")); str != "" {
+		if s.enrollEvery, err = time.ParseDuration(str); err != nil || s.enrollEvery <= 0 {
+			return cmdrun.Usagef("--enroll-every %q: want a duration above 0, like 15s", str)
+		}
+	}
+	return nil
+}
+
+// labelsSetting is --labels as given: a flag or variable is a string, and a
+// config file may also give a list of k=v.
+func labelsSetting(v any) (string, error) {
+	switch l := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return strings.TrimSpace(l), nil
+	case []any:
+		parts := make([]string, 0, len(l))
+		for _, p := range l {
+			s, ok := p.(string)
+			if !ok {
+				return "", cmdrun.Usagef("--labels: %v is not k=v", p)
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
+	default:
+		return "", cmdrun.Usagef("--labels: want k=v,k=v (such as site=lab,ring=canary)")
+	}
+}
+
+// parseLabels reads k=v,k=v into a map (nil for none), with the keys and
+// values that selectors can match.
+func parseLabels(s string) (map[string]string, error) {
+	var labels map[string]string
+	for kv := range strings.SplitSeq(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, cmdrun.Usagef("--labels: %q is not k=v (such as site=lab)", kv)
+		}
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if msg := selector.CheckKey(k); msg != "" {
+			return nil, cmdrun.Usagef("--labels: %s", msg)
+		}
+		if msg := selector.CheckValue(val); msg != "" {
+			return nil, cmdrun.Usagef("--labels: label %s: %s", k, msg)
+		}
+		if _, dup := labels[k]; dup {
+			return nil, cmdrun.Usagef("--labels: label %s is given twice", k)
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[k] = val
+	}
+	return labels, nil
+}
+
+// checkBaseURL refuses what cannot be the base URL --flag names: anything
+// but an absolute http(s) URL with a host, and credentials, a query or a
+// fragment, which a base URL cannot carry (the enrollment token has its
+// own setting). The error never shows a password.
+func checkBaseURL(flag, raw, example string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return cmdrun.Usagef("--%s: not a URL: want an absolute http(s) URL, such as %s", flag, example)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https", u.Hostname() == "":
+		return cmdrun.Usagef("--%s %q: want an absolute http(s) URL, such as %s", flag, u.Redacted(), example)
+	case u.User != nil:
+		return cmdrun.Usagef("--%s %q: no user or password in the URL", flag, u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return cmdrun.Usagef("--%s %q: no query or fragment in a base URL", flag, u.Redacted())
+	}
+	return nil
+}
+
+// advertiseURL is --advertise's default: the host of --listen (so that a
+// name a TLS certificate holds stays a name) at the port bound, which
+// differs from --listen's when that is 0.
+func advertiseURL(listen, bound string, tls bool) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = listen
+	}
+	_, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		_, port, _ = net.SplitHostPort(listen)
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // loopbackOnly refuses a listen address beyond loopback for a host API

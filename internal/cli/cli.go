@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/temporalx"
 )
@@ -148,15 +149,40 @@ func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.
 }
 
 // loadConfig reads the mesh config named by --config (or its defaults) and
-// returns the path it resolved, for messages.
-func (a *app) loadConfig() (*config.Config, string, error) {
+// returns the path it resolved, for messages. With enrollment on
+// (enroll.modules), the machines admitted through it join the file's, as
+// they do in the worker's config in force; when Temporal cannot be asked
+// which they are, the command goes on with the file's machines and says
+// so on stderr.
+func (a *app) loadConfig(ctx context.Context) (*config.Config, string, error) {
 	path := config.ResolvePath(a.configFlag)
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, path, err
 	}
+	if len(cfg.Enroll.Modules) > 0 {
+		cfg = a.admit(ctx, cfg)
+	}
 	a.cfg = cfg
 	return cfg, path, nil
+}
+
+// admit is cfg with the machines admitted through enrollment.
+func (a *app) admit(ctx context.Context, cfg *config.Config) *config.Config {
+	adm, err := func() ([]config.Admitted, error) {
+		c, err := a.dial(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		return enroll.In(c, cfg).Admitted(ctx)
+	}()
+	if err != nil {
+		_, _ = fmt.Fprintf(a.stderr, "starter: the machines admitted through enrollment are left out: %v\n", err)
+		return cfg
+	}
+	next, _ := cfg.Admit(adm)
+	return next
 }
 
 func (a *app) dial(ctx context.Context, cfg *config.Config) (client.Client, error) {

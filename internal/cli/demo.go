@@ -65,7 +65,7 @@ func (a *app) demo(ctx context.Context, o demoOpts) error {
 	if o.gap <= 0 {
 		return usagef(nil, "--gap must be positive, got %s", o.gap)
 	}
-	cfg, _, err := a.loadConfig()
+	cfg, _, err := a.loadConfig(ctx)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ the mesh config. The output is the container's own, whatever --output says.`,
 	}
 	cmd.RunE = a.run(func(cmd *cobra.Command, args []string) error {
 		name := args[0]
-		cfg, _, err := a.loadConfigFor(name)
+		cfg, _, err := a.loadConfigFor(cmd.Context(), name)
 		if err != nil {
 			return err
 		}

@@ -24,14 +24,15 @@ const DefaultJournalEntries = 10
 func (a *app) machineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "machine",
-		Short: "List the mesh's machines, show what one runs and was told, print a container's logs, or sync one",
+		Short: "List the mesh's machines, show what one runs and was told, print a container's logs, sync one, or admit one that asked",
 		Long: `machine reads the machines of the mesh config: what each host reports it
 runs, what its machine workflow is pushing and has queued, and the host's
 journal of what it was told.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.machineListCommand(), a.machineShowCommand(), a.machineLogsCommand(), a.machineSyncCommand())
+	cmd.AddCommand(a.machineListCommand(), a.machineShowCommand(), a.machineLogsCommand(), a.machineSyncCommand(),
+		a.machinePendingCommand(), a.machineDecideCommand("approve", meshapi.UpdateEnrollApprove), a.machineDecideCommand("deny", meshapi.UpdateEnrollDeny))
 	return cmd
 }
 
@@ -57,7 +58,7 @@ the hosts are still listed, then list exits 1.`,
   starter machine list --output json`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			cfg, path, err := a.loadConfig()
+			cfg, path, err := a.loadConfig(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -133,8 +134,8 @@ func machineNameArg(cmd *cobra.Command, args []string) error {
 
 // loadConfigFor loads the mesh config for a command about one machine,
 // which must be one of its machines.
-func (a *app) loadConfigFor(machine string) (*config.Config, string, error) {
-	cfg, path, err := a.loadConfig()
+func (a *app) loadConfigFor(ctx context.Context, machine string) (*config.Config, string, error) {
+	cfg, path, err := a.loadConfig(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -186,7 +187,7 @@ error.`,
 			return usagef(nil, "--journal %d: want 0 or more", entries)
 		}
 		name := args[0]
-		cfg, _, err := a.loadConfigFor(name)
+		cfg, _, err := a.loadConfigFor(cmd.Context(), name)
 		if err != nil {
 			return err
 		}

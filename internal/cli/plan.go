@@ -320,7 +320,7 @@ func (a *app) withClient(ctx context.Context, fn func(context.Context, client.Cl
 // without a connection; then it dials and runs fn with the config and the
 // client, which it closes after.
 func (a *app) withConfig(ctx context.Context, check func(cfg *config.Config, path string) error, fn func(context.Context, *config.Config, client.Client) error) error {
-	cfg, path, err := a.loadConfig()
+	cfg, path, err := a.loadConfig(ctx)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/fleetwatch"
 	"github.com/meshroll/meshroll/internal/levers"
 	"github.com/meshroll/meshroll/internal/logging"
@@ -107,7 +108,7 @@ so, and exits 0 when interrupted.`,
 		if cmd.Flags().Changed("interval") && !watch {
 			return usagef(nil, "--interval %s needs --watch", interval)
 		}
-		cfg, path, err := a.loadConfig()
+		cfg, path, err := a.loadConfig(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -129,6 +130,7 @@ so, and exits 0 when interrupted.`,
 		st, terr := machines.ReadStatus(cmd.Context(), cfg, d.Dial, pic, f)
 		st.SetHostsNote(why)
 		st.SetFreezes(readFreezes(cmd.Context(), cfg, d.Dial))
+		st.Pending = readPending(cmd.Context(), cfg, d.Dial)
 		return printRead(a, st, writeStatus, terr)
 	})
 	fl := cmd.Flags()
@@ -152,14 +154,17 @@ func (a *app) watchStatus(ctx context.Context, cfg *config.Config, pic machines.
 	var freezes []mesh.Freeze
 	var freezesErr error
 	var freezesAt time.Time
+	var pending []meshapi.Enrollment
 	for {
 		st, _ := machines.ReadStatus(ctx, cfg, d.Dial, pic, f)
 		st.SetHostsNote(why)
 		if time.Since(freezesAt) >= FreezesRefresh {
 			freezes, freezesErr = readFreezes(ctx, cfg, d.Dial)
+			pending = readPending(ctx, cfg, d.Dial)
 			freezesAt = time.Now()
 		}
 		st.SetFreezes(freezes, freezesErr)
+		st.Pending = pending
 		if ctx.Err() != nil {
 			// Interrupted mid-read: what was read is cut short, not news.
 			return nil
@@ -202,6 +207,23 @@ const FreezesRefresh = 30 * time.Second
 // freezesTimeout bounds reading the freezes: status must not wait on a
 // worker that is not there.
 const freezesTimeout = 10 * time.Second
+
+// readPending lists the machines waiting to be admitted, when enrollment
+// is on; what cannot be read is left out (approve and deny say it).
+func readPending(ctx context.Context, cfg *config.Config, dial machines.Dial) []meshapi.Enrollment {
+	if len(cfg.Enroll.Modules) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, freezesTimeout)
+	defer cancel()
+	c, err := dial(ctx)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	es, _ := enroll.In(c, cfg).List(ctx, meshapi.EnrollPending)
+	return es
+}
 
 // readFreezes lists the freezes in force through the worker.
 func readFreezes(ctx context.Context, cfg *config.Config, dial machines.Dial) ([]mesh.Freeze, error) {
@@ -322,6 +344,10 @@ func writeStatus(w io.Writer, st machines.Status) error {
 	}
 	if st.FreezesError != "" {
 		fmt.Fprintf(&b, "freezes not read: %s\n", oneLine(st.FreezesError))
+	}
+	for _, e := range st.Pending {
+		fmt.Fprintf(&b, "pending: %s asked to enroll %s ago (host %s, labels %s); nothing is pushed to it until: starter machine approve %s\n",
+			e.Ask.Machine, max(st.AskedAt.Sub(e.Ask.At), 0).Round(time.Second), e.Ask.Host, config.LabelString(e.Ask.Labels), e.Ask.Machine)
 	}
 	if st.HostsNote != "" {
 		fmt.Fprintf(&b, "every host asked directly: no fleet picture here (%s)\n", oneLine(st.HostsNote))

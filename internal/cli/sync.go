@@ -50,7 +50,7 @@ code is 3 when one did not converge or was not superseded.`,
 		Args: machineNameArg,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			cfg, path, err := a.loadConfigFor(name)
+			cfg, path, err := a.loadConfigFor(cmd.Context(), name)
 			if err != nil {
 				return err
 			}

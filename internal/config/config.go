@@ -111,6 +111,9 @@ type Config struct {
 	// Notify is where plans send their events (notify.targets), by
 	// webhook or to Slack.
 	Notify Notify `mapstructure:"notify"`
+	// Enroll is what machines admitted through enrollment run (package
+	// enroll); the worker's endpoint for their asks is worker.enroll_listen.
+	Enroll Enroll `mapstructure:"enroll"`
 
 	// path is the file the config was read from, so that Validate on a
 	// loaded config still names it.
@@ -316,6 +319,9 @@ type Machine struct {
 	// machine (a site, a peer's address) without a module per machine.
 	// Like module env it is kept in workflow histories.
 	Env map[string]string `mapstructure:"env"`
+	// Admitted says the file does not name the machine: an operator
+	// admitted it through enrollment (Config.Admit).
+	Admitted bool `mapstructure:"-"`
 }
 
 // Default returns the defaults with no modules and no machines: the base

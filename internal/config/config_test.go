@@ -176,7 +176,7 @@ func TestSyntaxError(t *testing.T) {
 	assert.False(t, errors.As(err, &ve), "a syntax error is not a list of problems")
 
 	_, err = Parse("mesh.yaml", []byte("- a\n- b\n"))
-	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows, notify")
+	assert.EqualError(t, err, "mesh config mesh.yaml: line 1: the top level must be a mapping of temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows, notify, enroll")
 }
 
 // TestDecodeAllFields fills every key, so that a field added to a struct
@@ -663,7 +663,7 @@ machines:
 			want: []Problem{
 				{"machines.edge-1.tier", "missing; give the machine a tier, a non-negative integer (tier 0 is pushed first), or labels that a tiers.<n>.select matches (line 7)"},
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 7)"},
-				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows, notify (line 1)"},
+				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows, notify, enroll (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health (line 5)"},
 				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above, max_unavailable (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},

@@ -43,12 +43,17 @@ const DefaultReloadEvery = 2 * time.Second
 type Live struct {
 	path  string
 	check func(*Config) error
+	// admitted lists the machines admitted through enrollment; nil: none.
+	admitted func(context.Context) ([]Admitted, error)
 
 	cur atomic.Pointer[Config]
 
 	mu    sync.Mutex // one reload at a time
 	first *Config    // the file as the process started with it, before its own settings
 	seen  stamp
+	file  *Config    // the file's config in force, before admitted machines
+	adm   []Admitted // the admitted machines last listed, by name
+	left  map[string]string
 }
 
 // stamp is what says a file changed: its time and size, looked at every
@@ -74,9 +79,19 @@ func NewLive(path string, cfg *Config, check func(*Config) error) (*Live, error)
 	if err != nil {
 		return nil, err
 	}
-	l.first, l.seen = file, st
+	l.first, l.seen, l.file = file, st, cfg
 	l.cur.Store(cfg)
 	return l, nil
+}
+
+// Admitting makes list the source of the machines admitted through
+// enrollment (package enroll): Watch lists them at each look and puts
+// those it can place in force beside the file's (Config.Admit). Call it
+// before Watch.
+func (l *Live) Admitting(list func(context.Context) ([]Admitted, error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.admitted = list
 }
 
 // Current is the config in force.
@@ -93,6 +108,10 @@ type Change struct {
 	// Restart names the sections that differ from the file the worker
 	// started with but take a restart; they are kept as they were.
 	Restart []string
+	// NotAdmitted says, by machine, why a machine admitted through
+	// enrollment is not in force (Config.Admit): the ones whose reason is
+	// new since the last change.
+	NotAdmitted map[string]string
 }
 
 // Hosts says whether any machine's host must be reached differently.
@@ -127,33 +146,79 @@ func (l *Live) Reload() (ch Change, changed bool, err error) {
 			return Change{}, true, err
 		}
 	}
-	ch = diff(cur, &next)
+	ch = l.put(&next, l.adm)
 	ch.Restart = restartSections(l.first, file)
-	l.cur.Store(&next)
 	return ch, true, nil
 }
 
-// Watch reloads the file every interval (DefaultReloadEvery if zero)
-// until ctx ends, calling changed with each change put in force and
-// refused with each edit refused.
+// Readmit lists the machines admitted through enrollment and, when they
+// changed since the last list, puts the file's config with them in force.
+// changed is false when they did not; an error (Temporal unreachable)
+// keeps the config in force.
+func (l *Live) Readmit(ctx context.Context) (ch Change, changed bool, err error) {
+	l.mu.Lock()
+	list := l.admitted
+	l.mu.Unlock()
+	if list == nil {
+		return Change{}, false, nil
+	}
+	adm, err := list(ctx)
+	if err != nil {
+		return Change{}, false, fmt.Errorf("list the machines admitted through enrollment: %w", err)
+	}
+	slices.SortFunc(adm, func(a, b Admitted) int { return cmp.Compare(a.Name, b.Name) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if reflect.DeepEqual(adm, l.adm) {
+		return Change{}, false, nil
+	}
+	return l.put(l.file, adm), true, nil
+}
+
+// put puts file, with the admitted machines adm it can place, in force,
+// and says what changed.
+func (l *Live) put(file *Config, adm []Admitted) Change {
+	next, left := file.Admit(adm)
+	ch := diff(l.Current(), next)
+	for name, why := range left {
+		if l.left[name] != why {
+			if ch.NotAdmitted == nil {
+				ch.NotAdmitted = map[string]string{}
+			}
+			ch.NotAdmitted[name] = why
+		}
+	}
+	l.file, l.adm, l.left = file, adm, left
+	l.cur.Store(next)
+	return ch
+}
+
+// Watch reloads the file, and lists the admitted machines (Admitting),
+// every interval (DefaultReloadEvery if zero) until ctx ends, calling
+// changed with each change put in force and refused with each edit
+// refused or list that failed, each error once.
 func (l *Live) Watch(ctx context.Context, every time.Duration, changed func(Change), refused func(error)) {
 	t := time.NewTicker(cmp.Or(every, DefaultReloadEvery))
 	defer t.Stop()
-	last := "" // the last error told, told once
+	last := make([]string, 2) // each look's last error told, told once
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ch, moved, err := l.Reload()
-		switch {
-		case err != nil && (moved || err.Error() != last):
-			last = err.Error()
-			refused(err)
-		case err == nil && moved:
-			last = ""
-			changed(ch)
+		for i, look := range []func() (Change, bool, error){l.Reload, func() (Change, bool, error) { return l.Readmit(ctx) }} {
+			ch, moved, err := look()
+			switch {
+			case err != nil && (moved || err.Error() != last[i]):
+				last[i] = err.Error()
+				refused(err)
+			case err == nil:
+				last[i] = ""
+				if moved {
+					changed(ch)
+				}
+			}
 		}
 	}
 }

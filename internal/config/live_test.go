@@ -2,7 +2,9 @@ package config
 
 import (
 	"context"
+	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +118,59 @@ func replaceFile(t *testing.T, path, src string) {
 	tmp := path + ".new"
 	require.NoError(t, os.WriteFile(tmp, []byte(src), 0o600))
 	require.NoError(t, os.Rename(tmp, path))
+}
+
+// Machines admitted through enrollment join the config in force beside the
+// file's when they are listed, stay through an edit of the file, and leave
+// when they are no longer listed; one that cannot be placed is named once;
+// a list that fails keeps the config in force.
+func TestLiveReadmit(t *testing.T) {
+	path := writeConfig(t, valid+"enroll: {modules: [host]}\n")
+	start, err := Load(path)
+	require.NoError(t, err)
+	l, err := NewLive(path, start, nil)
+	require.NoError(t, err)
+	var adm []Admitted
+	var listErr error
+	l.Admitting(func(context.Context) ([]Admitted, error) { return slices.Clone(adm), listErr })
+	ctx := context.Background()
+	edge9 := Admitted{Name: "edge-9", Host: "http://127.0.0.1:7409"}
+
+	_, changed, err := l.Readmit(ctx)
+	require.NoError(t, err)
+	assert.False(t, changed, "nothing admitted yet")
+
+	adm = []Admitted{edge9, {Name: "edge-1", Host: "http://127.0.0.1:7499"}}
+	ch, changed, err := l.Readmit(ctx)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, []string{"edge-9"}, ch.Joined)
+	assert.Contains(t, ch.NotAdmitted["edge-1"], "mesh.yaml names it too")
+	assert.Equal(t, []string{"control-node", "edge-1", "edge-9"}, l.Current().MachineNames())
+
+	_, changed, err = l.Readmit(ctx)
+	require.NoError(t, err)
+	assert.False(t, changed, "the same list again")
+
+	edit := valid + "  edge-2: {host: http://127.0.0.1:7402, tier: 1, modules: [host]}\nenroll: {modules: [host]}\n"
+	require.NoError(t, os.WriteFile(path, []byte(edit), 0o600))
+	later := time.Now().Add(time.Minute)
+	require.NoError(t, os.Chtimes(path, later, later))
+	ch, _, err = l.Reload()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"edge-2"}, ch.Joined)
+	assert.Empty(t, ch.NotAdmitted, "edge-1's reason was told already")
+	assert.Equal(t, []string{"control-node", "edge-1", "edge-2", "edge-9"}, l.Current().MachineNames(), "edge-9 stays through the edit")
+
+	listErr = errors.New("temporal down")
+	_, _, err = l.Readmit(ctx)
+	require.ErrorContains(t, err, "list the machines admitted through enrollment: temporal down")
+	assert.Contains(t, l.Current().MachineNames(), "edge-9", "the config in force stays")
+
+	listErr, adm = nil, nil
+	ch, changed, err = l.Readmit(ctx)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, []string{"edge-9"}, ch.Left)
+	assert.Equal(t, []string{"control-node", "edge-1", "edge-2"}, l.Current().MachineNames())
 }

@@ -130,6 +130,8 @@ func (c *Config) tierProblems(ps *problemList) {
 		case p.Select != "" && !parses(p.Select):
 			// tiers.<n>.select names what is wrong; that it selects
 			// nothing follows.
+		case p.Select != "" && len(c.Enroll.Modules) > 0:
+			// Machines admitted through enrollment may be what it selects.
 		case p.Select != "":
 			ps.add(key, "no machine is on tier %d: its select %q matches no machine that is given no tier (machines are on %s); fix the selector or the labels, or remove the tier", t, p.Select, tierList(size))
 		default:

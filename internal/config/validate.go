@@ -227,6 +227,9 @@ func (c *Config) problems(sk *skip) []Problem {
 			run[mod] = true
 		}
 	}
+	for _, mod := range c.Enroll.Modules {
+		run[mod] = true
+	}
 	for _, name := range c.ModuleNames() {
 		mod := c.Modules[name]
 		key := "modules." + name
@@ -298,6 +301,7 @@ func (c *Config) problems(sk *skip) []Problem {
 	c.analysisProblems(ps)
 	c.workerProblems(ps)
 	c.notifyProblems(ps)
+	c.enrollProblems(ps)
 	return ps.list
 }
 

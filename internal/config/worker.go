@@ -48,6 +48,17 @@ type Worker struct {
 	// 413 before it is read further, as Argo CD's maxPayloadSizeMB does.
 	// Read it through WebhookBodyLimit.
 	WebhookMaxBody string `mapstructure:"webhook_max_body"`
+	// EnrollListen is the host:port serving the enrollment endpoint
+	// (package enroll): agents started with --enroll ask there to join,
+	// and wait as pending until an operator admits them. Empty: not
+	// served. It needs EnrollToken or EnrollTokenFile.
+	EnrollListen string `mapstructure:"enroll_listen"`
+	// EnrollToken is the token agents present when they ask (their
+	// --enroll-token-file). Put it in MESHROLL_WORKER_ENROLL_TOKEN, not
+	// the file; it is never logged.
+	EnrollToken secret.String `mapstructure:"enroll_token"`
+	// EnrollTokenFile is a file holding EnrollToken instead.
+	EnrollTokenFile string `mapstructure:"enroll_token_file"`
 	// Tracing exports OpenTelemetry spans of workflows and activities.
 	Tracing Tracing `mapstructure:"tracing"`
 	// Versioning joins the worker to a Temporal Worker Deployment.
@@ -65,6 +76,12 @@ func (w Worker) FleetToken() (secret.String, error) {
 // contents of WebhookSecretFile read now; "" when neither is set.
 func (w Worker) WebhookKey() (secret.String, error) {
 	return tokenOrFile(w.WebhookSecret, w.WebhookSecretFile, "worker.webhook_secret_file")
+}
+
+// EnrollKey is the enrollment token: EnrollToken, or the contents of
+// EnrollTokenFile read now; "" when neither is set.
+func (w Worker) EnrollKey() (secret.String, error) {
+	return tokenOrFile(w.EnrollToken, w.EnrollTokenFile, "worker.enroll_token_file")
 }
 
 // WebhookBodyLimit is WebhookMaxBody in bytes, DefaultWebhookMaxBody's

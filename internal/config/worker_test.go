@@ -201,7 +201,7 @@ func TestWorkerProblems(t *testing.T) {
 		{
 			name: "unknown key under worker",
 			src:  "worker:\n  metrics_port: 9090\n",
-			want: []Problem{{"worker.metrics_port", "unknown key; known keys: metrics_listen, ui_listen, ui_token, ui_token_file, webhook_listen, webhook_secret, webhook_secret_file, webhook_max_body, tracing, versioning (line 8)"}},
+			want: []Problem{{"worker.metrics_port", "unknown key; known keys: metrics_listen, ui_listen, ui_token, ui_token_file, webhook_listen, webhook_secret, webhook_secret_file, webhook_max_body, enroll_listen, enroll_token, enroll_token_file, tracing, versioning (line 8)"}},
 		},
 		{
 			name: "unknown key under versioning",
@@ -211,7 +211,7 @@ func TestWorkerProblems(t *testing.T) {
 		{
 			name: "worker is not a mapping",
 			src:  "worker: on\n",
-			want: []Problem{{"worker", "must be a mapping of metrics_listen, ui_listen, ui_token, ui_token_file, webhook_listen, webhook_secret, webhook_secret_file, webhook_max_body, tracing, versioning, got \"on\" (line 7)"}},
+			want: []Problem{{"worker", "must be a mapping of metrics_listen, ui_listen, ui_token, ui_token_file, webhook_listen, webhook_secret, webhook_secret_file, webhook_max_body, enroll_listen, enroll_token, enroll_token_file, tracing, versioning, got \"on\" (line 7)"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -294,3 +294,20 @@ func TestNotFound(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, "is not an entry index")
 }
+
+// Machines waiting to join are listed above the matrix, with what admits
+// them; a fleet without any shows no such section.
+func TestPendingMachines(t *testing.T) {
+	src := edges()
+	src.status.Pending = []meshapi.Enrollment{{State: meshapi.EnrollPending,
+		Ask: meshapi.EnrollAsk{Machine: "edge-9", Host: "http://10.0.0.9:7400", Labels: map[string]string{"site": "fra1"}, At: t0.Add(-90 * time.Second)}}}
+	srv, _ := server(t, src, twoMachines)
+	_, body, _ := get(t, srv, "/")
+	assert.Contains(t, body, "Waiting to join: 1 machine</h2>")
+	assert.Contains(t, body, `<tr><th scope="row">edge-9</th><td><code>http://10.0.0.9:7400</code></td><td>site=fra1</td>`)
+	assert.Contains(t, body, "<code>starter machine approve NAME</code>")
+
+	srv, _ = server(t, edges(), twoMachines)
+	_, body, _ = get(t, srv, "/")
+	assert.NotContains(t, body, "Waiting to join")
+}

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -19,6 +21,23 @@ type matrixPage struct {
 	Plans   []planView
 	Holds   holdsView
 	Modules []string
+	Pending []pendingView
+}
+
+// pendingView is a machine whose agent asked to enroll, waiting for an
+// operator: not in the mesh, so not in the matrix.
+type pendingView struct {
+	Machine, Host, Labels, Asked string
+}
+
+// pendingOf is the snapshot's pending machines, as of its read.
+func pendingOf(snap *Snapshot) []pendingView {
+	var out []pendingView
+	for _, e := range snap.Status.Pending {
+		out = append(out, pendingView{Machine: e.Ask.Machine, Host: e.Ask.Host, Labels: config.LabelString(e.Ask.Labels),
+			Asked: max(snap.ReadAt.Sub(e.Ask.At), 0).Round(time.Second).String()})
+	}
+	return out
 }
 
 // holdsView is what holds roll-outs now: freezes and windows.
@@ -42,7 +61,7 @@ func (s *Server) matrix(w http.ResponseWriter, r *http.Request) {
 	m := buildMatrix(snap, modules, parseFilter(r.URL.Query(), modules))
 	s.render(w, r, http.StatusOK, "matrix", page{
 		Title: "Fleet", Nav: "matrix", Fresh: s.freshness(snap, since),
-		Body: matrixPage{Matrix: m, Plans: buildPlans(snap, cfg.Temporal.UIURL, cfg.Temporal.Namespace), Holds: holdsOf(snap), Modules: modules},
+		Body: matrixPage{Matrix: m, Plans: buildPlans(snap, cfg.Temporal.UIURL, cfg.Temporal.Namespace), Holds: holdsOf(snap), Modules: modules, Pending: pendingOf(snap)},
 	})
 }
 

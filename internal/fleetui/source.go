@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -86,7 +87,14 @@ func (r Reader) Status(ctx context.Context) (machines.Status, error) {
 	if r.Catalogue != nil {
 		pic = r.Catalogue.HostStates
 	}
-	return machines.ReadStatus(ctx, r.Config.Current(), r.dial, pic, machines.StatusFilter{})
+	cfg := r.Config.Current()
+	st, err := machines.ReadStatus(ctx, cfg, r.dial, pic, machines.StatusFilter{})
+	if err == nil && len(cfg.Enroll.Modules) > 0 {
+		// What cannot be listed is left out: the machine workflows were
+		// just read, so Temporal answers, and the pending are news only.
+		st.Pending, _ = enroll.In(r.Client, cfg).List(ctx, meshapi.EnrollPending)
+	}
+	return st, err
 }
 
 // healthTimeout bounds the frontend's health check before a read.

@@ -85,6 +85,10 @@ type Status struct {
 	// says why they could not be read, and Frozen is then unknown.
 	Freezes      []mesh.Freeze `json:"freezes"`
 	FreezesError string        `json:"freezes_error,omitempty"`
+	// Pending are the machines whose agents asked to enroll and wait for
+	// an operator (package enroll): not in the mesh, nothing pushed to
+	// them. Read only with enrollment on (enroll.modules).
+	Pending []meshapi.Enrollment `json:"pending,omitempty"`
 }
 
 // SetHostsNote records why there was no fleet picture to read (nil: there

@@ -24,9 +24,10 @@ var (
 // SearchAttributeTypes is every meshroll search attribute with its type
 // name as the Temporal CLI's --search-attribute flag takes it.
 var SearchAttributeTypes = map[string]string{
-	SAModule.GetName():   "Keyword",
-	SACommit.GetName():   "Keyword",
-	SAMachines.GetName(): "KeywordList",
-	SAState.GetName():    "Keyword",
-	SAMachine.GetName():  "Keyword",
+	SAModule.GetName():     "Keyword",
+	SACommit.GetName():     "Keyword",
+	SAMachines.GetName():   "KeywordList",
+	SAState.GetName():      "Keyword",
+	SAMachine.GetName():    "Keyword",
+	SAEnrollment.GetName(): "Keyword",
 }

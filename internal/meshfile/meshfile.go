@@ -25,9 +25,10 @@ type File struct {
 	// Registry, when set, is the address of the registry the go builder
 	// pushes to (registry: {address, repository: meshroll}).
 	Registry string
-	// Push, Tiers, Windows and Notify are those sections' values in YAML
-	// flow style, such as {1: {max_parallel: 1, bake: 5s}} for Tiers.
-	Push, Tiers, Windows, Notify string
+	// Push, Tiers, Windows, Notify, Worker and Enroll are those sections'
+	// values in YAML flow style, such as {1: {max_parallel: 1, bake: 5s}}
+	// for Tiers.
+	Push, Tiers, Windows, Notify, Worker, Enroll string
 	// Analysis is the analysis: section's value in flow or block style
 	// (see Section).
 	Analysis string
@@ -103,6 +104,8 @@ func (f File) String() string {
 	}
 	put(&y, "windows: %s\n", f.Windows)
 	put(&y, "notify: %s\n", f.Notify)
+	put(&y, "worker: %s\n", f.Worker)
+	put(&y, "enroll: %s\n", f.Enroll)
 	return y.String()
 }
 

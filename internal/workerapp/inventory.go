@@ -3,6 +3,8 @@ package workerapp
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,8 +18,12 @@ import (
 )
 
 // JoinedBy is who a sync the worker starts for a machine that joined the
-// mesh config is by, as the Web UI and plan list show it.
-const JoinedBy = "meshroll (the machine joined the mesh config)"
+// mesh config is by, as the Web UI and plan list show it; AdmittedBy for
+// a machine an operator admitted through enrollment.
+const (
+	JoinedBy   = "meshroll (the machine joined the mesh config)"
+	AdmittedBy = "meshroll (the machine was admitted)"
+)
 
 // attempts bounds the tries of what the worker does for a machine that
 // joined or left (start its sync, retire its workflow), a second apart and
@@ -47,7 +53,7 @@ func (inv *inventory) start() {
 	inv.cancel = cancel
 	inv.done.Go(func() {
 		inv.live.Watch(ctx, 0, func(ch config.Change) { inv.changed(ctx, ch) }, func(err error) {
-			inv.log.Error().Err(err).Msg("mesh config edit refused; the config in force stays")
+			inv.log.Error().Err(err).Msg("mesh config change not taken; the config in force stays")
 		})
 	})
 }
@@ -62,6 +68,10 @@ func (inv *inventory) changed(ctx context.Context, ch config.Change) {
 	cfg := inv.live.Current()
 	inv.log.Info().Strs("joined", ch.Joined).Strs("left", ch.Left).Strs("moved", ch.Moved).
 		Strs("machines", cfg.MachineNames()).Msg("mesh config reloaded")
+	for _, name := range slices.Sorted(maps.Keys(ch.NotAdmitted)) {
+		inv.log.Warn().Str("machine", name).Str("why", ch.NotAdmitted[name]).
+			Msg("an admitted machine is left out of the mesh config in force")
+	}
 	if len(ch.Restart) > 0 {
 		inv.log.Warn().Strs("sections", ch.Restart).
 			Msg("mesh config sections changed that take a worker restart; they are kept as they were until then")
@@ -82,7 +92,11 @@ func (inv *inventory) changed(ctx context.Context, ch config.Change) {
 // sync starts the sync of module on a machine that joined.
 func (inv *inventory) sync(ctx context.Context, cfg *config.Config, machine, module string) {
 	log := inv.log.With().Str("machine", machine).Str("module", module).Logger()
-	in := meshapi.PlanInput{Module: module, Policy: cfg.PushPolicy(), Sync: &meshapi.Sync{Machine: machine, By: JoinedBy}}
+	by := JoinedBy
+	if cfg.Machines[machine].Admitted {
+		by = AdmittedBy
+	}
+	in := meshapi.PlanInput{Module: module, Policy: cfg.PushPolicy(), Sync: &meshapi.Sync{Machine: machine, By: by}}
 	inv.try(ctx, log, "starter machine sync "+machine+" --module "+module, func() error {
 		started, err := plans.Start(ctx, inv.c, cfg.Temporal.TaskQueue, in)
 		if err == nil {

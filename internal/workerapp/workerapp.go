@@ -54,6 +54,10 @@ func RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(workflows.FleetBudget, workflow.RegisterOptions{
 		Name: meshapi.FleetBudgetWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
 	})
+	// An enrollment lives as long as its machine is known.
+	w.RegisterWorkflowWithOptions(workflows.Enrollment, workflow.RegisterOptions{
+		Name: meshapi.EnrollmentWorkflowType, VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade,
+	})
 	registerRelay(w)
 	// The levers and a delivery's Receive are short: each run finishes on
 	// the build that started it.
@@ -246,6 +250,7 @@ func New(c client.Client, mesh config.Source, configDir string, deps Deps, log z
 		ws.watch = newHostWatch(cfg, deps.Catalogue, log)
 	}
 	if live, ok := mesh.(*config.Live); ok {
+		live.Admitting(admitted(c, live))
 		ws.inventory = &inventory{live: live, c: c, watch: ws.watch, log: log.With().Str("component", "inventory").Logger()}
 	}
 	return ws

@@ -107,6 +107,14 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 		defer shutdown(stop)
 		log.Info().Str("address", addr.String()).Msg("serving the merge receiver at /v1/webhooks/github, /gitlab and /gitea")
 	}
+	if cfg.Worker.EnrollListen != "" {
+		addr, stop, err := workerapp.ServeEnroll(c, mesh, log)
+		if err != nil {
+			return err
+		}
+		defer shutdown(stop)
+		log.Info().Str("address", addr.String()).Msg("serving the enrollment endpoint at /v1/enroll")
+	}
 	w := workerapp.New(c, mesh, dir, deps, log)
 	ev := log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
 		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Bool("tracing", tel.Tracing())
