@@ -293,6 +293,7 @@ func devDefaults(cfg *config.Config, uiPort int) {
 		cfg.Worker.UIListen = DefaultFleetListen
 	}
 	webhookDefaults(cfg)
+	enrollDefaults(cfg)
 	if cfg.Temporal.UIURL == "" {
 		host, _, _ := net.SplitHostPort(cfg.Temporal.Address)
 		cfg.Temporal.UIURL = "http://" + dialable(net.JoinHostPort(host, strconv.Itoa(uiPort)))
@@ -359,7 +360,11 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 		return nil, nil, err
 	}
 
-	deps, closeDeps, err := workerapp.DefaultDeps(ctx, s.cfg, s.configDir, s.o.Log)
+	mesh, err := s.followFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	deps, closeDeps, err := workerapp.DefaultDeps(ctx, mesh, s.configDir, s.o.Log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,7 +389,7 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 		s.say("host", "%-*s  %s  (tier %d, runtime %s)", width, name, m.Host, m.Tier, s.o.Runtime)
 	}
 
-	w := workerapp.New(c, s.cfg, s.configDir, deps, s.o.Log)
+	w := workerapp.New(c, mesh, s.configDir, deps, s.o.Log)
 	if err := w.Start(); err != nil {
 		return nil, nil, fmt.Errorf("start the worker: %w", err)
 	}
@@ -392,13 +397,16 @@ func (s *stack) start(ctx context.Context) (*devServer, <-chan error, error) {
 	ready.Started()
 	s.say("worker", "task queue %s  (namespace %s; machines %s)", s.cfg.Temporal.TaskQueue, s.cfg.Temporal.Namespace,
 		strings.Join(machineOrder(s.cfg), ", "))
-	addr, stopFleet, err := workerapp.ServeFleet(c, s.cfg, deps.Catalogue, s.o.Log)
+	addr, stopFleet, err := workerapp.ServeFleet(c, mesh, deps.Catalogue, s.o.Log)
 	if err != nil {
 		return nil, nil, err
 	}
 	s.onStop("fleet page", stopServer(stopFleet))
 	s.say("fleet", "http://%s  (the fleet page: what runs, what moves; read-only; its plans link to the Web UI %s)", dialable(addr.String()), s.cfg.Temporal.UIURL)
 	if err := s.serveWebhooks(ctx, c); err != nil {
+		return nil, nil, err
+	}
+	if err := s.serveEnroll(c, mesh); err != nil {
 		return nil, nil, err
 	}
 	if l := s.cfg.Worker.MetricsListen; l != "" {

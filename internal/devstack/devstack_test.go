@@ -145,6 +145,16 @@ func TestDevDefaultsServeTheFleetPage(t *testing.T) {
 	assert.Len(t, bytes.TrimSpace(first), 48)
 	assert.Equal(t, first, again)
 
+	assert.Empty(t, cfg.Worker.EnrollListen, "no enrollment without enroll.modules")
+	enrolling := load(t, exampleYAML+"enroll: {modules: [host]}\n")
+	devDefaults(enrolling, 8233)
+	assert.Equal(t, DefaultEnrollListen, enrolling.Worker.EnrollListen)
+	assert.Equal(t, filepath.Join(enrolling.StateDir, EnrollTokenName), enrolling.Worker.EnrollTokenFile, "a token of the stack's own")
+	require.NoError(t, enrolling.Validate())
+	bs, err = binds(enrolling, 8233, "mesh.yaml")
+	require.NoError(t, err)
+	assert.Contains(t, bs, bind{addr: "127.0.0.1:8236", key: "worker.enroll_listen", fix: "change worker.enroll_listen in mesh.yaml"})
+
 	own := load(t, "worker: {ui_listen: \"127.0.0.1:9234\"}\ntemporal: {address: 127.0.0.1:7233, ui_url: \"https://temporal.example.com\"}\n"+strings.SplitN(exampleYAML, "\n", 2)[1])
 	devDefaults(own, 8233)
 	assert.Equal(t, "127.0.0.1:9234", own.Worker.UIListen, "the config's address wins")

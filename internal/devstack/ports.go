@@ -61,6 +61,9 @@ func binds(cfg *config.Config, uiPort int, configPath string) ([]bind, error) {
 	if l := cfg.Worker.WebhookListen; l != "" {
 		out = append(out, bind{addr: l, key: "worker.webhook_listen", fix: change("worker.webhook_listen", configPath, "worker", "webhook_listen")})
 	}
+	if l := cfg.Worker.EnrollListen; l != "" {
+		out = append(out, bind{addr: l, key: "worker.enroll_listen", fix: change("worker.enroll_listen", configPath, "worker", "enroll_listen")})
+	}
 	for _, name := range machineOrder(cfg) {
 		key := "machines." + name + ".host"
 		addr, err := hostListen(cfg.Machines[name].Host)

@@ -41,17 +41,18 @@ func webhookDefaults(cfg *config.Config) {
 
 // ensureSecret writes a random secret to path unless a file is there
 // already, so that a restarted stack keeps the secret the git host (or
-// the README's curl line) signs with.
+// the README's curl line) signs with, and the token its agents enroll
+// with.
 func ensureSecret(path string) error {
 	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
-		return fmt.Errorf("webhook secret: %w", err)
+		return fmt.Errorf("secret %s: %w", path, err)
 	}
 	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("webhook secret: %w", err)
+		return fmt.Errorf("secret %s: %w", path, err)
 	}
 	return nil
 }
