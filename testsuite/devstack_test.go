@@ -244,11 +244,13 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 		require.NotContains(t, cfg, old, "examples/mesh.yaml changed shape; update this test's rewriting")
 	}
 	m.fleet = free()
-	// The merge receiver on a port of its own too, with a secret of the
-	// test's, so that stacks run side by side.
+	// The merge receiver and the enrollment endpoint on ports of their
+	// own too, the receiver with a secret of the test's, so that stacks
+	// run side by side.
 	m.hook, m.hookSecret = free(), filepath.Join(m.repo, ".git", "hook-secret")
 	require.NoError(t, os.WriteFile(m.hookSecret, []byte(hookSecret+"\n"), 0o600))
-	cfg += fmt.Sprintf("worker: {ui_listen: %q, webhook_listen: %q, webhook_secret_file: %q}\n", m.fleet, m.hook, m.hookSecret)
+	cfg += fmt.Sprintf("worker: {ui_listen: %q, webhook_listen: %q, webhook_secret_file: %q, enroll_listen: %q, enroll_token_file: %q}\n",
+		m.fleet, m.hook, m.hookSecret, free(), m.hookSecret)
 	m.config = filepath.Join(m.repo, "mesh.yaml")
 	require.NoError(t, os.WriteFile(m.config, []byte(cfg), 0o644))
 	return m
