@@ -176,11 +176,17 @@ func (s *countingStore) counts() (int, int, int) {
 // waitFor waits, write by write, until cond holds of the store's picture.
 func (s *countingStore) waitFor(t *testing.T, what string, cond func(catalogue.HostState) bool) catalogue.HostState {
 	t.Helper()
+	return s.waitForMachine(t, "edge-1", what, cond)
+}
+
+// waitForMachine waits until machine's picture meets cond.
+func (s *countingStore) waitForMachine(t *testing.T, machine, what string, cond func(catalogue.HostState) bool) catalogue.HostState {
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		hs, _ := s.HostStates(t.Context())
 		for _, h := range hs {
-			if h.Machine == "edge-1" && cond(h) {
+			if h.Machine == machine && cond(h) {
 				return h
 			}
 		}

@@ -80,15 +80,61 @@ type Watcher struct {
 
 	mu    sync.Mutex
 	heard map[string]time.Time // heard unchanged since the last flush
+	// While Run runs: its context, each host's watch's cancel, and the
+	// watches to wait for; ended once Run stops taking new ones.
+	ctx     context.Context
+	cancels map[string]context.CancelFunc
+	watches sync.WaitGroup
+	ended   bool
+}
+
+// Set watches h as machine name from now on, in place of whatever watched
+// name before (a machine that joined, or one whose host moved), without
+// touching the other hosts' long polls.
+func (w *Watcher) Set(name string, h host.ReportWaiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.Hosts == nil {
+		w.Hosts = map[string]host.ReportWaiter{}
+	}
+	w.Hosts[name] = h
+	if w.ctx != nil {
+		w.startLocked(name, h)
+	}
+}
+
+// Drop stops watching machine name (one that left the mesh).
+func (w *Watcher) Drop(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.Hosts, name)
+	if cancel, ok := w.cancels[name]; ok {
+		cancel()
+		delete(w.cancels, name)
+	}
+}
+
+// startLocked starts name's watch, ending the one before; w.mu is held.
+func (w *Watcher) startLocked(name string, h host.ReportWaiter) {
+	if w.ended {
+		return
+	}
+	if cancel, ok := w.cancels[name]; ok {
+		cancel()
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	w.cancels[name] = cancel
+	w.watches.Go(func() { w.watch(ctx, name, h) })
 }
 
 // Run watches until ctx ends, then writes the last hosts heard and returns.
 func (w *Watcher) Run(ctx context.Context) {
-	w.heard = map[string]time.Time{}
-	var wg sync.WaitGroup
+	w.mu.Lock()
+	w.heard, w.ctx, w.cancels, w.ended = map[string]time.Time{}, ctx, map[string]context.CancelFunc{}, false
 	for name, h := range w.Hosts {
-		wg.Go(func() { w.watch(ctx, name, h) })
+		w.startLocked(name, h)
 	}
+	w.mu.Unlock()
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
@@ -103,7 +149,11 @@ func (w *Watcher) Run(ctx context.Context) {
 			}
 		}
 	}()
-	wg.Wait()
+	<-ctx.Done()
+	w.mu.Lock()
+	w.ended, w.ctx = true, nil
+	w.mu.Unlock()
+	w.watches.Wait()
 	<-flushed
 	w.flush(context.WithoutCancel(ctx))
 }

@@ -94,3 +94,42 @@ func TestSilentHostRecordsItsError(t *testing.T) {
 		t.Fatalf("the picture of edge-1 = %+v; want its last report kept, failing since %s", h, since)
 	}
 }
+
+// A host set while the watcher runs is watched from then on, and one
+// dropped is no longer; the other hosts' long polls go on untouched (not
+// asked again).
+func TestSetAndDropWhileRunning(t *testing.T) {
+	f1, f2 := newFakeHost(t, 10, 1), newFakeHost(t, 20, 7)
+	s := newCountingStore()
+	w := &Watcher{Wait: time.Hour}
+	start(t, f1, s, w)
+	s.waitFor(t, "edge-1 recorded", func(h catalogue.HostState) bool { return h.Report != nil })
+
+	w.Set("edge-2", f2.client(t))
+	s.waitForMachine(t, "edge-2", "edge-2 recorded", func(h catalogue.HostState) bool {
+		return h.Report != nil && h.Report.LastSeq == 7
+	})
+	f2.set(8)
+	s.waitForMachine(t, "edge-2", "edge-2's change recorded", func(h catalogue.HostState) bool {
+		return h.Report != nil && h.Report.LastSeq == 8
+	})
+
+	w.Drop("edge-2")
+	f2.set(9)
+	f1.set(2)
+	s.waitFor(t, "edge-1's change recorded", func(h catalogue.HostState) bool { return h.Report.LastSeq == 2 })
+	f1.mu.Lock()
+	asked := f1.requests
+	f1.mu.Unlock()
+	// Its first ask, the long poll that the change answered, and perhaps
+	// the next: a watch started again would have asked anew at once.
+	if asked > 3 {
+		t.Fatalf("edge-1 was asked %d times; want at most 3: its long poll goes on while edge-2 is set and dropped", asked)
+	}
+	hs, _ := s.HostStates(t.Context())
+	for _, h := range hs {
+		if h.Machine == "edge-2" && h.Report.LastSeq != 8 {
+			t.Fatalf("edge-2 was recorded at seq %d after it was dropped; want 8", h.Report.LastSeq)
+		}
+	}
+}

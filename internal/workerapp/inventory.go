@@ -77,7 +77,7 @@ func (inv *inventory) changed(ctx context.Context, ch config.Change) {
 			Msg("mesh config sections changed that take a worker restart; they are kept as they were until then")
 	}
 	if ch.Hosts() && inv.watch != nil {
-		inv.watch.follow(cfg)
+		inv.watch.follow(cfg, ch)
 	}
 	for _, name := range ch.Joined {
 		for _, module := range cfg.Machines[name].Modules {

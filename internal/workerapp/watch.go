@@ -2,6 +2,7 @@ package workerapp
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,10 +20,9 @@ import (
 type hostWatch struct {
 	cat catalogue.Catalogue
 	log zerolog.Logger
+	w   *fleetwatch.Watcher
 
-	mu     sync.Mutex // start, stop and follow one at a time
-	w      *fleetwatch.Watcher
-	broken map[string]error // machines with no client (a bad ca_file)
+	mu     sync.Mutex // start and stop one at a time
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -30,60 +30,53 @@ type hostWatch struct {
 // newHostWatch watches cfg's machines into cat.
 func newHostWatch(cfg *config.Config, cat catalogue.Catalogue, log zerolog.Logger) *hostWatch {
 	hw := &hostWatch{cat: cat, log: log.With().Str("component", "fleet-watch").Logger()}
-	hw.hosts(cfg)
+	hw.w = &fleetwatch.Watcher{Hosts: map[string]host.ReportWaiter{}, Store: hw.cat, Log: hw.log}
+	for _, name := range cfg.MachineNames() {
+		hw.set(cfg, name)
+	}
 	return hw
 }
 
-// hosts makes the watcher of cfg's machines, not yet started.
-func (hw *hostWatch) hosts(cfg *config.Config) {
-	hw.broken = map[string]error{}
-	hw.w = &fleetwatch.Watcher{Hosts: map[string]host.ReportWaiter{}, Store: hw.cat, Log: hw.log}
-	for name, m := range cfg.Machines {
-		c, err := m.HostClient()
-		if err != nil {
-			hw.broken[name] = err
-			continue
-		}
-		hw.w.Hosts[name] = c
+// follow watches the hosts of a mesh config that changed while the worker
+// runs: those of the machines that joined or moved start (again), those of
+// the machines that left stop, and every other host's long poll goes on
+// untouched, so that a machine admitted into a fleet of thousands costs
+// one new watch, not thousands restarted.
+func (hw *hostWatch) follow(cfg *config.Config, ch config.Change) {
+	for _, name := range ch.Left {
+		hw.w.Drop(name)
+	}
+	for _, name := range append(slices.Clone(ch.Joined), ch.Moved...) {
+		hw.set(cfg, name)
 	}
 }
 
-// follow watches cfg's machines from now on: the hosts of a mesh config
-// that changed while the worker runs.
-func (hw *hostWatch) follow(cfg *config.Config) {
-	hw.mu.Lock()
-	defer hw.mu.Unlock()
-	hw.stopLocked()
-	hw.hosts(cfg)
-	hw.startLocked()
+// set watches cfg's machine name, or, when it has no client (a bad
+// ca_file), stops watching it and records why.
+func (hw *hostWatch) set(cfg *config.Config, name string) {
+	c, err := cfg.Machines[name].HostClient()
+	if err == nil {
+		hw.w.Set(name, c)
+		return
+	}
+	hw.w.Drop(name)
+	if rerr := hw.cat.RecordHostError(context.Background(), name, err.Error(), time.Now()); rerr != nil {
+		hw.log.Error().Err(rerr).Str("machine", name).Msg("recording the host's error failed")
+	}
 }
 
 // start begins watching; stop ends it.
 func (hw *hostWatch) start() {
 	hw.mu.Lock()
 	defer hw.mu.Unlock()
-	hw.startLocked()
+	ctx, cancel := context.WithCancel(context.Background())
+	hw.cancel = cancel
+	hw.done.Go(func() { hw.w.Run(ctx) })
 }
 
 func (hw *hostWatch) stop() {
 	hw.mu.Lock()
 	defer hw.mu.Unlock()
-	hw.stopLocked()
-}
-
-func (hw *hostWatch) startLocked() {
-	ctx, cancel := context.WithCancel(context.Background())
-	hw.cancel = cancel
-	for name, err := range hw.broken {
-		if rerr := hw.cat.RecordHostError(ctx, name, err.Error(), time.Now()); rerr != nil {
-			hw.log.Error().Err(rerr).Str("machine", name).Msg("recording the host's error failed")
-		}
-	}
-	w := hw.w
-	hw.done.Go(func() { w.Run(ctx) })
-}
-
-func (hw *hostWatch) stopLocked() {
 	if hw.cancel != nil {
 		hw.cancel()
 		hw.done.Wait()
