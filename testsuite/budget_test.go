@@ -88,6 +88,21 @@ func (s *stack) contendForBudget() map[string]string {
 		})
 		require.Regexp(s.t, `^waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\)(, [1-4] ahead in line)?$`, st.BudgetWait, m)
 	}
+	// The line stands still while the hosts hold: what a reader is told
+	// of each machine's place is the budget's line now, not the words the
+	// budget sent when that machine began to wait.
+	v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), "", meshapi.QueryState)
+	require.NoError(s.t, err)
+	var line meshapi.FleetBudgetState
+	require.NoError(s.t, v.Get(&line))
+	for _, m := range []string{"beta-1", "beta-2", "gamma-1", "gamma-2"} {
+		st, err := plans.MachineState(context.Background(), s.c, m)
+		require.NoError(s.t, err)
+		require.Equal(s.t, meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), st.BudgetWorkflow, m)
+		want, ok := line.WaitWords(st.Current.Request)
+		require.True(s.t, ok, "%s waits in the budget's line", m)
+		require.Equal(s.t, want, st.BudgetWait, "%s's place in line as it is now", m)
+	}
 	out, err := s.starter("plan", "show", beta)
 	require.NoError(s.t, err, out)
 	require.Regexp(s.t, `(?m)^1 \(pushing\)\s+beta-1\s+pushing\s+-\s+waiting for the fleet budget: 1 of 1 unavailable \(alpha-[12] pushing alpha\)`, out, "plan show says why")

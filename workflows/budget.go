@@ -222,22 +222,9 @@ func (b *budget) signal(ctx workflow.Context, machine string, g meshapi.LeaseGra
 }
 
 // waitWords says why a machine waits, at place at in line, as it is when
-// it begins to wait (sent once, not as the line moves): "waiting for the
-// fleet budget: 1 of 1 unavailable (edge-3 pushing host), 2 ahead in
-// line".
+// said (meshapi.BudgetWaitWords).
 func (b *budget) waitWords(at int) string {
-	held := make([]string, 0, len(b.leases))
-	for _, l := range b.leases {
-		held = append(held, fmt.Sprintf("%s pushing %s", l.Machine, l.Module))
-	}
-	w := fmt.Sprintf("waiting for the fleet budget: %d of %d unavailable", len(b.leases), b.limits.Limit())
-	if len(held) > 0 {
-		w += " (" + strings.Join(held, ", ") + ")"
-	}
-	if at > 0 {
-		w += fmt.Sprintf(", %d ahead in line", at)
-	}
-	return w
+	return meshapi.BudgetWaitWords(b.leases, b.limits.Limit(), at)
 }
 
 // details is the budget's current details in the Web UI.

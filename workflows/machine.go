@@ -71,8 +71,13 @@ type machine struct {
 }
 
 func (m *machine) setup(ctx workflow.Context) error {
+	budget := meshapi.FleetBudgetID(workflow.GetInfo(ctx).TaskQueueName)
 	return workflow.SetQueryHandler(ctx, meshapi.QueryState, func() (meshapi.MachineState, error) {
-		return m.state(), nil
+		s := m.state()
+		if s.BudgetWait != "" {
+			s.BudgetWorkflow = budget
+		}
+		return s, nil
 	})
 }
 

@@ -59,6 +59,7 @@ func TestMachinePushesOnlyWithALeaseOfTheFleetBudget(t *testing.T) {
 		require.Equal(t, []time.Duration{5 * time.Minute, 6 * time.Minute}, pushedAt,
 			"the budgeted push went when granted, not at another request's grant; the plain one at once")
 		require.Equal(t, words, waiting.BudgetWait, "the state says why the push waits")
+		require.Equal(t, "fleet-budget/default-test-taskqueue", waiting.BudgetWorkflow, "and which budget to ask for its place now")
 		require.NotNil(t, waiting.Current)
 		require.Equal(t, r.Request, waiting.Current.Request)
 		require.Equal(t, []meshapi.LeaseRelease{{Machine: "m1", Request: r.Request}}, releases, "the lease is given back once, for its push")

@@ -1,7 +1,9 @@
 package meshapi
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -131,4 +133,34 @@ type FleetBudgetState struct {
 	Limit   int         `json:"limit"`
 	Leases  []Lease     `json:"leases"`
 	Waiting []LeaseAsk  `json:"waiting"`
+}
+
+// BudgetWaitWords says why a machine waits for the fleet budget: the
+// leases held of limit, and how many asks are ahead of it in line. The
+// budget sends them with each refusal, and a reader makes them again from
+// the budget's state (WaitWords), so that both say the same.
+func BudgetWaitWords(leases []Lease, limit, ahead int) string {
+	held := make([]string, 0, len(leases))
+	for _, l := range leases {
+		held = append(held, fmt.Sprintf("%s pushing %s", l.Machine, l.Module))
+	}
+	w := fmt.Sprintf("waiting for the fleet budget: %d of %d unavailable", len(leases), limit)
+	if len(held) > 0 {
+		w += " (" + strings.Join(held, ", ") + ")"
+	}
+	if ahead > 0 {
+		w += fmt.Sprintf(", %d ahead in line", ahead)
+	}
+	return w
+}
+
+// WaitWords are BudgetWaitWords for the ask of request as the budget
+// stands; ok is false when request is not waiting (granted, or unknown).
+func (s FleetBudgetState) WaitWords(request string) (words string, ok bool) {
+	for i, a := range s.Waiting {
+		if a.Request == request {
+			return BudgetWaitWords(s.Leases, s.Limit, i), true
+		}
+	}
+	return "", false
 }

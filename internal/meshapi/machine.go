@@ -47,8 +47,11 @@ type MachineState struct {
 	// (the host's own report may be newer, if something else changed it).
 	Running *mesh.Declaration `json:"running,omitempty"`
 	// BudgetWait, when set, says the push of Current waits for a place in
-	// the fleet budget, and behind whom.
-	BudgetWait string `json:"budget_wait,omitempty"`
+	// the fleet budget, and behind whom, as the budget said when the wait
+	// began; BudgetWorkflow is the budget's workflow, which a reader asks
+	// for the words as they are now (plans.MachineState does).
+	BudgetWait     string `json:"budget_wait,omitempty"`
+	BudgetWorkflow string `json:"budget_workflow,omitempty"`
 }
 
 // MemoMachine is the memo key under which a machine workflow keeps its

@@ -37,7 +37,29 @@ func MachineState(ctx context.Context, c client.Client, machine string) (meshapi
 	if st.Queue == nil {
 		st.Queue = []meshapi.QueuedRequest{}
 	}
+	if st.BudgetWait != "" && st.BudgetWorkflow != "" && st.Current != nil {
+		if words, ok := budgetWaitNow(ctx, c, st.BudgetWorkflow, st.Current.Request); ok {
+			st.BudgetWait = words
+		}
+	}
 	return st, nil
+}
+
+// budgetWaitNow says why request waits for the fleet budget as the budget
+// (its workflow id) stands now: the machine workflow keeps the words the
+// budget sent when the wait began, and the line has moved since. ok is
+// false when the budget cannot be asked or no longer holds request in
+// line (its grant is on its way): the machine's own words stand then.
+func budgetWaitNow(ctx context.Context, c client.Client, id, request string) (string, bool) {
+	v, err := queryState(ctx, c, id)
+	if err != nil {
+		return "", false
+	}
+	var b meshapi.FleetBudgetState
+	if v.Get(&b) != nil {
+		return "", false
+	}
+	return b.WaitWords(request)
 }
 
 // summaryPageSize is one page of MachineSummaries: the most a visibility
