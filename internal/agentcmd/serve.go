@@ -18,6 +18,7 @@ import (
 	"github.com/meshroll/meshroll/internal/enroll"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/registry"
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // shutdownGrace bounds how long a stop waits for requests in flight.
@@ -122,7 +123,7 @@ func startEnrolling(ctx context.Context, s settings, bound string, log zerolog.L
 	if advertise == "" {
 		advertise = advertiseURL(s.listen, bound, s.tlsCert != "")
 	}
-	c := enroll.Client{URL: s.enroll, Token: s.enrollToken}
+	c := enroll.Client{URL: s.enroll, Token: secret.String(s.enrollToken)}
 	ask := enroll.Ask{Machine: s.machine, Host: advertise, Labels: s.labels}
 	log.Info().Str("machine", s.machine).Str("advertise", advertise).Any("labels", s.labels).
 		Str("enroll_every", s.enrollEvery.String()).Msg("asking the worker to enroll this machine")

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/meshroll/meshroll/internal/backoff"
+	"github.com/meshroll/meshroll/internal/secret"
 )
 
 // DefaultEvery is how often a pending agent asks again unless told
@@ -38,32 +39,19 @@ const askTimeout = 30 * time.Second
 const maxAnswerBytes = 64 << 10
 
 // Client is the agent's end of enrollment: it asks the worker's endpoint to
-// let its machine in. It never shows its token: String, GoString, Format
-// and MarshalJSON show the URL only, so a Client that ends up in a log or an
-// error leaks nothing.
+// let its machine in.
 type Client struct {
 	// URL is the worker's enrollment base URL (such as
 	// http://127.0.0.1:8236); the client asks at URL + Path.
 	URL string
 	// Token is the mesh's enrollment token, sent as a bearer token: it is
-	// what tells the endpoint that the machine may ask at all.
-	Token string
+	// what tells the endpoint that the machine may ask at all. A
+	// secret.String, it prints redacted wherever the Client is printed.
+	Token secret.String
 	// HTTP makes the requests; nil is a client with a 30s timeout that does
 	// not follow redirects, since a redirected POST turns into a GET.
 	HTTP *http.Client
 }
-
-// String shows the URL only.
-func (c Client) String() string { return "enroll client " + c.shownURL() }
-
-// GoString shows the URL only, so %#v cannot print the token.
-func (c Client) GoString() string { return "enroll.Client(" + c.shownURL() + ")" }
-
-// Format makes every verb, %+v included, print String.
-func (c Client) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
-
-// MarshalJSON shows the URL only, for a Client logged as a field.
-func (c Client) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
 
 // endpoint is where the client asks.
 func (c Client) endpoint() string { return strings.TrimRight(c.URL, "/") + Path }
@@ -108,12 +96,6 @@ var statusState = map[int]string{
 // token.
 func (c Client) Ask(ctx context.Context, a Ask) (Answer, error) {
 	shown := c.shownURL()
-	for _, r := range c.Token {
-		if r < 0x21 || r == 0x7f {
-			// Never echo the token.
-			return Answer{}, fmt.Errorf("enroll at %s: the token contains spaces or control characters, which no request can carry", shown)
-		}
-	}
 	body, err := json.Marshal(a)
 	if err != nil {
 		return Answer{}, fmt.Errorf("enroll at %s: encode ask: %w", shown, err)
@@ -125,7 +107,7 @@ func (c Client) Ask(ctx context.Context, a Ask) (Answer, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
+		req.Header.Set("Authorization", "Bearer "+c.Token.Reveal())
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
@@ -162,7 +144,7 @@ func (c Client) redact(s string) string {
 	if c.Token == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, c.Token, "[token]")
+	return strings.ReplaceAll(s, c.Token.Reveal(), "[token]")
 }
 
 // oneLineOf puts s on one line, for an error.

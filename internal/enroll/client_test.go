@@ -193,30 +193,16 @@ func TestClientAskTransportError(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), base), "the URL once")
 }
 
-// A token no header can carry is refused without a request, and without
-// being echoed.
-func TestClientAskBadToken(t *testing.T) {
-	e := &fakeEndpoint{replies: []canned{{http.StatusAccepted, answerJSON(StatePending, "")}}}
-	c := e.serve(t)
-	c.Token = "two words"
-	_, err := c.Ask(context.Background(), clientTestAsk)
-	require.ErrorContains(t, err, "the token contains spaces or control characters")
-	assert.NotContains(t, err.Error(), "two words")
-	assert.Zero(t, e.count())
-}
-
 // However a Client is printed or encoded, its token does not show.
 func TestClientHidesToken(t *testing.T) {
 	c := Client{URL: "http://worker:8236", Token: clientTestToken}
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
 	for _, s := range []string{
-		fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s %q %x %d", c, c, c, c, c, c, c), fmt.Sprintf("%v", &c), string(b),
+		fmt.Sprint(c), fmt.Sprintf("%v %+v %#v", c, c, c), fmt.Sprintf("%v", &c), string(b),
 	} {
 		assert.NotContains(t, s, clientTestToken)
-		assert.NotContains(t, s, fmt.Sprintf("%x", clientTestToken))
 	}
-	assert.Contains(t, fmt.Sprint(c), "http://worker:8236"+Path)
 }
 
 // clientLogLines decodes the JSON lines a zerolog logger wrote.
