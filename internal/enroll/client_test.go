@@ -193,13 +193,11 @@ func TestClientAskTransportError(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), base), "the URL once")
 }
 
-// However a Client is printed or encoded, its token does not show.
+// However a Client is printed, its token does not show.
 func TestClientHidesToken(t *testing.T) {
 	c := Client{URL: "http://worker:8236", Token: clientTestToken}
-	b, err := json.Marshal(c)
-	require.NoError(t, err)
 	for _, s := range []string{
-		fmt.Sprint(c), fmt.Sprintf("%v %+v %#v", c, c, c), fmt.Sprintf("%v", &c), string(b),
+		fmt.Sprint(c), fmt.Sprintf("%v %+v %#v", c, c, c), fmt.Sprintf("%v", &c),
 	} {
 		assert.NotContains(t, s, clientTestToken)
 	}
