@@ -19,8 +19,12 @@ type fakeStreams struct {
 	fail   chan error
 }
 
+// newFakeStreams hands each stream the feed opens to the test's next, and
+// the feed's open returns only once the test has taken it: so the
+// followers a test starts before it takes the stream are all there when
+// the feed wakes every follower at the open.
 func newFakeStreams() *fakeStreams {
-	return &fakeStreams{opened: make(chan *io.PipeWriter, 1), fail: make(chan error, 4)}
+	return &fakeStreams{opened: make(chan *io.PipeWriter), fail: make(chan error, 4)}
 }
 
 func (s *fakeStreams) open(ctx context.Context) (io.ReadCloser, error) {
@@ -35,8 +39,12 @@ func (s *fakeStreams) open(ctx context.Context) (io.ReadCloser, error) {
 		<-ctx.Done()
 		pw.CloseWithError(ctx.Err())
 	}()
-	s.opened <- pw
-	return pr, nil
+	select {
+	case s.opened <- pw:
+		return pr, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // next is the writing end of the stream the feed opens next.
