@@ -70,6 +70,8 @@ func TestAgentsEnrollArePendingAdmittedOrDenied(t *testing.T) {
 	assert.Contains(t, out, "admitted edge-9 (host "+admit.url+", labels site=fra1) by ops")
 	_, err = s.starter("machine", "approve", "edge-9", "--by", "ops")
 	require.ErrorContains(t, err, "machine edge-9 is already admitted (by ops at ")
+	_, err = s.starter("machine", "approve", "edge-99", "--by", "ops")
+	require.ErrorContains(t, err, "machine edge-99: no enrollment: no agent asked to enroll under that name; no machine is pending")
 
 	sync := s.joinedSync("edge-9", "host")
 	desc, err := s.c.DescribeWorkflow(context.Background(), sync, "")

@@ -32,6 +32,7 @@ import (
 	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 	"github.com/meshroll/meshroll/internal/registry"
@@ -193,7 +194,17 @@ func Run(ctx context.Context, o Options) (_ Summary, err error) {
 	if err := workerapp.EnsureSearchAttributes(ctx, o.Client, o.Namespace, log); err != nil {
 		return r.sum, fmt.Errorf("search attributes: %w", err)
 	}
-	w := workerapp.New(o.Client, cfg, dir, workerapp.Deps{
+	// The demo's worker logs to demo.log, as its host agents do, through a
+	// client of its own on the starter's connection: the SDK's workers log
+	// through their client, and the starter's writes to the terminal,
+	// where a poll cut short at the worker's stop would break into the
+	// narration.
+	wc, err := client.NewClientFromExisting(o.Client, client.Options{Namespace: o.Namespace, Logger: logging.Temporal(log)})
+	if err != nil {
+		return r.sum, fmt.Errorf("demo worker's client: %w", err)
+	}
+	defer wc.Close()
+	w := workerapp.New(wc, cfg, dir, workerapp.Deps{
 		Catalogue: cat,
 		Builder:   &build.Go{Options: build.Options{Registry: o.Registry, Repository: o.Repository}},
 		Hosts:     &config.Hosts{Mesh: cfg},
