@@ -117,15 +117,5 @@ func (c *Config) enrollProblems(ps *problemList) {
 			ps.add("worker.enroll_listen", "enroll.modules is empty: an admitted machine would run nothing; list the modules admitted machines run")
 		}
 	}
-	seen := map[string]bool{}
-	for _, mod := range c.Enroll.Modules {
-		if seen[mod] {
-			ps.add("enroll.modules", "lists %q twice", mod)
-			continue
-		}
-		seen[mod] = true
-		if _, ok := c.Modules[mod]; !ok {
-			ps.add("enroll.modules", "unknown module %q; modules are %s", mod, orNone(c.ModuleNames()))
-		}
-	}
+	c.moduleListProblems(ps, "enroll.modules", c.Enroll.Modules, true)
 }

@@ -281,17 +281,7 @@ func (c *Config) problems(sk *skip) []Problem {
 		if len(m.Modules) == 0 {
 			ps.add(key+".modules", "runs no modules; list the modules it runs, such as [host]")
 		}
-		seen := map[string]bool{}
-		for _, mod := range m.Modules {
-			if seen[mod] {
-				ps.add(key+".modules", "lists %q twice", mod)
-				continue
-			}
-			seen[mod] = true
-			if _, ok := c.Modules[mod]; !ok && (sk == nil || !sk.modules) {
-				ps.add(key+".modules", "unknown module %q; modules are %s", mod, orNone(c.ModuleNames()))
-			}
-		}
+		c.moduleListProblems(ps, key+".modules", m.Modules, sk == nil || !sk.modules)
 	}
 
 	c.labelProblems(ps)
@@ -361,27 +351,19 @@ func checkListen(addr string) string {
 	return ""
 }
 
-// webhookProblems checks the merge receiver's keys: an address to bind, one
-// secret (a receiver without one would start plans for anyone who posts),
-// and a body cap that reads as a size.
-func (c *Config) webhookProblems(ps *problemList) {
-	w := c.Worker
-	if w.WebhookSecret != "" && w.WebhookSecretFile != "" {
-		ps.add("worker.webhook_secret_file", "give the merge receiver's secret either as worker.webhook_secret or as a file, not both")
-	}
-	if w.WebhookListen != "" {
-		if msg := checkListen(w.WebhookListen); msg != "" {
-			ps.add("worker.webhook_listen", "%s", msg)
-		} else if w.WebhookSecret == "" && w.WebhookSecretFile == "" {
-			ps.add("worker.webhook_listen", "the merge receiver has no secret: anyone who can post to %s could start plans; "+
-				"set %s (or worker.webhook_secret_file) to the secret the git host signs with", w.WebhookListen, envName("worker", "webhook_secret"))
+// moduleListProblems checks a list of modules under key: none twice, and,
+// when known is true (the modules section could be read), each one the
+// config declares.
+func (c *Config) moduleListProblems(ps *problemList, key string, mods []string, known bool) {
+	seen := map[string]bool{}
+	for _, mod := range mods {
+		if seen[mod] {
+			ps.add(key, "lists %q twice", mod)
+			continue
 		}
-	}
-	if s := w.WebhookMaxBody; s != "" {
-		if n, err := ParseMemory(s); err != nil {
-			ps.add("worker.webhook_max_body", "%v", err)
-		} else if n < 1<<10 {
-			ps.add("worker.webhook_max_body", "%q is under 1KiB, smaller than any push event; want a size such as %s", s, DefaultWebhookMaxBody)
+		seen[mod] = true
+		if _, ok := c.Modules[mod]; !ok && known {
+			ps.add(key, "unknown module %q; modules are %s", mod, orNone(c.ModuleNames()))
 		}
 	}
 }

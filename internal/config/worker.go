@@ -146,3 +146,28 @@ type Versioning struct {
 func (v Versioning) Deployment() string {
 	return cmp.Or(v.DeploymentName, DefaultDeploymentName)
 }
+
+// webhookProblems checks the merge receiver's keys: an address to bind, one
+// secret (a receiver without one would start plans for anyone who posts),
+// and a body cap that reads as a size.
+func (c *Config) webhookProblems(ps *problemList) {
+	w := c.Worker
+	if w.WebhookSecret != "" && w.WebhookSecretFile != "" {
+		ps.add("worker.webhook_secret_file", "give the merge receiver's secret either as worker.webhook_secret or as a file, not both")
+	}
+	if w.WebhookListen != "" {
+		if msg := checkListen(w.WebhookListen); msg != "" {
+			ps.add("worker.webhook_listen", "%s", msg)
+		} else if w.WebhookSecret == "" && w.WebhookSecretFile == "" {
+			ps.add("worker.webhook_listen", "the merge receiver has no secret: anyone who can post to %s could start plans; "+
+				"set %s (or worker.webhook_secret_file) to the secret the git host signs with", w.WebhookListen, envName("worker", "webhook_secret"))
+		}
+	}
+	if s := w.WebhookMaxBody; s != "" {
+		if n, err := ParseMemory(s); err != nil {
+			ps.add("worker.webhook_max_body", "%v", err)
+		} else if n < 1<<10 {
+			ps.add("worker.webhook_max_body", "%q is under 1KiB, smaller than any push event; want a size such as %s", s, DefaultWebhookMaxBody)
+		}
+	}
+}
