@@ -46,13 +46,7 @@ func TestMetricsSetting(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			args := append([]string{"--machine", "edge-1"}, tc.args...)
-			if tc.file != "" {
-				p := filepath.Join(t.TempDir(), "host.yaml")
-				require.NoError(t, os.WriteFile(p, []byte(tc.file), 0o600))
-				args = append(args, "--config", p)
-			}
-			s, err := parseAndLoad(args)
+			s, err := loadMachine(t, tc.args, tc.file)
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
@@ -196,13 +190,7 @@ func TestEnrollSettings(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			args := append([]string{"--machine", "edge-1"}, tc.args...)
-			if tc.file != "" {
-				p := filepath.Join(t.TempDir(), "host.yaml")
-				require.NoError(t, os.WriteFile(p, []byte(tc.file), 0o600))
-				args = append(args, "--config", p)
-			}
-			s, err := parseAndLoad(args)
+			s, err := loadMachine(t, tc.args, tc.file)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				var u *cmdrun.UsageError
@@ -231,4 +219,17 @@ func TestAdvertiseURL(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, advertiseURL(tc.listen, tc.bound, tc.tls), "%s bound at %s", tc.listen, tc.bound)
 	}
+}
+
+// loadMachine loads the settings of an agent for edge-1 given args and,
+// when file is set, a --config file holding it.
+func loadMachine(t *testing.T, args []string, file string) (settings, error) {
+	t.Helper()
+	args = append([]string{"--machine", "edge-1"}, args...)
+	if file != "" {
+		p := filepath.Join(t.TempDir(), "host.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(file), 0o600))
+		args = append(args, "--config", p)
+	}
+	return parseAndLoad(args)
 }

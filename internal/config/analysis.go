@@ -363,9 +363,7 @@ func providerProblems(ps *problemList, key string, p Provider) {
 	} else if m := checkHTTPURL(pr.Address); m != "" {
 		ps.add(k+".address", "%s; want the Prometheus server's base URL, such as http://127.0.0.1:9090", m)
 	}
-	if pr.BearerToken != "" && pr.BearerTokenFile != "" {
-		ps.add(k+".bearer_token_file", "give the token either as bearer_token or as a file, not both")
-	}
+	ps.secretOnce(k+".bearer_token", "bearer_token", "the token", pr.BearerToken, pr.BearerTokenFile)
 	if b := pr.BasicAuth; b != nil {
 		if pr.BearerToken != "" || pr.BearerTokenFile != "" {
 			ps.add(k+".basic_auth", "give either a bearer token or basic_auth, not both")

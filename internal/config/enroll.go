@@ -100,12 +100,8 @@ func (c *Config) with(adm []Admitted, token secret.String) *Config {
 // pending list), and modules that exist for admitted machines to run.
 func (c *Config) enrollProblems(ps *problemList) {
 	w := c.Worker
-	if w.EnrollToken != "" && w.EnrollTokenFile != "" {
-		ps.add("worker.enroll_token_file", "give the enrollment token either as worker.enroll_token or as a file, not both")
-	}
-	if c.Enroll.HostToken != "" && c.Enroll.HostTokenFile != "" {
-		ps.add("enroll.host_token_file", "give admitted machines' host token either as enroll.host_token or as a file, not both")
-	}
+	ps.secretOnce("worker.enroll_token", "worker.enroll_token", "the enrollment token", w.EnrollToken, w.EnrollTokenFile)
+	ps.secretOnce("enroll.host_token", "enroll.host_token", "admitted machines' host token", c.Enroll.HostToken, c.Enroll.HostTokenFile)
 	if w.EnrollListen != "" {
 		if msg := checkListen(w.EnrollListen); msg != "" {
 			ps.add("worker.enroll_listen", "%s", msg)

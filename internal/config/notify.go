@@ -108,9 +108,7 @@ func (c *Config) notifyProblems(ps *problemList) {
 		} else if msg := checkHTTPURL(t.URL); msg != "" {
 			ps.add(key+".url", "%s", msg)
 		}
-		if t.Secret != "" && t.SecretFile != "" {
-			ps.add(key+".secret_file", "give the target's secret either as %s.secret or as a file, not both", key)
-		}
+		ps.secretOnce(key+".secret", key+".secret", "the target's secret", t.Secret, t.SecretFile)
 		if t.Kind == NotifySlack && (t.Secret != "" || t.SecretFile != "") {
 			ps.add(key+".secret", "a slack target signs nothing (its URL is its secret); drop it or make the target kind %s", NotifyWebhook)
 		}

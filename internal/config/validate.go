@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/secret"
 	"github.com/meshroll/meshroll/internal/window"
 )
 
@@ -163,6 +164,15 @@ func (l *problemList) add(key, format string, args ...any) {
 	l.list = append(l.list, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 }
 
+// secretOnce refuses a secret given both as key's value and in the file
+// key_file: which one is meant would be a guess. what names the secret,
+// as names key, in the message.
+func (l *problemList) secretOnce(key, as, what string, value secret.String, file string) {
+	if value != "" && file != "" {
+		l.add(key+"_file", "give %s either as %s or as a file, not both", what, as)
+	}
+}
+
 // problems is Validate without the wrapping, skipping what sk says could not
 // be read.
 func (c *Config) problems(sk *skip) []Problem {
@@ -312,9 +322,7 @@ func (c *Config) workerProblems(ps *problemList) {
 				"set %s (or worker.ui_token_file), or listen on 127.0.0.1 and put your proxy in front", w.UIListen, envName("worker", "ui_token"))
 		}
 	}
-	if w.UIToken != "" && w.UITokenFile != "" {
-		ps.add("worker.ui_token_file", "give the fleet page's token either as worker.ui_token or as a file, not both")
-	}
+	ps.secretOnce("worker.ui_token", "worker.ui_token", "the fleet page's token", w.UIToken, w.UITokenFile)
 	c.webhookProblems(ps)
 	if e := w.Tracing.OTLPEndpoint; e != "" {
 		const want = "want the OTLP/HTTP collector's URL, such as http://otel-collector:4318"

@@ -152,9 +152,7 @@ func (v Versioning) Deployment() string {
 // and a body cap that reads as a size.
 func (c *Config) webhookProblems(ps *problemList) {
 	w := c.Worker
-	if w.WebhookSecret != "" && w.WebhookSecretFile != "" {
-		ps.add("worker.webhook_secret_file", "give the merge receiver's secret either as worker.webhook_secret or as a file, not both")
-	}
+	ps.secretOnce("worker.webhook_secret", "worker.webhook_secret", "the merge receiver's secret", w.WebhookSecret, w.WebhookSecretFile)
 	if w.WebhookListen != "" {
 		if msg := checkListen(w.WebhookListen); msg != "" {
 			ps.add("worker.webhook_listen", "%s", msg)
