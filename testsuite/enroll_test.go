@@ -105,6 +105,8 @@ func TestAgentsEnrollArePendingAdmittedOrDenied(t *testing.T) {
 	_, err = s.starter("machine", "deny", "edge-9", "--by", "ops", "--reason", "re-imaged")
 	require.NoError(t, err)
 	s.machineWorkflowEnds("edge-9")
+	_, err = s.starter("status", "--machine", "edge-9")
+	require.ErrorContains(t, err, "or, if its agent asked to enroll, admit it: starter machine approve edge-9", "a machine out of the mesh again is named as such")
 }
 
 // enrolling is a host agent started with --enroll, run in process.

@@ -155,6 +155,10 @@ func knownMachine(cfg *config.Config, path, name string) error {
 	if names := cfg.MachineNames(); len(names) > 0 {
 		known = strings.Join(names, ", ")
 	}
+	if len(cfg.Enroll.Modules) > 0 {
+		return usagef(nil, "unknown machine %q (known: %s); add it to machines: in %s, or, if its agent asked to enroll, admit it: starter machine approve %s",
+			name, known, path, name)
+	}
 	return usagef(nil, "unknown machine %q (known: %s); add it to machines: in %s", name, known, path)
 }
 
