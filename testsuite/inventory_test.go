@@ -28,6 +28,7 @@ import (
 // that left, sending it nothing; the rest converge as they would have. The
 // machine workflow of the one that left ends.
 func TestMachinesJoinAndLeaveWithoutARestart(t *testing.T) {
+	t.Parallel()
 	o := stackOptions{live: true, modules: []string{"host"}, machines: []machineSpec{
 		{name: "edge-1", tier: 1, modules: []string{"host"}},
 		{name: "core-1", tier: 2, modules: []string{"host"}},

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/fleetui"
+	"github.com/meshroll/meshroll/internal/machinefeed"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -74,5 +77,51 @@ func TestCaptureMachineSummaryHistory(t *testing.T) {
 	s.converge("host", s.commit("host"))
 	s.summariesShowHosts()
 
-	s.writeHistories(capturedRun{"machine-summary-published.machine-summary", meshapi.MachineID("edge-1"), ""})
+	s.writeHistories(capturedRun{"machine-summary-changed.machine-changed-at", meshapi.MachineID("edge-1"), ""})
+}
+
+// TestMachineFeedFollowsChangesWithoutListingEveryMachine: the worker's
+// feed of the machine workflows' summaries (package machinefeed) lists them
+// all once, and from then on reads only the workflows whose summary changed
+// since its last look (the time each sets in meshroll's
+// MeshrollMachineChanged search attribute). A second build's pushes reach
+// it with the whole list an hour away, and the fleet page's status reads
+// the machine workflows from it.
+func TestMachineFeedFollowsChangesWithoutListingEveryMachine(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, exampleMesh())
+	s.converge("host", s.commit("host"))
+	s.summariesShowHosts()
+
+	feed := machinefeed.New(machinefeed.Visibility{Client: s.c, Namespace: s.namespace},
+		machinefeed.Options{Every: 100 * time.Millisecond, Full: time.Hour, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go feed.Run(ctx)
+	feedShowsHosts := func() bool {
+		sums, _, ok := feed.Summaries()
+		if !ok {
+			return false
+		}
+		for name, h := range s.hosts {
+			sum, ok := sums.ByMachine[name]
+			if !ok || sum.LastSeq != h.Report().LastSeq || sum.Current != nil || sum.Queue != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 30*time.Second, "the feed's first list to show every host's last sequence", feedShowsHosts)
+
+	s.converge("host", s.commit("host"))
+	eventually(t, 30*time.Second, "the feed to show the second build's pushes, by the changes alone", feedShowsHosts)
+
+	st, err := fleetui.Reader{Config: s.cfg, Client: s.c, Catalogue: s.cat, Feed: feed}.Status(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.WorkflowsFedAt, "the page's status is read from the feed")
+	require.Len(t, st.Machines, len(s.hosts))
+	for _, m := range st.Machines {
+		require.NotNil(t, m.LastSeq, m.Machine)
+		require.Equal(t, s.hosts[m.Machine].Report().LastSeq, *m.LastSeq, m.Machine)
+	}
 }

@@ -10,6 +10,11 @@ import (
 // workflow keeps its meshapi.MachineSummary in its memo.
 const summaryChange = "machine-summary"
 
+// changedAtChange gates meshapi.SAMachineChanged: from it on, each summary
+// published also sets the search attribute to the workflow's time, so that
+// a reader keeping every summary lists only what changed since its last look.
+const changedAtChange = "machine-changed-at"
+
 // publish keeps the machine's summary (last sequence, what it pushes, how
 // much waits) in its memo, where the overviews read every machine in one
 // visibility list instead of querying each workflow. The loop calls it
@@ -32,4 +37,12 @@ func (m *machine) publish(ctx workflow.Context) {
 		return
 	}
 	m.published = &s
+	if workflow.GetVersion(ctx, changedAtChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SAMachineChanged.ValueSet(workflow.Now(ctx))); err != nil {
+		// As for the memo: a reader that misses the change reads every
+		// summary again within machinefeed's full look.
+		workflow.GetLogger(ctx).Warn("machine summary's change time not published", "machine", m.in.Machine, "error", err)
+	}
 }

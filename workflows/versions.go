@@ -22,6 +22,9 @@ var liveChanges = map[string]string{
 	// Machine: the workflow keeps its meshapi.MachineSummary in its memo
 	// for the overviews.
 	"machine-summary": "summaryChange",
+	// Machine: each summary it publishes also sets
+	// meshapi.SAMachineChanged, the time a reader lists changes since.
+	"machine-changed-at": "changedAtChange",
 	// Notifier: it tells its plan when a target starts failing, is given
 	// up on, or recovers (meshapi.SignalNotifyTrouble).
 	"notify-trouble": "notifyTroubleChange",

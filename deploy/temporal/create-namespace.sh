@@ -23,7 +23,7 @@ ns="${TEMPORAL_NAMESPACE:-meshroll}"
 
 # The search attributes meshroll sets (internal/meshapi/search.go); the
 # production test checks this list against the code.
-attributes="MeshrollModule=Keyword MeshrollCommit=Keyword MeshrollMachines=KeywordList MeshrollState=Keyword MeshrollMachine=Keyword MeshrollEnrollment=Keyword"
+attributes="MeshrollModule=Keyword MeshrollCommit=Keyword MeshrollMachines=KeywordList MeshrollState=Keyword MeshrollMachine=Keyword MeshrollMachineChanged=Datetime MeshrollEnrollment=Keyword"
 
 # retry N WHY CMD...: runs CMD (its stderr dropped, its stdout passed on)
 # once a second until it succeeds; after N failures it says WHY and fails.

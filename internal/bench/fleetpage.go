@@ -20,6 +20,7 @@ import (
 	"github.com/meshroll/meshroll/internal/bench/report"
 	"github.com/meshroll/meshroll/internal/bench/stack"
 	"github.com/meshroll/meshroll/internal/fleetui"
+	"github.com/meshroll/meshroll/internal/machinefeed"
 	"github.com/meshroll/meshroll/internal/machines"
 )
 
@@ -51,21 +52,51 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	src := fleetui.Reader{Config: m.Config, Client: b.srv.Client(), Catalogue: m.Catalogue}
 	scenario := fmt.Sprintf("fleet page %d", n)
 
+	// The worker's feed of the machine workflows, as it keeps one while
+	// it runs: its first look lists every one.
+	feed := machinefeed.New(machinefeed.Visibility{Client: b.srv.Client(), Namespace: m.Config.Temporal.Namespace}, machinefeed.Options{Log: b.log})
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	go feed.Run(feedCtx)
+	if err := waitFed(ctx, feed, n); err != nil {
+		return err
+	}
+	fed := src
+	fed.Feed = feed
+
 	// The first viewer waits for the fleet to be read: each such load is
 	// timed on a page of its own, which has read nothing yet (and reads
 	// again only after an hour, so that what follows is rendered from one
-	// read).
+	// read). Read as the worker reads it (the machine workflows from its
+	// feed) and, alternately, listing every machine workflow.
 	for range fleetPageLoads {
-		url, stop, err := b.serveFleetPage(src, m, time.Hour)
-		if err != nil {
-			return err
+		for _, way := range []struct {
+			src  fleetui.Reader
+			name string
+		}{
+			{fed, "matrix, first viewer: hosts from the picture, machine workflows from the worker's feed, then rendered"},
+			{src, "matrix, first viewer, without the feed: every machine workflow listed, then rendered"},
+		} {
+			url, stop, err := b.serveFleetPage(way.src, m, time.Hour)
+			if err != nil {
+				return err
+			}
+			took, _, err := loadPage(ctx, url)
+			stop()
+			if err != nil {
+				return err
+			}
+			b.t.Add(scenario, way.name, "ms", "", millis(took))
 		}
-		took, _, err := loadPage(ctx, url)
-		stop()
-		if err != nil {
-			return err
+	}
+	// What the feed costs between its whole lists: a look at what
+	// changed, with nothing moving.
+	for range fleetPageLoads {
+		start := time.Now()
+		if err := feed.Look(ctx); err != nil {
+			return fmt.Errorf("fleet page: the feed's look: %w", err)
 		}
-		b.t.Add(scenario, "matrix, first viewer: every host and machine workflow read, then rendered", "ms", "", millis(took))
+		b.t.Add(scenario, "the worker's feed: one look at what changed (nothing moving)", "ms", "", millis(time.Since(start)))
 	}
 	// What starter status reads (the CLI's start and its table aside): the
 	// hosts from the picture, the machine workflows from one visibility
@@ -86,7 +117,7 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	// fleet picture the worker keeps, the machine workflows not asked.
 	for range fleetPageLoads {
 		start := time.Now()
-		st, _ := machines.ReadStatus(ctx, m.Config, noTemporal, m.Catalogue.HostStates, machines.StatusFilter{})
+		st, _ := machines.ReadStatus(ctx, m.Config, machines.Sources{Dial: noTemporal, Hosts: m.Catalogue.HostStates}, machines.StatusFilter{})
 		took := time.Since(start)
 		if len(st.Machines) != n {
 			return fmt.Errorf("fleet page: the status has %d machines; want %d", len(st.Machines), n)
@@ -126,6 +157,25 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 		b.t.Add(scenario, "box load average (1 min) after the loads", "", "the bench's own server, worker and agents included", load)
 	}
 	return nil
+}
+
+// waitFed waits for feed's first look to have read the n machine
+// workflows.
+func waitFed(ctx context.Context, feed *machinefeed.Feed, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if sums, _, ok := feed.Summaries(); ok && len(sums.ByMachine) >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fleet page: the feed did not read the %d machine workflows: %w", n, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // everyWorkflowRead checks that a status of n machines, each pushed by the

@@ -64,7 +64,7 @@ the hosts are still listed, then list exits 1.`,
 			}
 			pic, closePic, _ := a.statusPicture(cmd.Context(), cfg, path)
 			defer closePic()
-			rows, terr := machines.List(cmd.Context(), cfg, a.dialer(cfg), pic)
+			rows, terr := machines.List(cmd.Context(), cfg, machines.Sources{Dial: a.dialer(cfg), Hosts: pic})
 			return printRead(a, rows, writeMachineList, terr)
 		}),
 	}

@@ -127,7 +127,7 @@ so, and exits 0 when interrupted.`,
 		}
 		d := &keptDial{dial: a.dialer(cfg)}
 		defer d.close()
-		st, terr := machines.ReadStatus(cmd.Context(), cfg, d.Dial, pic, f)
+		st, terr := machines.ReadStatus(cmd.Context(), cfg, machines.Sources{Dial: d.Dial, Hosts: pic}, f)
 		st.SetHostsNote(why)
 		st.SetFreezes(readFreezes(cmd.Context(), cfg, d.Dial))
 		st.Pending = readPending(cmd.Context(), cfg, d.Dial)
@@ -156,7 +156,7 @@ func (a *app) watchStatus(ctx context.Context, cfg *config.Config, pic machines.
 	var freezesAt time.Time
 	var pending []meshapi.Enrollment
 	for {
-		st, _ := machines.ReadStatus(ctx, cfg, d.Dial, pic, f)
+		st, _ := machines.ReadStatus(ctx, cfg, machines.Sources{Dial: d.Dial, Hosts: pic}, f)
 		st.SetHostsNote(why)
 		if time.Since(freezesAt) >= FreezesRefresh {
 			freezes, freezesErr = readFreezes(ctx, cfg, d.Dial)

@@ -64,7 +64,7 @@ code is 3 when one did not converge or was not superseded.`,
 			}
 			// What the host runs that the config does not give it: each is
 			// stopped by a sync of its own.
-			st, err := machines.ReadStatus(cmd.Context(), cfg, a.dialer(cfg), nil, machines.StatusFilter{Machine: name, Module: module})
+			st, err := machines.ReadStatus(cmd.Context(), cfg, machines.Sources{Dial: a.dialer(cfg)}, machines.StatusFilter{Machine: name, Module: module})
 			if err != nil {
 				return err
 			}

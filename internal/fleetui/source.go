@@ -70,6 +70,10 @@ type Reader struct {
 	Config    config.Source
 	Client    client.Client
 	Catalogue catalogue.Catalogue
+	// Feed, when set, gives the machine workflows' summaries while it is
+	// current (the worker's machinefeed.Feed): the page then lists no
+	// machine workflow itself.
+	Feed machines.Feed
 }
 
 // planStateTimeout bounds one plan's state query: a plan that does not
@@ -88,7 +92,7 @@ func (r Reader) Status(ctx context.Context) (machines.Status, error) {
 		pic = r.Catalogue.HostStates
 	}
 	cfg := r.Config.Current()
-	st, err := machines.ReadStatus(ctx, cfg, r.dial, pic, machines.StatusFilter{})
+	st, err := machines.ReadStatus(ctx, cfg, machines.Sources{Dial: r.dial, Hosts: pic, Workflows: r.Feed}, machines.StatusFilter{})
 	if err == nil && len(cfg.Enroll.Modules) > 0 {
 		// What cannot be listed is left out: the machine workflows were
 		// just read, so Temporal answers, and the pending are news only.

@@ -68,12 +68,12 @@ const (
 	HostError = "error"
 )
 
-// List reads every host of cfg from pic (every host directly when pic is
-// nil) and asks every machine workflow, one row a machine in cfg's order.
+// List reads every host of cfg from src.Hosts (every host directly when it
+// is nil) and asks every machine workflow, one row a machine in cfg's order.
 // Only Temporal being unreachable is an error, and the rows still hold
 // what the hosts said; everything else is in the rows.
-func List(ctx context.Context, cfg *config.Config, dial Dial, pic Picture) ([]Row, error) {
-	rs, err := readAll(ctx, cfg, cfg.MachineNames(), nil, dial, pic, nil)
+func List(ctx context.Context, cfg *config.Config, src Sources) ([]Row, error) {
+	rs, _, err := readAll(ctx, cfg, cfg.MachineNames(), nil, src, nil)
 	rows := make([]Row, len(rs))
 	for i, r := range rs {
 		rows[i] = r.row()
@@ -106,32 +106,40 @@ type reading struct {
 }
 
 // summaries reads the machine workflows of more than one asked machine
-// (asked counts them) from one visibility list (plans.MachineSummaries) rather than a query
-// each, which at thousands of machines takes tens of seconds and a worker
-// to answer every one. One machine is asked directly, current to the
-// moment; so is every machine when the list fails, and each machine whose
-// workflow has published no summary yet. listed is whether sums holds the
-// list.
-func summaries(ctx context.Context, c client.Client, cfg *config.Config, asked int, derr error) (sums plans.Summaries, listed bool) {
+// (asked counts them) from feed while it is current, else from one
+// visibility list (plans.MachineSummaries) rather than a query each, which
+// at thousands of machines takes tens of seconds and a worker to answer
+// every one. One machine is asked directly, current to the moment; so is
+// every machine when the list fails, and each machine whose workflow has
+// published no summary yet. listed is whether sums holds the summaries;
+// fedAt is when feed read them (nil: they were listed now).
+func summaries(ctx context.Context, c client.Client, cfg *config.Config, feed Feed, asked int, derr error) (sums plans.Summaries, listed bool, fedAt *time.Time) {
 	if derr != nil || asked <= 1 {
-		return sums, false
+		return sums, false, nil
+	}
+	if feed != nil {
+		if sums, at, ok := feed.Summaries(); ok {
+			return sums, true, &at
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	sums, err := plans.MachineSummaries(ctx, c, cfg.Temporal.Namespace)
-	return sums, err == nil
+	return sums, err == nil, nil
 }
 
-// readAll reads the hosts of names from pic in one read, and the machine
-// workflows of those of them askWorkflow picks (nil: all), all at once,
-// dialling Temporal meanwhile. A host the picture has nothing of (or every
-// host, when it cannot be read) is asked directly, within
+// readAll reads the hosts of names from src.Hosts in one read, and the
+// machine workflows of those of them askWorkflow picks (nil: all), all at
+// once, dialling Temporal meanwhile. A host the picture has nothing of (or
+// every host, when it cannot be read) is asked directly, within
 // HostCheckTimeout, only when direct picks it: one machine, never the
-// fleet. With no picture every host is asked directly. The error is the
-// dial's alone, and then every asked reading's wfErr is it too: the
-// hosts' answers are kept either way.
-func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflow func(string) bool, dial Dial, pic Picture, direct func(string) bool) ([]reading, error) {
+// fleet. With no picture every host is asked directly. fedAt is when
+// src.Workflows read the machine workflows, if it did. The error is the
+// dial's alone, and then every asked reading's wfErr is it too: the hosts'
+// answers are kept either way.
+func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflow func(string) bool, src Sources, direct func(string) bool) (rs []reading, fedAt *time.Time, derr error) {
 	now := time.Now().UTC()
+	pic := src.Hosts
 	var states map[string]catalogue.HostState
 	var picErr error
 	if pic != nil {
@@ -144,7 +152,7 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 			states[h.Machine] = h
 		}
 	}
-	rs := make([]reading, len(names))
+	rs = make([]reading, len(names))
 	asked := 0
 	var wg sync.WaitGroup
 	for i, name := range names {
@@ -172,11 +180,11 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 			r.rep, r.hostErr = hostReport(hctx, r.m)
 		})
 	}
-	c, derr := dial(ctx)
+	c, derr := src.Dial(ctx)
 	if derr == nil {
 		defer c.Close()
 	}
-	sums, listed := summaries(ctx, c, cfg, asked, derr)
+	sums, listed, fedAt := summaries(ctx, c, cfg, src.Workflows, asked, derr)
 	for i := range rs {
 		r := &rs[i]
 		switch {
@@ -201,7 +209,7 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 		}
 	}
 	wg.Wait()
-	return rs, derr
+	return rs, fedAt, derr
 }
 
 // row is the reading as List words it.

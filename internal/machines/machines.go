@@ -33,6 +33,25 @@ const QueryTimeout = 15 * time.Second
 // costs no host its answer, and no time.
 type Dial func(context.Context) (client.Client, error)
 
+// Sources are where List and ReadStatus read a machine's parts.
+type Sources struct {
+	// Dial connects to Temporal for the machine workflows.
+	Dial Dial
+	// Hosts is the fleet picture of the hosts; nil: every host is asked
+	// directly.
+	Hosts Picture
+	// Workflows, when set and current, gives the machine workflows'
+	// summaries in place of a visibility list of every one (the worker's
+	// package machinefeed).
+	Workflows Feed
+}
+
+// Feed is a current picture of every machine workflow's summary, as of
+// asOf; ok is false when it has none, or none recent enough to show.
+type Feed interface {
+	Summaries() (sums plans.Summaries, asOf time.Time, ok bool)
+}
+
 // hostClient is the machine's host API client, its errors naming the host.
 func hostClient(m config.Machine) (*host.HTTPClient, error) {
 	c, err := m.HostClient()

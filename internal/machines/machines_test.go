@@ -151,7 +151,7 @@ func TestListWithoutTemporal(t *testing.T) {
 		"edge-1":       {Host: ok, Tier: 1},
 		"edge-2":       {Host: ok, Tier: 1, CAFile: filepath.Join(t.TempDir(), "missing.pem")},
 	}}
-	rows, err := List(context.Background(), cfg, noTemporal, nil)
+	rows, err := List(context.Background(), cfg, Sources{Dial: noTemporal})
 	require.ErrorIs(t, err, errTemporal)
 	require.Len(t, rows, 3)
 	for _, r := range rows {
@@ -199,7 +199,7 @@ func TestListReadsMachineWorkflows(t *testing.T) {
 			}
 			queried := &asked{}
 			fake := temporal{states: states, unpublished: tc.unpublished, listErr: tc.listErr, queried: queried}
-			rows, err := List(context.Background(), cfg, fake.dial, nil)
+			rows, err := List(context.Background(), cfg, Sources{Dial: fake.dial})
 			require.NoError(t, err)
 			want := make([]string, len(tc.queried))
 			for i, m := range tc.queried {
@@ -318,7 +318,7 @@ func TestHostTurnsTheTokenAway(t *testing.T) {
 		"edge-2":       {Host: agent.URL},
 		"control-node": {Host: proxy.URL, Token: "right"},
 	}}
-	rows, err := List(context.Background(), cfg, temporal{}.dial, nil)
+	rows, err := List(context.Background(), cfg, Sources{Dial: temporal{}.dial})
 	require.NoError(t, err)
 	want := map[string]string{
 		"control-node": "host " + proxy.URL + " answered 403 Forbidden: it refuses machine control-node's token; set MESHROLL_MACHINES_CONTROL_NODE_TOKEN (or machines.control-node.token in the mesh config) to the host agent's own token (its --token-file, or MESHROLL_HOST_TOKEN)",

@@ -44,7 +44,7 @@ func BenchmarkReadStatusFromThePicture(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		st, _ := ReadStatus(ctx, cfg, noTemporal, cat.HostStates, StatusFilter{})
+		st, _ := ReadStatus(ctx, cfg, Sources{Dial: noTemporal, Hosts: cat.HostStates}, StatusFilter{})
 		if len(st.Rows) != 2*n || st.Rows[0].HostError != "" {
 			b.Fatalf("%d rows, first %+v", len(st.Rows), st.Rows[0])
 		}

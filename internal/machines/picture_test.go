@@ -53,7 +53,7 @@ func TestReadStatusFromThePicture(t *testing.T) {
 	}
 	read := func(context.Context) ([]catalogue.HostState, error) { return pic, nil }
 
-	st, err := ReadStatus(t.Context(), cfg, noTemporal, read, StatusFilter{})
+	st, err := ReadStatus(t.Context(), cfg, Sources{Dial: noTemporal, Hosts: read}, StatusFilter{})
 	require.ErrorIs(t, err, errTemporal)
 	assert.Zero(t, asked.Load(), "the fleet's status asks no host")
 	assert.Equal(t, HostsFromPicture, st.HostsFrom)
@@ -83,7 +83,7 @@ func TestReadStatusFromThePicture(t *testing.T) {
 	}
 
 	// One machine the picture lacks: its host is asked, and only it.
-	st, _ = ReadStatus(t.Context(), cfg, noTemporal, read, StatusFilter{Machine: "new"})
+	st, _ = ReadStatus(t.Context(), cfg, Sources{Dial: noTemporal, Hosts: read}, StatusFilter{Machine: "new"})
 	assert.Equal(t, int64(1), asked.Load())
 	require.Len(t, st.Machines, 1)
 	assert.Equal(t, HostOK, st.Machines[0].HostStatus)
@@ -91,7 +91,7 @@ func TestReadStatusFromThePicture(t *testing.T) {
 
 	// A picture that cannot be read: every host unknown, none asked.
 	broken := func(context.Context) ([]catalogue.HostState, error) { return nil, errors.New("database is locked") }
-	rows, _ := List(t.Context(), cfg, noTemporal, broken)
+	rows, _ := List(t.Context(), cfg, Sources{Dial: noTemporal, Hosts: broken})
 	assert.Equal(t, int64(1), asked.Load())
 	for _, r := range rows {
 		assert.Equal(t, HostUnknown, r.HostStatus, r.Machine)

@@ -64,6 +64,11 @@ type Status struct {
 	// HostsFrom is where the hosts were read: HostsFromPicture or
 	// HostsFromHosts.
 	HostsFrom string `json:"hosts_from"`
+	// WorkflowsFedAt, when set, is when the worker's feed of the machine
+	// workflows' summaries (package machinefeed) read what Machines shows
+	// of them: a second or two before AskedAt while it keeps up. Unset,
+	// they were read at AskedAt.
+	WorkflowsFedAt *time.Time `json:"workflows_fed_at,omitempty"`
 	// HostsNote says why the hosts were asked directly (no fleet picture
 	// here), when a reader knows.
 	HostsNote string `json:"hosts_note,omitempty"`
@@ -163,23 +168,23 @@ type StatusRow struct {
 	Frozen bool `json:"frozen"`
 }
 
-// ReadStatus reads every host of cfg from pic (one read; with pic nil,
-// every host directly, each within HostCheckTimeout) and asks the machine
-// workflows f picks, all at once, and words what they said as rows. Every
+// ReadStatus reads every host of cfg from src.Hosts (one read; with none,
+// every host directly, each within HostCheckTimeout) and the machine
+// workflows f picks (from src.Workflows while it is current), all at once, and words what they said as rows. Every
 // host is read even for one machine or module, because Behind counts from
 // the newest healthy build anywhere. Only for one machine (f.Machine) is
 // its host asked directly when the picture has nothing of it. As for List,
 // only Temporal being unreachable is an error, and the Status still holds
 // what the hosts said; a host that could not be read is named in its rows
 // and machine.
-func ReadStatus(ctx context.Context, cfg *config.Config, dial Dial, pic Picture, f StatusFilter) (Status, error) {
+func ReadStatus(ctx context.Context, cfg *config.Config, src Sources, f StatusFilter) (Status, error) {
 	asked := time.Now().UTC()
 	one := func(name string) bool { return f.Machine != "" && name == f.Machine }
-	rs, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.picks(name, cfg.Machines[name]) }, dial, pic, one)
+	rs, fedAt, err := readAll(ctx, cfg, cfg.MachineNames(), func(name string) bool { return f.picks(name, cfg.Machines[name]) }, src, one)
 	st := statusOf(rs, f)
-	st.AskedAt = asked
+	st.AskedAt, st.WorkflowsFedAt = asked, fedAt
 	st.HostsFrom = HostsFromHosts
-	if pic != nil {
+	if src.Hosts != nil {
 		st.HostsFrom = HostsFromPicture
 	}
 	return st, err

@@ -304,7 +304,7 @@ func TestReadStatus(t *testing.T) {
 	}}
 
 	// Without Temporal: the hosts' part, and the error.
-	st, err := ReadStatus(context.Background(), cfg, noTemporal, nil, StatusFilter{})
+	st, err := ReadStatus(context.Background(), cfg, Sources{Dial: noTemporal}, StatusFilter{})
 	require.ErrorIs(t, err, errTemporal)
 	require.Len(t, st.Rows, 4)
 	assert.False(t, st.AskedAt.IsZero())
@@ -325,7 +325,7 @@ func TestReadStatus(t *testing.T) {
 		"control-node": {LastSeq: 2, Current: cur, Queue: []meshapi.QueuedRequest{{Plan: "q"}}},
 		"edge-1":       {LastSeq: 3, Queue: []meshapi.QueuedRequest{}},
 	}}
-	st, err = ReadStatus(context.Background(), cfg, tc.dial, nil, StatusFilter{})
+	st, err = ReadStatus(context.Background(), cfg, Sources{Dial: tc.dial}, StatusFilter{})
 	require.NoError(t, err)
 	require.Len(t, st.Machines, 3)
 	assert.Equal(t, "edge-1", st.Machines[0].Machine)
@@ -337,7 +337,7 @@ func TestReadStatus(t *testing.T) {
 	assert.Equal(t, cur, st.Machines[2].Current)
 
 	// One machine: its rows and workflow alone, behind the whole fleet.
-	st, err = ReadStatus(context.Background(), cfg, tc.dial, nil, StatusFilter{Machine: "control-node", Module: "host"})
+	st, err = ReadStatus(context.Background(), cfg, Sources{Dial: tc.dial}, StatusFilter{Machine: "control-node", Module: "host"})
 	require.NoError(t, err)
 	require.Len(t, st.Machines, 1)
 	require.Len(t, st.Rows, 1)

@@ -19,15 +19,21 @@ var (
 	SAState = temporal.NewSearchAttributeKeyKeyword("MeshrollState")
 	// SAMachine is a machine workflow's machine.
 	SAMachine = temporal.NewSearchAttributeKeyKeyword("MeshrollMachine")
+	// SAMachineChanged is when a machine workflow last published its
+	// MachineSummary (workflow time), so that a reader that keeps every
+	// summary (package machinefeed) lists only the workflows changed since
+	// its last look instead of every machine.
+	SAMachineChanged = temporal.NewSearchAttributeKeyTime("MeshrollMachineChanged")
 )
 
 // SearchAttributeTypes is every meshroll search attribute with its type
 // name as the Temporal CLI's --search-attribute flag takes it.
 var SearchAttributeTypes = map[string]string{
-	SAModule.GetName():     "Keyword",
-	SACommit.GetName():     "Keyword",
-	SAMachines.GetName():   "KeywordList",
-	SAState.GetName():      "Keyword",
-	SAMachine.GetName():    "Keyword",
-	SAEnrollment.GetName(): "Keyword",
+	SAModule.GetName():         "Keyword",
+	SACommit.GetName():         "Keyword",
+	SAMachines.GetName():       "KeywordList",
+	SAState.GetName():          "Keyword",
+	SAMachine.GetName():        "Keyword",
+	SAMachineChanged.GetName(): "Datetime",
+	SAEnrollment.GetName():     "Keyword",
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -82,7 +83,26 @@ type Summaries struct {
 // visibility store last recorded it (a moment behind the workflow). A
 // machine absent from both maps has no running workflow the store knows of.
 func MachineSummaries(ctx context.Context, c client.Client, namespace string) (Summaries, error) {
-	q := "WorkflowType = " + quote(meshapi.MachineWorkflowType) + " AND ExecutionStatus = 'Running'"
+	return listSummaries(ctx, c, namespace, runningMachines)
+}
+
+// MachineSummariesSince reads the running machine workflows that published
+// a summary at or after since (meshapi.SAMachineChanged): a reader that
+// keeps every summary asks this rather than the whole list on each look.
+// A workflow that has published nothing since its worker set the
+// attribute is not in it, so such a reader reads the whole list now and
+// then too (package machinefeed does).
+func MachineSummariesSince(ctx context.Context, c client.Client, namespace string, since time.Time) (Summaries, error) {
+	return listSummaries(ctx, c, namespace, runningMachines+" AND "+meshapi.SAMachineChanged.GetName()+" >= "+quote(since.UTC().Format(time.RFC3339Nano)))
+}
+
+// runningMachines is the visibility query of every running machine
+// workflow.
+var runningMachines = "WorkflowType = " + quote(meshapi.MachineWorkflowType) + " AND ExecutionStatus = 'Running'"
+
+// listSummaries reads the summaries of the machine workflows query lists,
+// page after page.
+func listSummaries(ctx context.Context, c client.Client, namespace, q string) (Summaries, error) {
 	out := Summaries{ByMachine: map[string]meshapi.MachineSummary{}, Unpublished: map[string]bool{}}
 	var token []byte
 	for {

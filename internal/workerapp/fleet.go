@@ -15,6 +15,7 @@ import (
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/fleetui"
+	"github.com/meshroll/meshroll/internal/machinefeed"
 )
 
 // ServeFleet serves the fleet page (package fleetui) on
@@ -29,16 +30,29 @@ func ServeFleet(c client.Client, mesh config.Source, cat catalogue.Catalogue, lo
 		return nil, nil, err
 	}
 	log = log.With().Str("component", "fleet-page").Logger()
+	// The page's machine workflows come from a feed kept while the worker
+	// runs, so that no viewer waits for a list of every one.
+	feed := machinefeed.New(machinefeed.Visibility{Client: c, Namespace: cfg.Temporal.Namespace}, machinefeed.Options{Log: log})
 	page, err := fleetui.New(fleetui.Options{
-		Source: fleetui.Reader{Config: mesh, Client: c, Catalogue: cat},
+		Source: fleetui.Reader{Config: mesh, Client: c, Catalogue: cat, Feed: feed},
 		Config: mesh, Token: token, Log: log,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	// A page waits for the fleet's first read, which reads the fleet
-	// picture and asks every machine workflow.
-	return serve(cfg.Worker.UIListen, "worker.ui_listen", page, 2*time.Minute, log)
+	// picture and (until the feed's first look ends) lists every machine
+	// workflow.
+	addr, stop, err := serve(cfg.Worker.UIListen, "worker.ui_listen", page, 2*time.Minute, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go feed.Run(ctx)
+	return addr, func(ctx context.Context) error {
+		cancel()
+		return stop(ctx)
+	}, nil
 }
 
 // serve serves h on addr (named by key in errors) until the returned

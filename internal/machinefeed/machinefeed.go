@@ -1,0 +1,177 @@
+// Package machinefeed keeps every machine workflow's summary current in one
+// process, reading from the visibility store only the workflows that
+// published a change since its last look, and every workflow only now and
+// then. The worker's fleet page reads it, so that a viewer waits for no
+// list of every machine workflow: at ten thousand machines such a list is
+// ten pages and seconds of the store's time, where a look at what changed
+// is a handful of rows, or none while nothing moves.
+package machinefeed
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// Store is where the feed reads the summaries: the visibility store
+// (Visibility), or a test's fake.
+type Store interface {
+	// All is every running machine workflow's summary.
+	All(ctx context.Context) (plans.Summaries, error)
+	// Since is those of the running machine workflows that published one
+	// at or after t.
+	Since(ctx context.Context, t time.Time) (plans.Summaries, error)
+}
+
+// Defaults of Options.
+const (
+	// DefaultEvery is the fleet page's own refresh: a viewer sees a
+	// change within about one look and one refresh.
+	DefaultEvery = 2 * time.Second
+	// DefaultFull bounds how long a workflow the looks cannot see stays
+	// as it was last read: one that ended (a retired machine, or one
+	// terminated by hand) or one still run by a worker that does not set
+	// the change time yet.
+	DefaultFull = 5 * time.Minute
+	// DefaultOverlap is how far before the last look each look reaches
+	// back: the store records a change a moment after the workflow makes
+	// it, and the workflow's clock (the server's) may be behind this one.
+	DefaultOverlap = 30 * time.Second
+	// DefaultStale is how old the last good look may be before Summaries
+	// says the feed cannot be trusted and a reader lists for itself.
+	DefaultStale = 30 * time.Second
+)
+
+// lookTimeout bounds one look: a store that hangs is a look that failed.
+const lookTimeout = 30 * time.Second
+
+// Options tune a Feed; the zero value takes the defaults.
+type Options struct {
+	Every, Full, Overlap, Stale time.Duration
+	// Clock is the time (default time.Now).
+	Clock func() time.Time
+	Log   zerolog.Logger
+}
+
+// Feed is the current picture of every machine workflow's summary. Run
+// keeps it; Summaries reads it.
+type Feed struct {
+	store Store
+	o     Options
+
+	mu   sync.Mutex
+	sums plans.Summaries // never changed in place: a look that changes it makes a new one
+	// asOf is when the last good look began: every change the store had
+	// recorded by then is in sums.
+	asOf time.Time
+	// full is when the last full list began.
+	full time.Time
+}
+
+// New is a feed of store, empty until Run has read every summary once.
+func New(store Store, o Options) *Feed {
+	if o.Every <= 0 {
+		o.Every = DefaultEvery
+	}
+	if o.Full <= 0 {
+		o.Full = DefaultFull
+	}
+	if o.Overlap <= 0 {
+		o.Overlap = DefaultOverlap
+	}
+	if o.Stale <= 0 {
+		o.Stale = DefaultStale
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return &Feed{store: store, o: o}
+}
+
+// Summaries is the picture and when it was read (when the look that last
+// brought it up to date began). ok is false before the first full list, or
+// when no look has succeeded for longer than Options.Stale: the reader
+// then lists the store itself, and says what that finds. The maps must not
+// be changed.
+func (f *Feed) Summaries() (sums plans.Summaries, asOf time.Time, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sums.ByMachine == nil || f.o.Clock().Sub(f.asOf) > f.o.Stale {
+		return plans.Summaries{}, f.asOf, false
+	}
+	return f.sums, f.asOf, true
+}
+
+// Run looks every Options.Every until ctx ends: the whole list first and
+// every Options.Full, and in between the changes since the last good look
+// (less Options.Overlap). A look that fails is logged, once until one
+// succeeds again, and tried at the next tick.
+func (f *Feed) Run(ctx context.Context) {
+	t := time.NewTicker(f.o.Every)
+	defer t.Stop()
+	failing := false
+	for {
+		lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+		err := f.Look(lctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			f.o.Log.Warn().Err(err).Msg("machine workflows' summaries not read; the fleet page reads them itself until a look succeeds")
+		case err == nil && failing:
+			f.o.Log.Info().Msg("machine workflows' summaries read again")
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Look brings the picture up to date once: the whole list when none was
+// read for Options.Full, else the changes since the last good look.
+func (f *Feed) Look(ctx context.Context) error {
+	f.mu.Lock()
+	cur, last, full := f.sums, f.asOf, f.full
+	f.mu.Unlock()
+
+	began := f.o.Clock()
+	if cur.ByMachine == nil || began.Sub(full) >= f.o.Full {
+		all, err := f.store.All(ctx)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.sums, f.asOf, f.full = all, began, began
+		f.mu.Unlock()
+		return nil
+	}
+	changed, err := f.store.Since(ctx, last.Add(-f.o.Overlap))
+	if err != nil {
+		return err
+	}
+	next := cur
+	if len(changed.ByMachine)+len(changed.Unpublished) > 0 {
+		next = plans.Summaries{ByMachine: maps.Clone(cur.ByMachine), Unpublished: maps.Clone(cur.Unpublished)}
+		for m, s := range changed.ByMachine {
+			next.ByMachine[m] = s
+			delete(next.Unpublished, m)
+		}
+		for m := range changed.Unpublished {
+			next.Unpublished[m] = true
+			delete(next.ByMachine, m)
+		}
+	}
+	f.mu.Lock()
+	f.sums, f.asOf = next, began
+	f.mu.Unlock()
+	return nil
+}

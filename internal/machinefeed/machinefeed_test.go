@@ -1,0 +1,129 @@
+package machinefeed
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/plans"
+)
+
+// store is a hand-written Store: what All and Since answer next, and what
+// they were asked.
+type store struct {
+	all, since plans.Summaries
+	err        error
+	fulls      int
+	asked      []time.Time // Since's t, each call
+}
+
+func (s *store) All(context.Context) (plans.Summaries, error) {
+	s.fulls++
+	return s.all, s.err
+}
+
+func (s *store) Since(_ context.Context, t time.Time) (plans.Summaries, error) {
+	s.asked = append(s.asked, t)
+	return s.since, s.err
+}
+
+func sums(unpublished []string, bySeq map[string]uint64) plans.Summaries {
+	out := plans.Summaries{ByMachine: map[string]meshapi.MachineSummary{}, Unpublished: map[string]bool{}}
+	for m, seq := range bySeq {
+		out.ByMachine[m] = meshapi.MachineSummary{Machine: m, LastSeq: seq}
+	}
+	for _, m := range unpublished {
+		out.Unpublished[m] = true
+	}
+	return out
+}
+
+// clock is a time the test moves by hand.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time       { return c.now }
+func (c *clock) move(d time.Duration) { c.now = c.now.Add(d) }
+func seqs(s plans.Summaries) map[string]uint64 {
+	out := map[string]uint64{}
+	for m, sum := range s.ByMachine {
+		out[m] = sum.LastSeq
+	}
+	return out
+}
+
+func TestFeedListsOnceThenOnlyWhatChanged(t *testing.T) {
+	st := &store{all: sums([]string{"c"}, map[string]uint64{"a": 1, "b": 2})}
+	clk := &clock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	f := New(st, Options{Full: time.Hour, Overlap: 30 * time.Second, Stale: time.Minute, Clock: clk.Now})
+
+	_, _, ok := f.Summaries()
+	require.False(t, ok, "nothing is known before the first look")
+
+	require.NoError(t, f.Look(t.Context()))
+	got, asOf, ok := f.Summaries()
+	require.True(t, ok)
+	assert.Equal(t, clk.now, asOf)
+	assert.Equal(t, map[string]uint64{"a": 1, "b": 2}, seqs(got))
+	assert.True(t, got.Unpublished["c"])
+	first := clk.now
+
+	// b moved on, c published its first summary, a has a workflow whose
+	// worker publishes none.
+	clk.move(2 * time.Second)
+	st.since = sums([]string{"a"}, map[string]uint64{"b": 5, "c": 7})
+	require.NoError(t, f.Look(t.Context()))
+	require.Equal(t, []time.Time{first.Add(-30 * time.Second)}, st.asked, "each look reaches back from the last one's start")
+	assert.Equal(t, 1, st.fulls, "a look between full lists lists only the changes")
+	next, asOf, ok := f.Summaries()
+	require.True(t, ok)
+	assert.Equal(t, clk.now, asOf)
+	assert.Equal(t, map[string]uint64{"b": 5, "c": 7}, seqs(next))
+	assert.Equal(t, map[string]bool{"a": true}, next.Unpublished)
+	assert.Equal(t, map[string]uint64{"a": 1, "b": 2}, seqs(got), "a picture handed out is never changed")
+
+	// Once Full has passed, the whole list again: what ended is gone.
+	clk.move(time.Hour)
+	st.all = sums(nil, map[string]uint64{"b": 6})
+	require.NoError(t, f.Look(t.Context()))
+	assert.Equal(t, 2, st.fulls)
+	last, _, _ := f.Summaries()
+	assert.Equal(t, map[string]uint64{"b": 6}, seqs(last))
+	assert.Empty(t, last.Unpublished)
+}
+
+func TestFeedThatCannotLookGoesStale(t *testing.T) {
+	st := &store{all: sums(nil, map[string]uint64{"a": 1})}
+	clk := &clock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	f := New(st, Options{Full: time.Hour, Overlap: 30 * time.Second, Stale: 30 * time.Second, Clock: clk.Now})
+	require.NoError(t, f.Look(t.Context()))
+	good := clk.now
+
+	st.err = errors.New("visibility unavailable")
+	clk.move(20 * time.Second)
+	require.Error(t, f.Look(t.Context()))
+	got, asOf, ok := f.Summaries()
+	require.True(t, ok, "a look that failed leaves the last picture while it is recent")
+	assert.Equal(t, good, asOf)
+	assert.Equal(t, map[string]uint64{"a": 1}, seqs(got))
+
+	clk.move(11 * time.Second)
+	_, asOf, ok = f.Summaries()
+	assert.False(t, ok, "older than Stale, readers list for themselves")
+	assert.Equal(t, good, asOf)
+
+	// The next good look reaches back from the last good one, not from
+	// the failed ones.
+	st.err = nil
+	st.asked = nil
+	st.since = sums(nil, map[string]uint64{"a": 2})
+	require.NoError(t, f.Look(t.Context()))
+	assert.Equal(t, []time.Time{good.Add(-30 * time.Second)}, st.asked)
+	got, _, ok = f.Summaries()
+	require.True(t, ok)
+	assert.Equal(t, map[string]uint64{"a": 2}, seqs(got))
+}
