@@ -35,7 +35,15 @@ func TestSourcesThatFail(t *testing.T) {
 		want  []string
 		not   []string
 	}{
-		{name: "all read", want: []string{"Data read at <time datetime=\"2026-10-02T14:00:00Z\">2026-10-02 14:00:00 UTC</time>"}, not: []string{`class="problem"`}},
+		{name: "all read", want: []string{"Data read at <time datetime=\"2026-10-02T14:00:00Z\">2026-10-02 14:00:00 UTC</time>"}, not: []string{`class="problem"`, "feed"}},
+		{
+			name: "machine workflows from the worker's feed",
+			setup: func(f *fake) {
+				at := time.Date(2026, 10, 2, 13, 59, 58, 0, time.UTC)
+				f.status.WorkflowsFedAt = &at
+			},
+			want: []string{"Machine workflows as the worker's feed of their changes had them at <time datetime=\"2026-10-02T13:59:58Z\">2026-10-02 13:59:58 UTC</time>."},
+		},
 		{
 			name:  "Temporal unreachable",
 			setup: func(f *fake) { f.statusErr, f.plansErr = errDial, errDial },

@@ -16,6 +16,9 @@ type freshness struct {
 	Age          time.Duration
 	Stale        bool
 	ReadingSince time.Time
+	// WorkflowsFedAt is when the worker's feed read the machine
+	// workflows shown (zero: they were listed by this read).
+	WorkflowsFedAt time.Time
 	// Problems are the sources that could not be read, each in a line.
 	Problems []string
 }
@@ -30,6 +33,9 @@ func (s *Server) freshness(snap *Snapshot, readingSince time.Time) freshness {
 	now := s.o.Clock()
 	f := freshness{ReadAt: snap.ReadAt, Took: snap.Took, Age: now.Sub(snap.ReadAt), ReadingSince: readingSince}
 	f.Stale = f.Age > s.staleAfter(snap)
+	if at := snap.Status.WorkflowsFedAt; at != nil {
+		f.WorkflowsFedAt = *at
+	}
 	if snap.TemporalError != "" {
 		f.Problems = append(f.Problems, "Temporal unreachable: "+snap.TemporalError+" — machine workflows' queues and plans are unknown; what the hosts said is shown.")
 	}
