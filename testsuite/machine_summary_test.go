@@ -99,7 +99,7 @@ func TestMachineFeedFollowsChangesWithoutListingEveryMachine(t *testing.T) {
 	t.Cleanup(cancel)
 	go feed.Run(ctx)
 	feedShowsHosts := func() bool {
-		sums, _, ok := feed.Summaries()
+		sums, _, ok := feed.Summaries(ctx)
 		if !ok {
 			return false
 		}

@@ -11,7 +11,8 @@ import (
 	"github.com/meshroll/meshroll/internal/machines"
 )
 
-// status reads the hosts from the fleet picture the worker keeps: after a
+// status reads the hosts from the fleet picture the worker keeps, and the
+// machine workflows from the feed of them it keeps beside it: after a
 // push it shows the new digest, each machine heard a moment ago; and an
 // agent that stops turns unreachable in the picture's words (since when,
 // last heard when) — words status only has from the picture, since asking
@@ -26,10 +27,18 @@ func TestStatusReadsTheFleetPicture(t *testing.T) {
 	digest := s.digestOf("host", h1)
 
 	var st statusJSON
-	eventually(t, 30*time.Second, "status to show edge-1 running the new build from the picture", func() bool {
+	eventually(t, 30*time.Second, "status to show edge-1 running the new build from the picture, and every machine workflow's last push from the worker's feed", func() bool {
 		st, _ = s.status()
 		r := st.byKey()["edge-1/host"]
-		return r.Digest == digest && r.HostError == ""
+		if r.Digest != digest || r.HostError != "" || st.WorkflowsFedAt == nil {
+			return false
+		}
+		for _, m := range st.Machines {
+			if m.LastSeq == nil || *m.LastSeq != s.hosts[m.Machine].Report().LastSeq {
+				return false
+			}
+		}
+		return true
 	})
 	require.Equal(t, machines.HostsFromPicture, st.HostsFrom)
 	for _, m := range st.Machines {

@@ -22,10 +22,11 @@ import (
 
 // statusJSON is the part of `status --output json` scripts rely on.
 type statusJSON struct {
-	HostsFrom     string           `json:"hosts_from"`
-	NewestHealthy map[string]int64 `json:"newest_healthy"`
-	Rows          []statusRowJSON  `json:"rows"`
-	Machines      []struct {
+	HostsFrom      string           `json:"hosts_from"`
+	WorkflowsFedAt *time.Time       `json:"workflows_fed_at"`
+	NewestHealthy  map[string]int64 `json:"newest_healthy"`
+	Rows           []statusRowJSON  `json:"rows"`
+	Machines       []struct {
 		Machine       string  `json:"machine"`
 		Queue         *int    `json:"queue"`
 		LastSeq       *uint64 `json:"last_seq"`

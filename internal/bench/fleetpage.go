@@ -22,6 +22,7 @@ import (
 	"github.com/meshroll/meshroll/internal/fleetui"
 	"github.com/meshroll/meshroll/internal/machinefeed"
 	"github.com/meshroll/meshroll/internal/machines"
+	"github.com/meshroll/meshroll/internal/plans"
 )
 
 // fleetPageLoads is how many times each way of loading the matrix is
@@ -52,17 +53,14 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	src := fleetui.Reader{Config: m.Config, Client: b.srv.Client(), Catalogue: m.Catalogue}
 	scenario := fmt.Sprintf("fleet page %d", n)
 
-	// The worker's feed of the machine workflows, as it keeps one while
-	// it runs: its first look lists every one.
-	feed := machinefeed.New(machinefeed.Visibility{Client: b.srv.Client(), Namespace: m.Config.Temporal.Namespace}, machinefeed.Options{Log: b.log})
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	defer stopFeed()
-	go feed.Run(feedCtx)
-	if err := waitFed(ctx, feed, n); err != nil {
+	// The machine workflows as the worker's feed keeps them in its
+	// catalogue (its first look lists every one).
+	kept := machinefeed.Kept{Store: m.Catalogue}
+	if err := waitFed(ctx, kept, m.Config.MachineNames()); err != nil {
 		return err
 	}
 	fed := src
-	fed.Feed = feed
+	fed.Feed = kept
 
 	// The first viewer waits for the fleet to be read: each such load is
 	// timed on a page of its own, which has read nothing yet (and reads
@@ -93,25 +91,33 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	// changed, with nothing moving.
 	for range fleetPageLoads {
 		start := time.Now()
-		if err := feed.Look(ctx); err != nil {
+		if _, err := plans.MachineSummariesSince(ctx, b.srv.Client(), m.Config.Temporal.Namespace, start.Add(-machinefeed.DefaultOverlap)); err != nil {
 			return fmt.Errorf("fleet page: the feed's look: %w", err)
 		}
 		b.t.Add(scenario, "the worker's feed: one look at what changed (nothing moving)", "ms", "", millis(time.Since(start)))
 	}
 	// What starter status reads (the CLI's start and its table aside): the
-	// hosts from the picture, the machine workflows from one visibility
-	// list.
+	// hosts from the picture, the machine workflows from the feed the
+	// worker keeps beside it and, alternately, from one visibility list.
 	for range fleetPageLoads {
-		start := time.Now()
-		st, err := src.Status(ctx)
-		took := time.Since(start)
-		if err != nil {
-			return fmt.Errorf("fleet page: status: %w", err)
+		for _, way := range []struct {
+			src  fleetui.Reader
+			name string
+		}{
+			{fed, "status read: hosts from the picture, machine workflows from the worker's feed"},
+			{src, "status read, without the feed: machine workflows from one visibility list"},
+		} {
+			start := time.Now()
+			st, err := way.src.Status(ctx)
+			took := time.Since(start)
+			if err != nil {
+				return fmt.Errorf("fleet page: status: %w", err)
+			}
+			if err := everyWorkflowRead(st, n); err != nil {
+				return err
+			}
+			b.t.Add(scenario, way.name, "ms", "", millis(took))
 		}
-		if err := everyWorkflowRead(st, n); err != nil {
-			return err
-		}
-		b.t.Add(scenario, "status read: hosts from the picture, machine workflows from visibility", "ms", "", millis(took))
 	}
 	// Of the first viewer's wait, the hosts' part alone: one read of the
 	// fleet picture the worker keeps, the machine workflows not asked.
@@ -159,23 +165,32 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	return nil
 }
 
-// waitFed waits for feed's first look to have read the n machine
-// workflows.
-func waitFed(ctx context.Context, feed *machinefeed.Feed, n int) error {
+// waitFed waits for the worker's feed to show every machine of names
+// settled after the plan that pushed them: a last sequence, nothing in
+// flight or queued.
+func waitFed(ctx context.Context, feed machinefeed.Kept, names []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for {
-		if sums, _, ok := feed.Summaries(); ok && len(sums.ByMachine) >= n {
-			return nil
+	settled := func() bool {
+		sums, _, ok := feed.Summaries(ctx)
+		for _, name := range names {
+			s, in := sums.ByMachine[name]
+			if !ok || !in || s.LastSeq == 0 || s.Current != nil || s.Queue != 0 {
+				return false
+			}
 		}
+		return true
+	}
+	for !settled() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fleet page: the feed did not read the %d machine workflows: %w", n, ctx.Err())
+			return fmt.Errorf("fleet page: the worker's feed did not show the %d machine workflows settled: %w", len(names), ctx.Err())
 		case <-t.C:
 		}
 	}
+	return nil
 }
 
 // everyWorkflowRead checks that a status of n machines, each pushed by the

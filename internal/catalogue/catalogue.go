@@ -160,6 +160,14 @@ type Catalogue interface {
 	// HostStates is the whole picture, by machine: one read for any
 	// number of hosts.
 	HostStates(ctx context.Context) ([]HostState, error)
+	// KeepMachineFeed keeps the worker's feed of the machine workflows'
+	// summaries (package machinefeed, whose JSON body is opaque here) as
+	// of asOf; a nil body moves asOf alone, and does nothing while none
+	// is kept. Each worker keeps its own feed here, and an asOf older than
+	// the one kept is dropped.
+	KeepMachineFeed(ctx context.Context, asOf time.Time, body []byte) error
+	// MachineFeed is the feed kept last; ok is false when none is.
+	MachineFeed(ctx context.Context) (asOf time.Time, body []byte, ok bool, err error)
 }
 
 // Freeze is mesh.Freeze: kept by the catalogue so that every worker holds

@@ -87,3 +87,24 @@ func heard(h *HostState, at time.Time) {
 		h.Error, h.ErrorSince, h.ErrorAt = "", nil, nil
 	}
 }
+
+// KeepMachineFeed implements Catalogue.
+func (m *Memory) KeepMachineFeed(_ context.Context, asOf time.Time, body []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case asOf.Before(m.feedAsOf):
+	case body != nil:
+		m.feed, m.feedAsOf = slices.Clone(body), asOf.UTC()
+	case m.feed != nil:
+		m.feedAsOf = asOf.UTC()
+	}
+	return nil
+}
+
+// MachineFeed implements Catalogue.
+func (m *Memory) MachineFeed(context.Context) (time.Time, []byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.feedAsOf, slices.Clone(m.feed), m.feed != nil, nil
+}

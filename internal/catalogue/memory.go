@@ -24,8 +24,12 @@ type Memory struct {
 	freezes []Freeze
 	// hosts is the fleet's picture; a File does not keep it (the
 	// watcher hears it again at its start).
-	hosts   map[string]HostState
-	persist func([]Entry, []Freeze) error
+	hosts map[string]HostState
+	// feed is the machine feed kept (KeepMachineFeed), as of feedAsOf;
+	// a File does not keep it either.
+	feed     []byte
+	feedAsOf time.Time
+	persist  func([]Entry, []Freeze) error
 }
 
 // NewMemory returns an empty catalogue.

@@ -62,9 +62,10 @@ the hosts are still listed, then list exits 1.`,
 			if err != nil {
 				return err
 			}
-			pic, closePic, _ := a.statusPicture(cmd.Context(), cfg, path)
+			src, closePic, _ := a.statusPicture(cmd.Context(), cfg, path)
 			defer closePic()
-			rows, terr := machines.List(cmd.Context(), cfg, machines.Sources{Dial: a.dialer(cfg), Hosts: pic})
+			src.Dial = a.dialer(cfg)
+			rows, terr := machines.List(cmd.Context(), cfg, src)
 			return printRead(a, rows, writeMachineList, terr)
 		}),
 	}

@@ -120,14 +120,15 @@ so, and exits 0 when interrupted.`,
 		if f.Selector, _, err = selectMachines(cfg, path, sel); err != nil {
 			return err
 		}
-		pic, closePic, why := a.statusPicture(cmd.Context(), cfg, path)
+		src, closePic, why := a.statusPicture(cmd.Context(), cfg, path)
 		defer closePic()
 		if watch {
-			return a.watchStatus(cmd.Context(), cfg, pic, why, f, interval)
+			return a.watchStatus(cmd.Context(), cfg, src, why, f, interval)
 		}
 		d := &keptDial{dial: a.dialer(cfg)}
 		defer d.close()
-		st, terr := machines.ReadStatus(cmd.Context(), cfg, machines.Sources{Dial: d.Dial, Hosts: pic}, f)
+		src.Dial = d.Dial
+		st, terr := machines.ReadStatus(cmd.Context(), cfg, src, f)
 		st.SetHostsNote(why)
 		st.SetFreezes(readFreezes(cmd.Context(), cfg, d.Dial))
 		st.Pending = readPending(cmd.Context(), cfg, d.Dial)
@@ -147,16 +148,17 @@ so, and exits 0 when interrupted.`,
 // clears the screen first; with --output json it is one line. What a refresh
 // could not read is shown in it, never the end of the watch; the end of ctx
 // (Ctrl-C) is, and is not a failure.
-func (a *app) watchStatus(ctx context.Context, cfg *config.Config, pic machines.Picture, why error, f machines.StatusFilter, interval time.Duration) error {
+func (a *app) watchStatus(ctx context.Context, cfg *config.Config, src machines.Sources, why error, f machines.StatusFilter, interval time.Duration) error {
 	d := &keptDial{dial: a.dialer(cfg)}
 	defer d.close()
+	src.Dial = d.Dial
 	tty := !a.json() && logging.IsTerminal(a.stdout)
 	var freezes []mesh.Freeze
 	var freezesErr error
 	var freezesAt time.Time
 	var pending []meshapi.Enrollment
 	for {
-		st, _ := machines.ReadStatus(ctx, cfg, machines.Sources{Dial: d.Dial, Hosts: pic}, f)
+		st, _ := machines.ReadStatus(ctx, cfg, src, f)
 		st.SetHostsNote(why)
 		if time.Since(freezesAt) >= FreezesRefresh {
 			freezes, freezesErr = readFreezes(ctx, cfg, d.Dial)

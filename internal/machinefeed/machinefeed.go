@@ -8,7 +8,10 @@
 package machinefeed
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -56,6 +59,20 @@ type Options struct {
 	// Clock is the time (default time.Now).
 	Clock func() time.Time
 	Log   zerolog.Logger
+	// Keep, when set, is where each look's picture is kept for other
+	// processes (the worker's catalogue, which `starter status` reads
+	// through Kept).
+	Keep Keeper
+}
+
+// Keeper keeps a feed's picture for other processes:
+// catalogue.Catalogue.
+type Keeper interface {
+	// KeepMachineFeed keeps body (the picture's JSON) as of asOf; a nil
+	// body moves asOf alone.
+	KeepMachineFeed(ctx context.Context, asOf time.Time, body []byte) error
+	// MachineFeed is what was kept last.
+	MachineFeed(ctx context.Context) (asOf time.Time, body []byte, ok bool, err error)
 }
 
 // Feed is the current picture of every machine workflow's summary. Run
@@ -71,6 +88,10 @@ type Feed struct {
 	asOf time.Time
 	// full is when the last full list began.
 	full time.Time
+	// changes counts the pictures sums has held; kept is the count of
+	// the one Options.Keep has, so that an unchanged picture is kept by
+	// its time alone.
+	changes, kept int
 }
 
 // New is a feed of store, empty until Run has read every summary once.
@@ -98,7 +119,7 @@ func New(store Store, o Options) *Feed {
 // when no look has succeeded for longer than Options.Stale: the reader
 // then lists the store itself, and says what that finds. The maps must not
 // be changed.
-func (f *Feed) Summaries() (sums plans.Summaries, asOf time.Time, ok bool) {
+func (f *Feed) Summaries(context.Context) (sums plans.Summaries, asOf time.Time, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sums.ByMachine == nil || f.o.Clock().Sub(f.asOf) > f.o.Stale {
@@ -123,9 +144,9 @@ func (f *Feed) Run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil && !failing:
-			f.o.Log.Warn().Err(err).Msg("machine workflows' summaries not read; the fleet page reads them itself until a look succeeds")
+			f.o.Log.Warn().Err(err).Msg("the machine workflows' feed is behind; the fleet page and status list the workflows themselves until it catches up")
 		case err == nil && failing:
-			f.o.Log.Info().Msg("machine workflows' summaries read again")
+			f.o.Log.Info().Msg("the machine workflows' feed caught up")
 		}
 		failing = err != nil
 		select {
@@ -151,8 +172,9 @@ func (f *Feed) Look(ctx context.Context) error {
 		}
 		f.mu.Lock()
 		f.sums, f.asOf, f.full = all, began, began
+		f.changes++
 		f.mu.Unlock()
-		return nil
+		return f.keep(ctx)
 	}
 	changed, err := f.store.Since(ctx, last.Add(-f.o.Overlap))
 	if err != nil {
@@ -172,6 +194,64 @@ func (f *Feed) Look(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	f.sums, f.asOf = next, began
+	if len(changed.ByMachine)+len(changed.Unpublished) > 0 {
+		f.changes++
+	}
+	f.mu.Unlock()
+	return f.keep(ctx)
+}
+
+// keep hands the picture to Options.Keep: whole when it changed since it
+// was last kept, else its time alone.
+func (f *Feed) keep(ctx context.Context) error {
+	if f.o.Keep == nil {
+		return nil
+	}
+	f.mu.Lock()
+	sums, asOf, changes, kept := f.sums, f.asOf, f.changes, f.kept
+	f.mu.Unlock()
+	var body []byte
+	if changes != kept {
+		var err error
+		if body, err = json.Marshal(sums); err != nil {
+			return fmt.Errorf("keep the machine workflows' feed: %w", err)
+		}
+	}
+	if err := f.o.Keep.KeepMachineFeed(ctx, asOf, body); err != nil {
+		return fmt.Errorf("keep the machine workflows' feed: %w", err)
+	}
+	f.mu.Lock()
+	f.kept = changes
 	f.mu.Unlock()
 	return nil
+}
+
+// Kept is a feed a worker keeps (Options.Keep), as another process reads
+// it: `starter status` reads the machine workflows from it while it is
+// recent, rather than listing every one.
+type Kept struct {
+	Store Keeper
+	// Stale is how old it may be (default DefaultStale); Clock is the
+	// time (default time.Now).
+	Stale time.Duration
+	Clock func() time.Time
+}
+
+// Summaries implements machines.Feed: ok is false when no feed is kept,
+// when it is older than Stale (no worker keeps it up), or when it cannot
+// be read.
+func (k Kept) Summaries(ctx context.Context) (plans.Summaries, time.Time, bool) {
+	asOf, body, ok, err := k.Store.MachineFeed(ctx)
+	now := time.Now()
+	if k.Clock != nil {
+		now = k.Clock()
+	}
+	if err != nil || !ok || now.Sub(asOf) > cmp.Or(k.Stale, DefaultStale) {
+		return plans.Summaries{}, asOf, false
+	}
+	var sums plans.Summaries
+	if json.Unmarshal(body, &sums) != nil || sums.ByMachine == nil {
+		return plans.Summaries{}, asOf, false
+	}
+	return sums, asOf, true
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
@@ -61,11 +62,11 @@ func TestFeedListsOnceThenOnlyWhatChanged(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
 	f := New(st, Options{Full: time.Hour, Overlap: 30 * time.Second, Stale: time.Minute, Clock: clk.Now})
 
-	_, _, ok := f.Summaries()
+	_, _, ok := f.Summaries(t.Context())
 	require.False(t, ok, "nothing is known before the first look")
 
 	require.NoError(t, f.Look(t.Context()))
-	got, asOf, ok := f.Summaries()
+	got, asOf, ok := f.Summaries(t.Context())
 	require.True(t, ok)
 	assert.Equal(t, clk.now, asOf)
 	assert.Equal(t, map[string]uint64{"a": 1, "b": 2}, seqs(got))
@@ -79,7 +80,7 @@ func TestFeedListsOnceThenOnlyWhatChanged(t *testing.T) {
 	require.NoError(t, f.Look(t.Context()))
 	require.Equal(t, []time.Time{first.Add(-30 * time.Second)}, st.asked, "each look reaches back from the last one's start")
 	assert.Equal(t, 1, st.fulls, "a look between full lists lists only the changes")
-	next, asOf, ok := f.Summaries()
+	next, asOf, ok := f.Summaries(t.Context())
 	require.True(t, ok)
 	assert.Equal(t, clk.now, asOf)
 	assert.Equal(t, map[string]uint64{"b": 5, "c": 7}, seqs(next))
@@ -91,7 +92,7 @@ func TestFeedListsOnceThenOnlyWhatChanged(t *testing.T) {
 	st.all = sums(nil, map[string]uint64{"b": 6})
 	require.NoError(t, f.Look(t.Context()))
 	assert.Equal(t, 2, st.fulls)
-	last, _, _ := f.Summaries()
+	last, _, _ := f.Summaries(t.Context())
 	assert.Equal(t, map[string]uint64{"b": 6}, seqs(last))
 	assert.Empty(t, last.Unpublished)
 }
@@ -106,13 +107,13 @@ func TestFeedThatCannotLookGoesStale(t *testing.T) {
 	st.err = errors.New("visibility unavailable")
 	clk.move(20 * time.Second)
 	require.Error(t, f.Look(t.Context()))
-	got, asOf, ok := f.Summaries()
+	got, asOf, ok := f.Summaries(t.Context())
 	require.True(t, ok, "a look that failed leaves the last picture while it is recent")
 	assert.Equal(t, good, asOf)
 	assert.Equal(t, map[string]uint64{"a": 1}, seqs(got))
 
 	clk.move(11 * time.Second)
-	_, asOf, ok = f.Summaries()
+	_, asOf, ok = f.Summaries(t.Context())
 	assert.False(t, ok, "older than Stale, readers list for themselves")
 	assert.Equal(t, good, asOf)
 
@@ -123,7 +124,61 @@ func TestFeedThatCannotLookGoesStale(t *testing.T) {
 	st.since = sums(nil, map[string]uint64{"a": 2})
 	require.NoError(t, f.Look(t.Context()))
 	assert.Equal(t, []time.Time{good.Add(-30 * time.Second)}, st.asked)
-	got, _, ok = f.Summaries()
+	got, _, ok = f.Summaries(t.Context())
 	require.True(t, ok)
 	assert.Equal(t, map[string]uint64{"a": 2}, seqs(got))
+}
+
+// keeper is a hand-written Keeper over a memory catalogue that counts the
+// pictures handed to it whole.
+type keeper struct {
+	*catalogue.Memory
+	whole, timeOnly int
+}
+
+func (k *keeper) KeepMachineFeed(ctx context.Context, asOf time.Time, body []byte) error {
+	if body == nil {
+		k.timeOnly++
+	} else {
+		k.whole++
+	}
+	return k.Memory.KeepMachineFeed(ctx, asOf, body)
+}
+
+// A feed with a keeper keeps each look's picture, whole only when it
+// changed; another process reads it through Kept while it is recent.
+func TestFeedKeptForOtherReaders(t *testing.T) {
+	st := &store{all: sums([]string{"c"}, map[string]uint64{"a": 1, "b": 2})}
+	clk := &clock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	k := &keeper{Memory: catalogue.NewMemory()}
+	f := New(st, Options{Full: time.Hour, Clock: clk.Now, Keep: k})
+	kept := Kept{Store: k, Stale: 30 * time.Second, Clock: clk.Now}
+
+	_, _, ok := kept.Summaries(t.Context())
+	require.False(t, ok, "nothing kept yet")
+	require.NoError(t, f.Look(t.Context()))
+	got, asOf, ok := kept.Summaries(t.Context())
+	require.True(t, ok)
+	assert.Equal(t, clk.now, asOf)
+	assert.Equal(t, map[string]uint64{"a": 1, "b": 2}, seqs(got))
+	assert.True(t, got.Unpublished["c"])
+
+	clk.move(2 * time.Second)
+	require.NoError(t, f.Look(t.Context())) // nothing changed
+	assert.Equal(t, 1, k.whole)
+	assert.Equal(t, 1, k.timeOnly, "an unchanged picture is kept by its time alone")
+	_, asOf, _ = kept.Summaries(t.Context())
+	assert.Equal(t, clk.now, asOf)
+
+	clk.move(2 * time.Second)
+	st.since = sums(nil, map[string]uint64{"b": 3})
+	require.NoError(t, f.Look(t.Context()))
+	assert.Equal(t, 2, k.whole)
+	got, _, ok = kept.Summaries(t.Context())
+	require.True(t, ok)
+	assert.Equal(t, map[string]uint64{"a": 1, "b": 3}, seqs(got))
+
+	clk.move(31 * time.Second)
+	_, _, ok = kept.Summaries(t.Context())
+	assert.False(t, ok, "a feed no worker kept up for Stale is not read")
 }

@@ -118,7 +118,7 @@ func summaries(ctx context.Context, c client.Client, cfg *config.Config, feed Fe
 		return sums, false, nil
 	}
 	if feed != nil {
-		if sums, at, ok := feed.Summaries(); ok {
+		if sums, at, ok := feed.Summaries(ctx); ok {
 			return sums, true, &at
 		}
 	}

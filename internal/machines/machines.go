@@ -49,7 +49,7 @@ type Sources struct {
 // Feed is a current picture of every machine workflow's summary, as of
 // asOf; ok is false when it has none, or none recent enough to show.
 type Feed interface {
-	Summaries() (sums plans.Summaries, asOf time.Time, ok bool)
+	Summaries(ctx context.Context) (sums plans.Summaries, asOf time.Time, ok bool)
 }
 
 // hostClient is the machine's host API client, its errors naming the host.

@@ -16,6 +16,7 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/fleetui"
 	"github.com/meshroll/meshroll/internal/machinefeed"
+	"github.com/meshroll/meshroll/internal/machines"
 )
 
 // ServeFleet serves the fleet page (package fleetui) on
@@ -30,9 +31,13 @@ func ServeFleet(c client.Client, mesh config.Source, cat catalogue.Catalogue, lo
 		return nil, nil, err
 	}
 	log = log.With().Str("component", "fleet-page").Logger()
-	// The page's machine workflows come from a feed kept while the worker
-	// runs, so that no viewer waits for a list of every one.
-	feed := machinefeed.New(machinefeed.Visibility{Client: c, Namespace: cfg.Temporal.Namespace}, machinefeed.Options{Log: log})
+	// The page reads the machine workflows from the feed the worker keeps
+	// in its catalogue (Workers), so that no viewer waits for a list of
+	// every one.
+	var feed machines.Feed
+	if cat != nil {
+		feed = machinefeed.Kept{Store: cat}
+	}
 	page, err := fleetui.New(fleetui.Options{
 		Source: fleetui.Reader{Config: mesh, Client: c, Catalogue: cat, Feed: feed},
 		Config: mesh, Token: token, Log: log,
@@ -41,18 +46,8 @@ func ServeFleet(c client.Client, mesh config.Source, cat catalogue.Catalogue, lo
 		return nil, nil, err
 	}
 	// A page waits for the fleet's first read, which reads the fleet
-	// picture and (until the feed's first look ends) lists every machine
-	// workflow.
-	addr, stop, err := serve(cfg.Worker.UIListen, "worker.ui_listen", page, 2*time.Minute, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go feed.Run(ctx)
-	return addr, func(ctx context.Context) error {
-		cancel()
-		return stop(ctx)
-	}, nil
+	// picture and (until the feed is kept) lists every machine workflow.
+	return serve(cfg.Worker.UIListen, "worker.ui_listen", page, 2*time.Minute, log)
 }
 
 // serve serves h on addr (named by key in errors) until the returned

@@ -12,6 +12,7 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/fleetwatch"
 	"github.com/meshroll/meshroll/internal/host"
+	"github.com/meshroll/meshroll/internal/machinefeed"
 )
 
 // hostWatch is the worker's watcher of every host of the mesh config
@@ -82,4 +83,22 @@ func (hw *hostWatch) stop() {
 		hw.done.Wait()
 		hw.cancel = nil
 	}
+}
+
+// feedRun runs a machinefeed.Feed while the workers run.
+type feedRun struct {
+	feed   *machinefeed.Feed
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func (f *feedRun) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.done.Go(func() { f.feed.Run(ctx) })
+}
+
+func (f *feedRun) stop() {
+	f.cancel()
+	f.done.Wait()
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
+	"github.com/meshroll/meshroll/internal/machinefeed"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/workflows"
@@ -181,6 +182,10 @@ type Workers struct {
 	// watch keeps the catalogue's picture of the hosts current while the
 	// workers run; nil without a catalogue.
 	watch *hostWatch
+	// feed keeps the machine workflows' summaries current in the
+	// catalogue while the workers run (package machinefeed); nil without
+	// a catalogue.
+	feed *feedRun
 	// inventory follows a live mesh config while the workers run; nil when
 	// the config is read once.
 	inventory *inventory
@@ -199,6 +204,9 @@ func (w *Workers) Start() error {
 	if w.watch != nil {
 		w.watch.start()
 	}
+	if w.feed != nil {
+		w.feed.start()
+	}
 	if w.inventory != nil {
 		w.inventory.start()
 	}
@@ -214,6 +222,9 @@ func (w *Workers) Stop() {
 	if w.watch != nil {
 		w.watch.stop()
 	}
+	if w.feed != nil {
+		w.feed.stop()
+	}
 	w.relays.Stop()
 	w.main.Stop()
 }
@@ -225,8 +236,9 @@ func (w *Workers) Stop() {
 // versioning enabled, cfg must name a build ID or the binary must carry one
 // (see BuildID), which the worker's command (package workercmd) checks
 // before calling New. With a catalogue in deps, the Workers also watch
-// every host of the config into it while they run (package fleetwatch), so
-// that status and the fleet page read the hosts from it. With a live config
+// every host of the config into it while they run (package fleetwatch),
+// and keep a feed of the machine workflows' summaries in it (package
+// machinefeed), so that status and the fleet page read both from it. With a live config
 // (*config.Live) the Workers follow its file while they run (inventory.go):
 // machines join and leave without a restart.
 func New(c client.Client, mesh config.Source, configDir string, deps Deps, log zerolog.Logger) *Workers {
@@ -248,6 +260,8 @@ func New(c client.Client, mesh config.Source, configDir string, deps Deps, log z
 	ws := &Workers{main: w, relays: relays}
 	if deps.Catalogue != nil {
 		ws.watch = newHostWatch(cfg, deps.Catalogue, log)
+		ws.feed = &feedRun{feed: machinefeed.New(machinefeed.Visibility{Client: c, Namespace: cfg.Temporal.Namespace},
+			machinefeed.Options{Keep: deps.Catalogue, Log: log.With().Str("component", "machine-feed").Logger()})}
 	}
 	if live, ok := mesh.(*config.Live); ok {
 		live.Admitting(admitted(c, live))

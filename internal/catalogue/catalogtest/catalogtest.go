@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) catalogue.Catalogue) {
 		{"HostReportNewestRevisionWins", testHostReportNewestRevisionWins},
 		{"HostsHeardForwardOnly", testHostsHeardForwardOnly},
 		{"HostErrorSinceAndCleared", testHostErrorSinceAndCleared},
+		{"MachineFeed", testMachineFeed},
 	}
 	for _, tc := range single {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

@@ -142,3 +142,39 @@ func testHostErrorSinceAndCleared(t *testing.T, c catalogue.Catalogue) {
 	recordReport(t, c, "edge-1", 2, 200, t0.Add(40*time.Second), true)
 	expectHost(t, c, "edge-1", 2, 200, t0.Add(40*time.Second), "", time.Time{})
 }
+
+// testMachineFeed: the feed kept is the one of the newest asOf; a nil body
+// moves asOf alone, and nothing while none is kept.
+func testMachineFeed(t *testing.T, c catalogue.Catalogue) {
+	ctx := t.Context()
+	want := func(asOf time.Time, body string) {
+		t.Helper()
+		at, got, ok, err := c.MachineFeed(ctx)
+		if err != nil || !ok || !at.Equal(asOf) || string(got) != body {
+			t.Fatalf("MachineFeed = %v, %q, %v, %v; want %v, %q", at, got, ok, err, asOf, body)
+		}
+	}
+	if _, _, ok, err := c.MachineFeed(ctx); ok || err != nil {
+		t.Fatalf("MachineFeed of a new catalogue: ok %v, %v; want none", ok, err)
+	}
+	if err := c.KeepMachineFeed(ctx, t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, _ := c.MachineFeed(ctx); ok {
+		t.Fatal("a nil body kept a feed where there was none")
+	}
+	keep := func(at time.Time, body []byte) {
+		t.Helper()
+		if err := c.KeepMachineFeed(ctx, at, body); err != nil {
+			t.Fatalf("KeepMachineFeed: %v", err)
+		}
+	}
+	keep(t0.Add(time.Second), []byte(`{"a":1}`))
+	want(t0.Add(time.Second), `{"a":1}`)
+	keep(t0.Add(3*time.Second), nil)
+	want(t0.Add(3*time.Second), `{"a":1}`)
+	keep(t0.Add(2*time.Second), []byte(`{"a":2}`))
+	want(t0.Add(3*time.Second), `{"a":1}`)
+	keep(t0.Add(4*time.Second), []byte(`{"a":3}`))
+	want(t0.Add(4*time.Second), `{"a":3}`)
+}

@@ -2,7 +2,9 @@ package sqlcat
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -125,4 +127,36 @@ func (c *Catalogue) HostStates(ctx context.Context) ([]catalogue.HostState, erro
 		return nil, c.fail("read the hosts' picture", err)
 	}
 	return out, nil
+}
+
+// KeepMachineFeed implements catalogue.Catalogue with one upsert (or, with
+// no body, one update) whose WHERE drops an older asOf.
+func (c *Catalogue) KeepMachineFeed(ctx context.Context, asOf time.Time, body []byte) error {
+	at := c.d.timeArg(asOf.UTC().Truncate(time.Microsecond))
+	var err error
+	if body == nil {
+		_, err = c.db.ExecContext(ctx, `UPDATE machine_feed SET as_of = $1 WHERE id = 1 AND as_of <= $1`, at)
+	} else {
+		_, err = c.db.ExecContext(ctx, `INSERT INTO machine_feed (id, as_of, summaries) VALUES (1, $1, $2)
+			ON CONFLICT (id) DO UPDATE SET as_of = excluded.as_of, summaries = excluded.summaries
+			WHERE machine_feed.as_of <= excluded.as_of`, at, string(body))
+	}
+	if err != nil {
+		return c.fail("keep the machine workflows' feed", err)
+	}
+	return nil
+}
+
+// MachineFeed implements catalogue.Catalogue.
+func (c *Catalogue) MachineFeed(ctx context.Context) (time.Time, []byte, bool, error) {
+	var asOf time.Time
+	var body string
+	err := c.db.QueryRowContext(ctx, `SELECT as_of, summaries FROM machine_feed WHERE id = 1`).Scan(nullTimeScanner{&asOf}, &body)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return time.Time{}, nil, false, nil
+	case err != nil:
+		return time.Time{}, nil, false, c.fail("read the machine workflows' feed", err)
+	}
+	return asOf, []byte(body), true, nil
 }

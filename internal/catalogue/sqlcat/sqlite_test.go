@@ -275,7 +275,7 @@ func testUpgradeFromInit(t *testing.T, dsn string) {
 	if err := c.MarkConverged(ctx, b.Digest, "edge-1"); err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{`DROP TABLE host_reports`, `DROP TABLE freezes`, `DROP TABLE rejections`, `DELETE FROM schema_migrations WHERE version >= 2`} {
+	for _, stmt := range []string{`DROP TABLE machine_feed`, `DROP TABLE host_reports`, `DROP TABLE freezes`, `DROP TABLE rejections`, `DELETE FROM schema_migrations WHERE version >= 2`} {
 		if _, err := c.db.ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
