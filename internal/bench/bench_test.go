@@ -74,6 +74,7 @@ func TestSmoke(t *testing.T) {
 		"| fleet page 10 | matrix, first viewer, without the feed: every machine workflow listed, then rendered |",
 		"| fleet page 10 | the worker's feed: one look at what changed (nothing moving) |",
 		"| fleet page 10 | status read: hosts from the picture, machine workflows from the worker's feed |",
+		"| fleet page 10 | starter status, the whole command: hosts and machine workflows from the catalogue, every row printed |",
 		"| fleet page 10 | matrix, other viewers: rendered from the last read |",
 		"| fleet page 10 | matrix page size, gzip (as served) |",
 		"| engine | no-op activities at once",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/meshroll/meshroll/internal/bench/report"
 	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
+	"github.com/meshroll/meshroll/internal/cli"
 	"github.com/meshroll/meshroll/internal/fleetui"
 	"github.com/meshroll/meshroll/internal/machinefeed"
 	"github.com/meshroll/meshroll/internal/machines"
@@ -119,6 +122,13 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 			b.t.Add(scenario, way.name, "ms", "", millis(took))
 		}
 	}
+	// starter status as an operator runs it, in process: its start,
+	// mesh.yaml, the catalogue's two reads, the freezes' lever and the
+	// table, on an SQLite catalogue where the starter finds it holding the
+	// worker's picture and feed.
+	if err := b.starterStatus(ctx, m, scenario); err != nil {
+		return err
+	}
 	// Of the first viewer's wait, the hosts' part alone: one read of the
 	// fleet picture the worker keeps, the machine workflows not asked.
 	for range fleetPageLoads {
@@ -161,6 +171,66 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	}
 	if load, ok := report.LoadAverage(); ok {
 		b.t.Add(scenario, "box load average (1 min) after the loads", "", "the bench's own server, worker and agents included", load)
+	}
+	return nil
+}
+
+// starterStatus times `starter status` over m, fleetPageLoads times, on a
+// copy of the worker's picture and feed (m's memory catalogue) in the
+// SQLite catalogue the starter opens by default (beside mesh.yaml); the
+// feed is copied again before each, as the worker keeps it current.
+func (b *bench) starterStatus(ctx context.Context, m *stack.Mesh, scenario string) error {
+	cat, err := sqlcat.Open(ctx, m.Config.CatalogueDSN(filepath.Dir(m.ConfigPath)))
+	if err != nil {
+		return fmt.Errorf("fleet page: starter status: %w", err)
+	}
+	defer func() { _ = cat.Close() }()
+	hs, err := m.Catalogue.HostStates(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		if h.Report == nil {
+			continue
+		}
+		if _, err := cat.RecordHostReport(ctx, h.Machine, *h.Report, h.Revision, h.HeardAt); err != nil {
+			return fmt.Errorf("fleet page: starter status: %w", err)
+		}
+	}
+	for i := range fleetPageLoads + 1 {
+		asOf, body, ok, err := m.Catalogue.MachineFeed(ctx)
+		if err != nil || !ok {
+			return fmt.Errorf("fleet page: starter status: the worker keeps no feed (%v)", err)
+		}
+		if err := cat.KeepMachineFeed(ctx, asOf, body); err != nil {
+			return fmt.Errorf("fleet page: starter status: %w", err)
+		}
+		var out, errb bytes.Buffer
+		args := []string{"--config", m.ConfigPath, "status"}
+		if i == 0 {
+			// Untimed: that it reads what it is timed reading.
+			args = append(args, "--output", "json")
+		}
+		start := time.Now()
+		err = cli.Execute(ctx, args, &out, &errb)
+		took := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("fleet page: starter status: %w: %s", err, errb.String())
+		}
+		if i == 0 {
+			var st machines.Status
+			if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+				return fmt.Errorf("fleet page: starter status --output json: %w", err)
+			}
+			if st.HostsFrom != machines.HostsFromPicture || st.WorkflowsFedAt == nil {
+				return fmt.Errorf("fleet page: starter status read its hosts from %q and its machine workflows from the feed: %v; want the picture and the feed", st.HostsFrom, st.WorkflowsFedAt != nil)
+			}
+			continue
+		}
+		if rows := strings.Count(out.String(), "\n"); rows < len(hs) {
+			return fmt.Errorf("fleet page: starter status printed %d lines for %d machines", rows, len(hs))
+		}
+		b.t.Add(scenario, "starter status, the whole command: hosts and machine workflows from the catalogue, every row printed", "ms", "", millis(took))
 	}
 	return nil
 }
