@@ -104,15 +104,16 @@ func parse(path string, data []byte) (*Config, error) {
 	if !isNull(root) {
 		// What yaml cannot decode at all (a list as a key, an alias that
 		// expands too far) is no file to walk.
-		if err := root.Decode(new(map[string]any)); err != nil {
+		if _, err := decodeAny(root); err != nil {
 			return nil, fmt.Errorf("mesh config %s: %w", path, err)
 		}
 	}
 	if clean := l.walk(root, configType, nil, rule{}); !isNull(root) {
-		var settings map[string]any
-		if err := clean.Decode(&settings); err != nil {
+		v, err := decodeAny(clean)
+		if err != nil {
 			return nil, fmt.Errorf("mesh config %s: %w", path, err)
 		}
+		settings, _ := v.(map[string]any)
 		if err := l.v.MergeConfigMap(settings); err != nil {
 			return nil, fmt.Errorf("mesh config %s: %w", path, err)
 		}

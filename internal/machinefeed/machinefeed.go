@@ -1,7 +1,8 @@
-// Package machinefeed keeps every machine workflow's summary current in one
-// process, reading from the visibility store only the workflows that
-// published a change since its last look, and every workflow only now and
-// then. The worker's fleet page reads it, so that a viewer waits for no
+// Package machinefeed keeps every machine workflow's summary current,
+// reading from the visibility store only the workflows that published a
+// change since its last look, and every workflow only now and then. The
+// worker runs one and keeps its picture in the catalogue, where the fleet
+// page and `starter status` read it (Kept), so that no reader waits for a
 // list of every machine workflow: at ten thousand machines such a list is
 // ten pages and seconds of the store's time, where a look at what changed
 // is a handful of rows, or none while nothing moves.
@@ -180,8 +181,8 @@ func (f *Feed) Look(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	next := cur
-	if len(changed.ByMachine)+len(changed.Unpublished) > 0 {
+	next, moved := cur, len(changed.ByMachine)+len(changed.Unpublished) > 0
+	if moved {
 		next = plans.Summaries{ByMachine: maps.Clone(cur.ByMachine), Unpublished: maps.Clone(cur.Unpublished)}
 		for m, s := range changed.ByMachine {
 			next.ByMachine[m] = s
@@ -194,7 +195,7 @@ func (f *Feed) Look(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	f.sums, f.asOf = next, began
-	if len(changed.ByMachine)+len(changed.Unpublished) > 0 {
+	if moved {
 		f.changes++
 	}
 	f.mu.Unlock()

@@ -170,9 +170,10 @@ type StatusRow struct {
 
 // ReadStatus reads every host of cfg from src.Hosts (one read; with none,
 // every host directly, each within HostCheckTimeout) and the machine
-// workflows f picks (from src.Workflows while it is current), all at once, and words what they said as rows. Every
-// host is read even for one machine or module, because Behind counts from
-// the newest healthy build anywhere. Only for one machine (f.Machine) is
+// workflows f picks (from src.Workflows while it is current), all at once,
+// and words what they said as rows. Every host is read even for one
+// machine or module, because Behind counts from the newest healthy build
+// anywhere. Only for one machine (f.Machine) is
 // its host asked directly when the picture has nothing of it. As for List,
 // only Temporal being unreachable is an error, and the Status still holds
 // what the hosts said; a host that could not be read is named in its rows
