@@ -71,10 +71,7 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	// read). Read as the worker reads it (the machine workflows from its
 	// feed) and, alternately, listing every machine workflow.
 	for range fleetPageLoads {
-		for _, way := range []struct {
-			src  fleetui.Reader
-			name string
-		}{
+		for _, way := range []readWay{
 			{fed, "matrix, first viewer: hosts from the picture, machine workflows from the worker's feed, then rendered"},
 			{src, "matrix, first viewer, without the feed: every machine workflow listed, then rendered"},
 		} {
@@ -103,10 +100,7 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	// hosts from the picture, the machine workflows from the feed the
 	// worker keeps beside it and, alternately, from one visibility list.
 	for range fleetPageLoads {
-		for _, way := range []struct {
-			src  fleetui.Reader
-			name string
-		}{
+		for _, way := range []readWay{
 			{fed, "status read: hosts from the picture, machine workflows from the worker's feed"},
 			{src, "status read, without the feed: machine workflows from one visibility list"},
 		} {
@@ -173,6 +167,13 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 		b.t.Add(scenario, "box load average (1 min) after the loads", "", "the bench's own server, worker and agents included", load)
 	}
 	return nil
+}
+
+// readWay is one way of reading the fleet the scenario times, and its
+// row's name.
+type readWay struct {
+	src  fleetui.Reader
+	name string
 }
 
 // starterStatus times `starter status` over m, fleetPageLoads times, on a

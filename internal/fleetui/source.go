@@ -71,8 +71,8 @@ type Reader struct {
 	Client    client.Client
 	Catalogue catalogue.Catalogue
 	// Feed, when set, gives the machine workflows' summaries while it is
-	// current (the worker's machinefeed.Feed): the page then lists no
-	// machine workflow itself.
+	// current (the feed the worker keeps in its catalogue,
+	// machinefeed.Kept): the page then lists no machine workflow itself.
 	Feed machines.Feed
 }
 
@@ -85,7 +85,8 @@ const planQueries = 16
 
 // Status implements Source: the hosts from the catalogue's fleet picture,
 // which the worker's watcher keeps current, in one read rather than a call
-// to every host per refresh.
+// to every host per refresh, and the machine workflows from Feed while it
+// is current rather than a list of every one.
 func (r Reader) Status(ctx context.Context) (machines.Status, error) {
 	var pic machines.Picture
 	if r.Catalogue != nil {
