@@ -229,9 +229,24 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 
 	y, err := os.ReadFile(filepath.Join("..", "examples", "mesh.yaml"))
 	require.NoError(t, err)
-	free := func() string { return fmt.Sprintf("127.0.0.1:%d", dsFreePort(t)) }
+	// Every port is held until all are picked: a port closed at once can
+	// be handed out again by the next pick (seen: the Web UI's and the
+	// enrollment endpoint's).
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		held = append(held, l)
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	free := func() string { return fmt.Sprintf("127.0.0.1:%d", port()) }
 	m.temporal = free()
-	m.ui = dsFreePort(t)
+	m.ui = port()
 	registryAddr := free()
 	repl := []string{"127.0.0.1:7233", m.temporal, "127.0.0.1:5000", registryAddr, "repo: ..,", "repo: .,"}
 	for machine, port := range map[string]string{"control-node": "7400", "edge-1": "7401", "edge-2": "7402"} {
