@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -57,14 +59,27 @@ func (b *bench) fanoutScenario(n int) string {
 
 func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	specs := fleetSpecs(fmt.Sprintf("f%dr%d", n, run), n, tiers)
-	m, err := b.startFleet(ctx, fmt.Sprintf("bench-fanout-%d-%d", n, run), specs,
+	m, err := b.newFleet(ctx, fmt.Sprintf("bench-fanout-%d-%d", n, run), specs,
 		stack.MeshOptions{Runtime: b.o.Runtime, DockerSocket: b.o.DockerSocket, Registry: b.reg})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = m.Close() }()
+	worker, err := b.startFanoutWorker(ctx, m, run, n)
+	if err != nil {
+		return err
+	}
+	defer worker.stop()
+	atStart, err := worker.usage()
+	if err != nil {
+		return err
+	}
 	c := b.srv.Client()
 	events, err := b.planFleet(ctx, m)
+	if err != nil {
+		return err
+	}
+	afterFirst, err := worker.usage()
 	if err != nil {
 		return err
 	}
@@ -112,7 +127,15 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 
 	// The next plan finds every machine workflow running: what a plan
 	// costs once the fleet has been pushed before.
+	beforeNext, err := worker.usage()
+	if err != nil {
+		return err
+	}
 	if events, err = b.planFleet(ctx, m); err != nil {
+		return err
+	}
+	afterNext, err := worker.usage()
+	if err != nil {
 		return err
 	}
 	next := hist.Duration(events)
@@ -123,7 +146,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
 	for _, s := range specs {
-		me, err := hist.Events(ctx, c, meshapi.MachineID(s.Name))
+		me, err := b.events(ctx, meshapi.MachineID(s.Name))
 		if err != nil {
 			return err
 		}
@@ -133,6 +156,12 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		cn.largest = max(cn.largest, len(me))
 	}
 	b.costsNext = append(b.costsNext, cn)
+	if worker.proc != nil {
+		b.t.Add(scenario, "worker process peak RSS (VmHWM), both plans", "MiB", "", float64(afterNext.PeakRSSBytes)/(1<<20))
+		b.t.Add(scenario, "worker peak RSS above its idle start, per machine", "KiB", "", float64(afterNext.PeakRSSBytes-atStart.PeakRSSBytes)/float64(n)/1024)
+		b.t.Add(scenario, "worker CPU per machine pushed, first plan (user+system)", "ms", "", millis((afterFirst.CPU-atStart.CPU)/time.Duration(n)))
+		b.t.Add(scenario, "worker CPU per machine pushed, next plan (user+system)", "ms", "", millis((afterNext.CPU-beforeNext.CPU)/time.Duration(n)))
+	}
 	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "next plan / engine ceiling", whole: next, tasks: cn.tasks})
 
 	b.t.Add("cost", fmt.Sprintf("history events, %d machines, first plan (plan + machine workflows)", n), "", "", float64(co.events))
@@ -311,4 +340,46 @@ func (b *bench) readCeilings(rate float64) {
 		b.t.Add(p.scenario, p.figure, "×", "", p.whole.Seconds()/ceiling)
 	}
 	b.ceilings = nil
+}
+
+// fanoutWorker is a fan-out's worker: in a process of its own on the noop
+// runtime, so that its RSS and CPU per machine are read apart from the
+// agents' and the bench's; in this process on the runtimes that run real
+// builds, which need the mesh's own builder.
+type fanoutWorker struct {
+	proc *stack.WorkerProcess // nil: in this process
+}
+
+// startFanoutWorker starts m's worker for a fan-out of n machines; with
+// -pprof, the worker process writes its profiles to DIR/fan-out-<n>.
+func (b *bench) startFanoutWorker(ctx context.Context, m *stack.Mesh, run, n int) (fanoutWorker, error) {
+	if b.o.Runtime != "" && b.o.Runtime != agent.RuntimeNoop {
+		return fanoutWorker{}, m.StartWorker(ctx)
+	}
+	pprofDir := ""
+	if b.o.Pprof != "" && run == 0 {
+		pprofDir = filepath.Join(b.o.Pprof, fmt.Sprintf("fan-out-%d", n))
+		if err := os.MkdirAll(pprofDir, 0o755); err != nil {
+			return fanoutWorker{}, fmt.Errorf("fan-out worker profiles: %w", err)
+		}
+	}
+	wp, err := m.StartWorkerProcess(ctx, pprofDir)
+	if err != nil {
+		return fanoutWorker{}, err
+	}
+	return fanoutWorker{proc: wp}, nil
+}
+
+// usage is the worker process's usage so far (zero in this process).
+func (w fanoutWorker) usage() (stack.Usage, error) {
+	if w.proc == nil {
+		return stack.Usage{}, nil
+	}
+	return stack.ReadUsage(w.proc.Pid())
+}
+
+func (w fanoutWorker) stop() {
+	if w.proc != nil {
+		_ = w.proc.Stop()
+	}
 }

@@ -25,12 +25,17 @@ func fleetSpecs(prefix string, n, tiers int) []stack.MachineSpec {
 	return specs
 }
 
-// startFleet makes a mesh of specs running fleetModule, on queue, and
-// starts its worker; o sets the mesh's health and tier policies. A mesh
+// newFleet makes a mesh of specs running fleetModule, on queue, with no
+// worker yet; o sets the mesh's health and tier policies.
+func (b *bench) newFleet(ctx context.Context, queue string, specs []stack.MachineSpec, o stack.MeshOptions) (*stack.Mesh, error) {
+	o.TaskQueue, o.Machines, o.Modules, o.Log = queue, specs, []string{fleetModule}, b.log
+	return stack.NewMesh(ctx, b.srv, o)
+}
+
+// startFleet is newFleet with its worker started in this process. A mesh
 // that could not start is closed.
 func (b *bench) startFleet(ctx context.Context, queue string, specs []stack.MachineSpec, o stack.MeshOptions) (*stack.Mesh, error) {
-	o.TaskQueue, o.Machines, o.Modules, o.Log = queue, specs, []string{fleetModule}, b.log
-	m, err := stack.NewMesh(ctx, b.srv, o)
+	m, err := b.newFleet(ctx, queue, specs, o)
 	if err != nil {
 		return nil, err
 	}
@@ -53,5 +58,14 @@ func (b *bench) planFleet(ctx context.Context, m *stack.Mesh) ([]*historypb.Hist
 	if err != nil {
 		return nil, err
 	}
-	return hist.Events(ctx, c, ids[0])
+	return b.events(ctx, ids[0])
+}
+
+// events is a workflow's history, kept in Options.Histories when set.
+func (b *bench) events(ctx context.Context, id string) ([]*historypb.HistoryEvent, error) {
+	events, err := hist.Events(ctx, b.srv.Client(), id)
+	if err != nil || b.o.Histories == "" {
+		return events, err
+	}
+	return events, hist.Keep(b.o.Histories, id, events)
 }

@@ -58,6 +58,10 @@ type Options struct {
 	Runtime string
 	// DockerSocket is the engine of Runtime docker.
 	DockerSocket string
+	// Histories, when set, is a directory that receives the history of
+	// every fan-out plan and of its machine workflows (hist.Keep), to read
+	// where a slow plan's time went.
+	Histories string
 }
 
 // sizes are each scenario's sizes.
@@ -127,6 +131,11 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		b.log = zerolog.New(zerolog.ConsoleWriter{Out: progress}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		b.progw = progress
 	}
+	if o.Histories != "" {
+		if err := os.MkdirAll(o.Histories, 0o755); err != nil {
+			return nil, fmt.Errorf("histories dir: %w", err)
+		}
+	}
 	if o.Pprof != "" {
 		if err := os.MkdirAll(o.Pprof, 0o755); err != nil {
 			return nil, fmt.Errorf("pprof dir: %w", err)
@@ -193,7 +202,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		"machine: " + report.Machine(),
 		"date: " + report.Date(started),
 		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
-			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + ")",
+			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + "; priority matcher " + onOff(!o.Server.OldMatcher) + ")",
 		"fan-out agents' runtime: " + cmp.Or(o.Runtime, "noop"),
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),

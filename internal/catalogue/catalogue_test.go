@@ -2,6 +2,7 @@ package catalogue_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +199,32 @@ func TestFileCatalogueFreezesSurviveReopen(t *testing.T) {
 	f, err := c2.Freeze(ctx, "", "edge-1", "dave", "disk swap")
 	if err != nil || f.ID == kept.ID || f.ID == raw.Freezes[1].ID {
 		t.Fatalf("Freeze after reopen = %+v, %v; want a new ID", f, err)
+	}
+}
+
+// BenchmarkMemoryMarksAFleetConverged is one plan of 10,000 machines on the
+// memory catalogue (the bench's and the tests'): each push asks whether
+// the machine already runs a converged build and marks it converged.
+func BenchmarkMemoryMarksAFleetConverged(b *testing.B) {
+	const machines = 10000
+	names := make([]string, machines)
+	for i := range names {
+		names[i] = fmt.Sprintf("edge-%05d", i)
+	}
+	for b.Loop() {
+		ctx := b.Context()
+		c := catalogue.NewMemory()
+		built := build("host", 1)
+		if err := c.Record(ctx, built, "plan/host/1"); err != nil {
+			b.Fatal(err)
+		}
+		for _, name := range names {
+			if _, _, err := c.NewestConvergedOn(ctx, "host", name); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.MarkConverged(ctx, built.Digest, name); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

@@ -30,6 +30,10 @@ type Memory struct {
 	feed     []byte
 	feedAsOf time.Time
 	persist  func([]Entry, []Freeze) error
+	// onSets[i] is entries[i].Converged as a set, made when first asked:
+	// a plan of thousands of machines marks and asks once per machine,
+	// which a scan of the list makes quadratic.
+	onSets []map[string]struct{}
 }
 
 // NewMemory returns an empty catalogue.
@@ -103,27 +107,27 @@ func (m *Memory) Build(_ context.Context, module, commit string) (mesh.Build, bo
 
 // Newest implements Catalogue.
 func (m *Memory) Newest(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, false, func(Entry) bool { return true })
+	return m.newest(module, false, func(int, Entry) bool { return true })
 }
 
 // NewestConverged implements Catalogue.
 func (m *Memory) NewestConverged(_ context.Context, module string) (mesh.Build, bool, error) {
-	return m.newest(module, true, func(e Entry) bool { return len(e.Converged) > 0 })
+	return m.newest(module, true, func(_ int, e Entry) bool { return len(e.Converged) > 0 })
 }
 
 // NewestConvergedOn implements Catalogue.
 func (m *Memory) NewestConvergedOn(_ context.Context, module, machine string) (mesh.Build, bool, error) {
-	return m.newest(module, true, func(e Entry) bool { return slices.Contains(e.Converged, machine) })
+	return m.newest(module, true, func(i int, _ Entry) bool { return m.convergedOn(i, machine) })
 }
 
 // NewestHealthyBelow implements Catalogue.
 func (m *Memory) NewestHealthyBelow(_ context.Context, module string, generation int64) (mesh.Build, bool, error) {
-	return m.newest(module, true, func(e Entry) bool { return e.Build.Generation < generation && len(e.Converged) > 0 })
+	return m.newest(module, true, func(_ int, e Entry) bool { return e.Build.Generation < generation && len(e.Converged) > 0 })
 }
 
 // newest returns the module's highest-generation entry that keep accepts,
 // leaving out rejected digests when skipRejected.
-func (m *Memory) newest(module string, skipRejected bool, keep func(Entry) bool) (mesh.Build, bool, error) {
+func (m *Memory) newest(module string, skipRejected bool, keep func(int, Entry) bool) (mesh.Build, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var rejected map[string]*Rejection
@@ -132,8 +136,8 @@ func (m *Memory) newest(module string, skipRejected bool, keep func(Entry) bool)
 	}
 	var best mesh.Build
 	found := false
-	for _, e := range m.entries {
-		if e.Build.Module != module || !keep(e) || rejected[e.Build.Digest] != nil {
+	for i, e := range m.entries {
+		if e.Build.Module != module || !keep(i, e) || rejected[e.Build.Digest] != nil {
 			continue
 		}
 		if !found || e.Build.Generation > best.Generation {
@@ -234,8 +238,9 @@ func (m *Memory) MarkConverged(_ context.Context, digest, machine string) error 
 			continue
 		}
 		found = true
-		if !slices.Contains(e.Converged, machine) {
+		if !m.convergedOn(i, machine) {
 			e.Converged = append(e.Converged, machine)
+			m.onSets[i][machine] = struct{}{}
 			changed = true
 		}
 	}
@@ -300,6 +305,23 @@ func (m *Memory) Freezes(context.Context) ([]Freeze, error) {
 		}
 	}
 	return out, nil
+}
+
+// convergedOn reports whether entries[i] converged on machine, making
+// onSets[i] if it is not there yet. The caller holds mu.
+func (m *Memory) convergedOn(i int, machine string) bool {
+	for len(m.onSets) < len(m.entries) {
+		m.onSets = append(m.onSets, nil)
+	}
+	if m.onSets[i] == nil {
+		set := make(map[string]struct{}, len(m.entries[i].Converged))
+		for _, c := range m.entries[i].Converged {
+			set[c] = struct{}{}
+		}
+		m.onSets[i] = set
+	}
+	_, ok := m.onSets[i][machine]
+	return ok
 }
 
 func (m *Memory) save() error {

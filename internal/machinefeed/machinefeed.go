@@ -54,6 +54,14 @@ const (
 // lookTimeout bounds one look: a store that hangs is a look that failed.
 const lookTimeout = 30 * time.Second
 
+// restPerLook is how many times as long as a look took Run waits before
+// the next, when that is longer than Options.Every: during a plan of
+// thousands of machines every look reads thousands of changed rows, and a
+// dev server's visibility store shares one database with the history the
+// plan writes, so the feed takes at most a fifth of the store's time
+// however busy it is, and its picture ages a little while the fleet moves.
+const restPerLook = 4
+
 // Options tune a Feed; the zero value takes the defaults.
 type Options struct {
 	Every, Full, Overlap, Stale time.Duration
@@ -131,15 +139,16 @@ func (f *Feed) Summaries(context.Context) (sums plans.Summaries, asOf time.Time,
 
 // Run looks every Options.Every until ctx ends: the whole list first and
 // every Options.Full, and in between the changes since the last good look
-// (less Options.Overlap). A look that fails is logged, once until one
-// succeeds again, and tried at the next tick.
+// (less Options.Overlap). A slow look spaces the next (restPerLook). A
+// look that fails is logged, once until one succeeds again, and tried
+// again at the next.
 func (f *Feed) Run(ctx context.Context) {
-	t := time.NewTicker(f.o.Every)
-	defer t.Stop()
 	failing := false
 	for {
 		lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+		began := time.Now()
 		err := f.Look(lctx)
+		took := time.Since(began)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -150,12 +159,21 @@ func (f *Feed) Run(ctx context.Context) {
 			f.o.Log.Info().Msg("the machine workflows' feed caught up")
 		}
 		failing = err != nil
+		t := time.NewTimer(restAfter(f.o.Every, took))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// restAfter is how long Run waits after a look that took took: to the
+// next Options.Every from the look's start, or restPerLook times took if
+// that is longer.
+func restAfter(every, took time.Duration) time.Duration {
+	return max(every-took, restPerLook*took)
 }
 
 // Look brings the picture up to date once: the whole list when none was

@@ -182,3 +182,19 @@ func TestFeedKeptForOtherReaders(t *testing.T) {
 	_, _, ok = kept.Summaries(t.Context())
 	assert.False(t, ok, "a feed no worker kept up for Stale is not read")
 }
+
+func TestSlowLooksSpaceTheNext(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		took, after time.Duration
+	}{
+		{"a quick look keeps the cadence", 200 * time.Millisecond, 1800 * time.Millisecond},
+		{"a look of a moment", 0, 2 * time.Second},
+		{"a look of half the cadence rests four times as long", time.Second, 4 * time.Second},
+		{"a look longer than the cadence still rests", 3 * time.Second, 12 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.after, restAfter(2*time.Second, c.took))
+		})
+	}
+}

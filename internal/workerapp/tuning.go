@@ -12,16 +12,30 @@ import (
 // reviewed change with the benchmark's numbers beside it
 // (docs/benchmarks.md).
 //
-// Eight pollers of each kind instead of the SDK's two: a tier hands out
-// its pushes all at once, and the machine workflows' tasks then arrive
-// together; with two pollers they queue at the server while the worker
-// idles (a 100-machine plan took 3.5 s against 3.2 s with eight on the
-// bench, machine workflows running: 3.2 s against 2.8 s). The
-// execution-size limits stay the SDK's (1,000 activities, 1,000 workflow
-// tasks): the footprint scenario's 200 plans in flight stay far below them.
+// Eight pollers of each kind to start with instead of the SDK's two: a
+// tier hands out its pushes all at once, and the machine workflows' tasks
+// then arrive together; with two pollers they queue at the server while
+// the worker idles (a 100-machine plan took 3.5 s against 3.2 s with eight
+// on the bench, machine workflows running: 3.2 s against 2.8 s).
+//
+// Workflow tasks are polled by the SDK's autoscaling pollers, which keep
+// pollers on the task queue and on the worker's sticky queue apart. With
+// a fixed number, every poller polls the sticky queue while the server's
+// last answer from it reported a backlog, and a new machine workflow's
+// first task, which is on the task queue, waits until one of those long
+// polls ends empty: a minute. That was the minute-long stall of plans of
+// a thousand machines (docs/benchmarks.md).
+//
+// The execution-size limits stay the SDK's (1,000 activities, 1,000
+// workflow tasks): the footprint scenario's 200 plans in flight stay far
+// below them.
 func WorkerOptions() worker.Options {
 	return worker.Options{
-		MaxConcurrentWorkflowTaskPollers: 8,
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: 8,
+			MinimumNumberOfPollers: 2,
+			MaximumNumberOfPollers: 16,
+		}),
 		MaxConcurrentActivityTaskPollers: 8,
 	}
 }

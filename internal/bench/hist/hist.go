@@ -8,11 +8,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // Events is the whole history of the workflow's latest run.
@@ -27,6 +31,20 @@ func Events(ctx context.Context, c client.Client, id string) ([]*historypb.Histo
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// Keep writes a workflow's history into dir as <id>.json (slashes in the
+// ID become underscores), in the JSON `temporal workflow show -o json`
+// prints, so that a run's plans can be read after its server is gone.
+func Keep(dir, id string, events []*historypb.HistoryEvent) error {
+	b, err := protojson.MarshalOptions{Indent: " "}.Marshal(&historypb.History{Events: events})
+	if err != nil {
+		return fmt.Errorf("keep the history of %s: %w", id, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, strings.ReplaceAll(id, "/", "_")+".json"), b, 0o644); err != nil {
+		return fmt.Errorf("keep the history of %s: %w", id, err)
+	}
+	return nil
 }
 
 // Actions counts the billable actions in a history by Temporal Cloud's

@@ -52,6 +52,10 @@ type ServerOptions struct {
 	// that machine workflows push by local activities (a push's server
 	// tasks: the request's signal, one workflow task, the answer).
 	LocalPush bool
+	// OldMatcher turns the priority task matcher off
+	// (matching.useNewMatcher=false, as servers up to 1.31 ship it), to
+	// read a stall against the matcher that task priorities need.
+	OldMatcher bool
 }
 
 // StartServer starts `temporal server start-dev` in memory on a free
@@ -68,6 +72,9 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	args = append(append(args, temporalcli.FastDynamicConfig...), temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
 	if so.NoEagerActivities {
 		args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=false")
+	}
+	if so.OldMatcher {
+		args = append(args, "--dynamic-config-value", "matching.useNewMatcher=false")
 	}
 	// The client the in-process worker runs on is dialled as the worker
 	// dials (temporalx.Options: compression as temporal.grpc_compression

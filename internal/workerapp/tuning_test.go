@@ -1,0 +1,19 @@
+package workerapp
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A fixed number of workflow pollers (one Mixed pool) all poll the sticky
+// queue while it last reported a backlog, and a new machine workflow's
+// first task waits out a minute-long poll: plans of a thousand machines
+// stalled a minute in one run in three. The autoscaling behavior keeps the
+// task queue's pollers apart from the sticky queue's.
+func TestWorkflowTasksArePolledApartFromTheStickyQueue(t *testing.T) {
+	o := WorkerOptions()
+	assert.Zero(t, o.MaxConcurrentWorkflowTaskPollers, "a fixed number of workflow pollers shares one pool between the sticky queue and the task queue")
+	assert.Contains(t, fmt.Sprintf("%T", o.WorkflowTaskPollerBehavior), "Autoscaling")
+}
