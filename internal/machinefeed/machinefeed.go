@@ -58,8 +58,10 @@ const lookTimeout = 30 * time.Second
 // the next, when that is longer than Options.Every: during a plan of
 // thousands of machines every look reads thousands of changed rows, and a
 // dev server's visibility store shares one database with the history the
-// plan writes, so the feed takes at most a fifth of the store's time
-// however busy it is, and its picture ages a little while the fleet moves.
+// plan writes, so the feed takes at most a fifth of the store's time, and
+// its picture ages a little while the fleet moves. The rest never passes a
+// third of Options.Stale, so that a look of up to that long still keeps
+// the picture fresh: a stale one sends every reader to list the store.
 const restPerLook = 4
 
 // Options tune a Feed; the zero value takes the defaults.
@@ -159,7 +161,7 @@ func (f *Feed) Run(ctx context.Context) {
 			f.o.Log.Info().Msg("the machine workflows' feed caught up")
 		}
 		failing = err != nil
-		t := time.NewTimer(restAfter(f.o.Every, took))
+		t := time.NewTimer(restAfter(f.o.Every, f.o.Stale, took))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -171,9 +173,9 @@ func (f *Feed) Run(ctx context.Context) {
 
 // restAfter is how long Run waits after a look that took took: to the
 // next Options.Every from the look's start, or restPerLook times took if
-// that is longer.
-func restAfter(every, took time.Duration) time.Duration {
-	return max(every-took, restPerLook*took)
+// that is longer, up to a third of stale.
+func restAfter(every, stale, took time.Duration) time.Duration {
+	return max(every-took, min(restPerLook*took, stale/3))
 }
 
 // Look brings the picture up to date once: the whole list when none was

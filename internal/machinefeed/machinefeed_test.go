@@ -191,10 +191,12 @@ func TestSlowLooksSpaceTheNext(t *testing.T) {
 		{"a quick look keeps the cadence", 200 * time.Millisecond, 1800 * time.Millisecond},
 		{"a look of a moment", 0, 2 * time.Second},
 		{"a look of half the cadence rests four times as long", time.Second, 4 * time.Second},
-		{"a look longer than the cadence still rests", 3 * time.Second, 12 * time.Second},
+		{"a look longer than the cadence still rests", 2 * time.Second, 8 * time.Second},
+		{"a long look rests no more than a third of the picture's freshness", 3 * time.Second, 10 * time.Second},
+		{"a look longer than the cadence and the rest", 20 * time.Second, 10 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.after, restAfter(2*time.Second, c.took))
+			assert.Equal(t, c.after, restAfter(2*time.Second, 30*time.Second, c.took))
 		})
 	}
 }
