@@ -51,7 +51,7 @@ func (b *bench) fanout(ctx context.Context, run int) error {
 // fanoutScenario is the table's scenario for a fan-out of n machines: the
 // runtime is named when it is not noop, whose rows are the orchestration's.
 func (b *bench) fanoutScenario(n int) string {
-	if b.o.Runtime == "" || b.o.Runtime == agent.RuntimeNoop {
+	if b.noopRuntime() {
 		return fmt.Sprintf("fan-out %d", n)
 	}
 	return fmt.Sprintf("fan-out %d, %s runtime", n, b.o.Runtime)
@@ -184,7 +184,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 // compose. The first plan's pulls find no layer of the image on the
 // machine; the next plan's replace a running container.
 func (b *bench) pushToHealthy(scenario, plan string, events []*historypb.HistoryEvent) {
-	if b.o.Runtime == "" || b.o.Runtime == agent.RuntimeNoop {
+	if b.noopRuntime() {
 		return
 	}
 	var sum time.Duration
@@ -353,7 +353,7 @@ type fanoutWorker struct {
 // startFanoutWorker starts m's worker for a fan-out of n machines; with
 // -pprof, the worker process writes its profiles to DIR/fan-out-<n>.
 func (b *bench) startFanoutWorker(ctx context.Context, m *stack.Mesh, run, n int) (fanoutWorker, error) {
-	if b.o.Runtime != "" && b.o.Runtime != agent.RuntimeNoop {
+	if !b.noopRuntime() {
 		return fanoutWorker{}, m.StartWorker(ctx)
 	}
 	pprofDir := ""
@@ -382,4 +382,10 @@ func (w fanoutWorker) stop() {
 	if w.proc != nil {
 		_ = w.proc.Stop()
 	}
+}
+
+// noopRuntime reports whether the fan-out's agents run the noop runtime,
+// whose figures are the orchestration's alone.
+func (b *bench) noopRuntime() bool {
+	return b.o.Runtime == "" || b.o.Runtime == agent.RuntimeNoop
 }
