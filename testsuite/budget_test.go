@@ -130,9 +130,9 @@ func TestCaptureFleetBudgetHistories(t *testing.T) {
 		return err == nil && v.Get(&budget) == nil && len(budget.Leases) == 0
 	}, time.Minute, 50*time.Millisecond)
 	s.writeHistories(
-		capturedRun{"fleet-budget-granted.fleet-budget", meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), ""},
-		capturedRun{"machine-leased-rollback.fleet-budget", meshapi.MachineID("alpha-1"), ""},
-		capturedRun{"machine-leased-after-wait.fleet-budget", meshapi.MachineID("beta-1"), ""},
+		capturedRun{"fleet-budget-granted", meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), ""},
+		capturedRun{"machine-leased-rollback", meshapi.MachineID("alpha-1"), ""},
+		capturedRun{"machine-leased-after-wait", meshapi.MachineID("beta-1"), ""},
 	)
 }
 

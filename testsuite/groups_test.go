@@ -126,7 +126,7 @@ func TestCaptureGroupHistories(t *testing.T) {
 	require.Contains(t, halted.Reason, "tier 1 halted: site=fra1 had 1 failed machine (max_failed 0): edge-3")
 
 	s.writeHistories(
-		capturedRun{"plan-grouped.group-budgets", converged.Plan, ""},
-		capturedRun{"plan-grouped-halted.group-budgets", halted.Plan, ""},
+		capturedRun{"plan-grouped", converged.Plan, ""},
+		capturedRun{"plan-grouped-halted", halted.Plan, ""},
 	)
 }

@@ -99,7 +99,7 @@ func TestReplayHistories(t *testing.T) {
 	require.NotZero(t, n, "no committed histories in %s (MESHROLL_WRITE_HISTORIES=1 scripts/test.sh -run TestCaptureHistories ./testsuite/ makes them)", historyDir)
 }
 
-// The committed histories are baseline 2 (2026-12-04): every one was
+// The committed histories are baseline 3 (2026-12-06): every one was
 // recorded from the code of that day, when every version gate before it
 // was retired (workflows/versions.go lists them). A change that alters the
 // commands a workflow issues adds a gate there and captures histories of
@@ -268,11 +268,9 @@ func TestCaptureSignalBudgetHistory(t *testing.T) {
 }
 
 // TestCaptureRelayHistories records a plan that hears its answers through
-// relays (change answer-relays): a host plan over a tier 1 of 120 machines
-// (two hand-over activities, one relay) and the control node, and its
-// first relay. (plan-large-tier.json, recorded before relays, keeps the
-// path of a plan that hears each machine itself.) Like the others it runs
-// only with MESHROLL_WRITE_HISTORIES=1.
+// relays: a host plan over a tier 1 of 120 machines (two hand-over
+// activities, one relay) and the control node, and its first relay. Like
+// the others it runs only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureRelayHistories(t *testing.T) {
 	t.Parallel()
 	capturing(t)
@@ -285,8 +283,8 @@ func TestCaptureRelayHistories(t *testing.T) {
 	require.Equal(t, 121, h.answers)
 
 	s.writeHistories(
-		capturedRun{"plan-relayed.answer-relays", st.Plan, ""},
-		capturedRun{"relay-passed-on.answer-relays", meshapi.RelayID(st.Plan, 0), ""},
+		capturedRun{"plan-relayed", st.Plan, ""},
+		capturedRun{"relay-passed-on", meshapi.RelayID(st.Plan, 0), ""},
 	)
 }
 

@@ -118,7 +118,7 @@ func (s *stack) writeConfig() {
 }
 
 // TestCaptureRetireHistory records the workflow of a machine removed from
-// the mesh config while the worker runs (change machine-retire): one push,
+// the mesh config while the worker runs: one push,
 // then the retire signal, and the end. Like the other captures it runs
 // only with MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureRetireHistory(t *testing.T) {
@@ -131,7 +131,7 @@ func TestCaptureRetireHistory(t *testing.T) {
 	s.file.Machines = slices.DeleteFunc(s.file.Machines, func(m meshfile.Machine) bool { return m.Name == "edge-1" })
 	s.writeConfig()
 	s.machineWorkflowEnds("edge-1")
-	s.writeHistories(capturedRun{"machine-retired.machine-retire", meshapi.MachineID("edge-1"), ""})
+	s.writeHistories(capturedRun{"machine-retired", meshapi.MachineID("edge-1"), ""})
 }
 
 // The worker command follows its mesh config as the in-process worker

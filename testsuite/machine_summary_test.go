@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshroll/meshroll/internal/fleetui"
 	"github.com/meshroll/meshroll/internal/machinefeed"
-	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
@@ -64,20 +63,6 @@ func TestStatusReadsMachineWorkflowsWithoutAWorker(t *testing.T) {
 		require.Equal(t, s.hosts[m.Machine].Report().LastSeq, *m.LastSeq, m.Machine)
 		require.Equal(t, 0, *m.Queue, m.Machine)
 	}
-}
-
-// TestCaptureMachineSummaryHistory records a machine workflow that keeps
-// its summary in its memo (change machine-summary): one push, published
-// as it starts and as it ends. Like the other captures it runs only with
-// MESHROLL_WRITE_HISTORIES=1.
-func TestCaptureMachineSummaryHistory(t *testing.T) {
-	t.Parallel()
-	capturing(t)
-	s := captureStack(t, exampleMesh())
-	s.converge("host", s.commit("host"))
-	s.summariesShowHosts()
-
-	s.writeHistories(capturedRun{"machine-summary-changed.machine-changed-at", meshapi.MachineID("edge-1"), ""})
 }
 
 // TestMachineFeedFollowsChangesWithoutListingEveryMachine: the worker's

@@ -186,9 +186,9 @@ func TestCaptureNotifyHistories(t *testing.T) {
 	}
 
 	s.writeHistories(
-		capturedRun{"plan-converged-gated-notified.notifications", gated, ""},
-		capturedRun{"plan-halted-notified.notifications", halted, ""},
-		capturedRun{"notifier-delivered-after-failures.notifications", meshapi.NotifierID("team", halted), ""},
+		capturedRun{"plan-converged-gated-notified", gated, ""},
+		capturedRun{"plan-halted-notified", halted, ""},
+		capturedRun{"notifier-delivered-after-failures", meshapi.NotifierID("team", halted), ""},
 	)
 }
 
@@ -248,7 +248,7 @@ func TestCaptureNotifyTroubleHistories(t *testing.T) {
 	capturing(t)
 	s, gated, run := troubledPlan(t, captureStack)
 	s.writeHistories(
-		capturedRun{"plan-told-notify-trouble.notify-trouble", gated, ""},
-		capturedRun{"notifier-told-plan.notify-trouble", meshapi.NotifierID("team", gated), run},
+		capturedRun{"plan-told-notify-trouble", gated, ""},
+		capturedRun{"notifier-told-plan", meshapi.NotifierID("team", gated), run},
 	)
 }

@@ -142,5 +142,5 @@ func TestCaptureRollbackFirstHistory(t *testing.T) {
 	s := captureStack(t, rollbackMesh(3))
 	s.rollbackBehindQueue(3)
 
-	s.writeHistories(capturedRun{"machine-rollback-first.rollbacks-first", meshapi.MachineID("busy"), ""})
+	s.writeHistories(capturedRun{"machine-rollback-first", meshapi.MachineID("busy"), ""})
 }

@@ -1,12 +1,9 @@
 package workflows
 
 import (
-	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -31,34 +28,6 @@ func bySite(ams2, fra1 meshapi.GroupBudget) meshapi.TierPolicy {
 	ams2.Group, ams2.Machines = "site=ams2", 2
 	fra1.Group, fra1.Machines = "site=fra1", 3
 	return meshapi.TierPolicy{Tier: 1, GroupBy: []string{"site"}, Groups: []meshapi.GroupBudget{ams2, fra1}}
-}
-
-// A plan started before budgets per group (its version marker absent)
-// pushes a tier with groups as it always did: by the tier's max_parallel
-// and max_failed. A plan whose tiers have no groups asks no version, so
-// it issues the commands it always did.
-func TestPlanGroupsBehindTheirVersion(t *testing.T) {
-	t.Run("started before the change", func(t *testing.T) {
-		h := newPlanHarness(t, fiveOnTwoSites...)
-		p := bySite(meshapi.GroupBudget{MaxParallel: 1}, meshapi.GroupBudget{MaxParallel: 1})
-		p.MaxParallel = 2
-		h.withPolicies(p)
-		h.env.OnGetVersion(groupsChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-		st := h.run(meshapi.PlanInput{})
-		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-		require.Equal(t, [][]string{{"m1", "m2"}, {"m3", "m4"}, {"m5"}}, h.enqueued, "batches of the tier's max_parallel")
-		require.Equal(t, "site=ams2", machineState(st, "m2").Group, "each machine's group is in the plan's state all the same")
-	})
-	t.Run("no group_by asks nothing", func(t *testing.T) {
-		h := newPlanHarness(t, tier(1, "e1", "e2", "e3")...)
-		h.withPolicies(meshapi.TierPolicy{Tier: 1, MaxParallel: 2})
-		var asked atomic.Int32
-		h.env.OnGetVersion(groupsChange, workflow.DefaultVersion, 1).Run(func(mock.Arguments) { asked.Add(1) }).Return(workflow.Version(1))
-		st := h.run(meshapi.PlanInput{})
-		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-		require.Equal(t, [][]string{{"e1", "e2"}, {"e3"}}, h.enqueued)
-		require.Zero(t, asked.Load(), "GetVersion(%s) asked", groupsChange)
-	})
 }
 
 // The tier's line in the Web UI's details and plan show counts each

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -65,6 +66,9 @@ type machine struct {
 	budgetWait string
 	// published is the summary last kept in the memo (machine_summary.go).
 	published *meshapi.MachineSummary
+	// changedAt is when this run last set meshapi.SAMachineChanged
+	// (workflow time; zero before its first publish).
+	changedAt time.Time
 	// retired is why the machine left the mesh config, once the worker
 	// said so: the workflow ends when its queue is empty (machine_continue.go).
 	retired *meshapi.Retire
@@ -136,7 +140,7 @@ func (m *machine) run(ctx workflow.Context) error {
 			var r meshapi.Retire
 			c.Receive(ctx, &r)
 			m.signals++
-			if m.retired == nil && retiring(ctx) {
+			if m.retired == nil {
 				m.retired = &r
 			}
 		})
@@ -174,7 +178,7 @@ func (m *machine) pushNext(ctx workflow.Context) workflow.Future {
 	// still read it while finish raises the workflow's floor.
 	in := meshapi.PushInput{Request: req, Seq: m.lastSeq + 1, Floor: maps.Clone(m.floor)}
 	summary := fmt.Sprintf("push %s %s (generation %d) for %s", req.Build.Module, mesh.ShortDigest(req.Build.Digest), req.Build.Generation, req.Plan)
-	if leased(ctx, req) {
+	if req.Budget != nil {
 		return m.pushLeased(ctx, req, func(ctx workflow.Context) workflow.Future { return m.startPush(ctx, req, in, summary) })
 	}
 	return m.startPush(ctx, req, in, summary)
@@ -187,7 +191,7 @@ func (m *machine) startPush(ctx workflow.Context, req meshapi.PushRequest, in me
 		return workflow.ExecuteLocalActivity(localPushOptions(ctx, req.Policy.WithDefaults(), summary), acts.PushAndAnswer, in)
 	}
 	actx := pushOptions(ctx, req.Policy.WithDefaults(), summary)
-	if urgent(req) && rollbacksFirst(ctx) {
+	if urgent(req) {
 		actx = workflow.WithPriority(actx, temporal.Priority{PriorityKey: meshapi.RollbackPriority})
 	}
 	return workflow.ExecuteActivity(actx, acts.PushAndAnswer, in)
@@ -218,7 +222,7 @@ func (m *machine) finish(ctx workflow.Context, f workflow.Future) {
 		m.lastSeq = out.Seq
 	}
 	res.Seq = out.Seq
-	if out.Left && m.retired == nil && retiring(ctx) {
+	if out.Left && m.retired == nil {
 		m.retired = &meshapi.Retire{Reason: out.Reason}
 	}
 	if out.HostLostState != "" {

@@ -8,21 +8,8 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// fleetBudgetChange is the change ID of the fleet budget in the machine
-// workflow: a request that carries push.max_unavailable (Budget) is pushed
-// only once the fleet budget has granted the machine a lease, and the
-// lease is given back when the push ends. It is asked only for such a
-// request, so a machine whose pushes carry no budget records no marker and
-// every history recorded before it replays as it was.
-const fleetBudgetChange = "fleet-budget"
-
-// leased says whether this push asks the fleet budget first: the request
-// carries one, and the run is on the code that knows it.
-func leased(ctx workflow.Context, req meshapi.PushRequest) bool {
-	return req.Budget != nil && workflow.GetVersion(ctx, fleetBudgetChange, workflow.DefaultVersion, 1) == 1
-}
-
-// pushLeased runs the push of req once the fleet budget grants the machine
+// pushLeased runs the push of req, a request that carries
+// push.max_unavailable (Budget), once the fleet budget grants the machine
 // a place, and gives the place back when the push ends, healthy, failed or
 // put back (the push activity waits out health and reverts within
 // itself, so its end is when the machine is available again). The

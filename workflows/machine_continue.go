@@ -60,18 +60,6 @@ func (m *machine) continueAsNew(ctx workflow.Context, pushCh, cancelCh workflow.
 	return workflow.NewContinueAsNewError(ctx, meshapi.MachineWorkflowType, next)
 }
 
-// retireChange gates retirement: from it on, a machine workflow told its
-// machine left the mesh config (the retire signal, or a push that found it
-// gone) ends once its queue is empty. A run recorded before it kept
-// waiting, and replays so.
-const retireChange = "machine-retire"
-
-// retiring says whether this run acts on a retirement: asked only when one
-// comes, so that every history without one replays untouched.
-func retiring(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, retireChange, workflow.DefaultVersion, 1) == 1
-}
-
 // retire ends a retired machine's workflow (done) once its answers are
 // delivered and no request has come meanwhile; a request that did is
 // served first, and retire is asked again when the queue is empty.
@@ -107,7 +95,7 @@ func (m *machine) settle(ctx workflow.Context, pushCh, cancelCh workflow.Receive
 		m.cancel(c)
 	}
 	var r meshapi.Retire
-	if workflow.GetSignalChannel(ctx, meshapi.SignalRetire).ReceiveAsync(&r) && m.retired == nil && retiring(ctx) {
+	if workflow.GetSignalChannel(ctx, meshapi.SignalRetire).ReceiveAsync(&r) && m.retired == nil {
 		m.retired = &r
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	sdkpb "go.temporal.io/api/sdk/v1"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -29,13 +28,9 @@ func putBackReq(plan, module string, gen int64) meshapi.PushRequest {
 }
 
 // queueHarness is a machine whose first push, inFlight, takes a minute, so
-// that what is signalled next queues behind it; old answers the
-// rollbacks-first gate with the version before it.
-func queueHarness(t *testing.T, old bool, inFlight meshapi.PushRequest) *machineHarness {
+// that what is signalled next queues behind it.
+func queueHarness(t *testing.T, inFlight meshapi.PushRequest) *machineHarness {
 	h := newMachineHarness(t)
-	if old {
-		h.env.OnGetVersion(rollbacksFirstChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	}
 	h.delay = time.Minute
 	h.signalAt(0, inFlight)
 	return h
@@ -45,70 +40,55 @@ func queueHarness(t *testing.T, old bool, inFlight meshapi.PushRequest) *machine
 // served right after the push in flight, which is not interrupted; among
 // rollbacks and among merges the queue stays first come, first served. (The
 // rollback priority of their push activities is checked against a real
-// server, whose history keeps it: the test environment drops it.) A run
-// that took its first rollback before the change (the gate answering the
-// default version) keeps the plain FIFO it recorded.
+// server, whose history keeps it: the test environment drops it.)
 func TestMachineServesRollbacksFirst(t *testing.T) {
 	inFlight := req("plan/a/1", "a", 1)
 	b, c := req("plan/b/1", "b", 1), req("plan/c/1", "c", 1)
 	rb := rollbackReq("rollback/x", "x", 1)
 	put := putBackReq("plan/y/2", "y", 1)
 	d := req("plan/d/1", "d", 1)
-	cases := []struct {
-		name string
-		old  bool
-		want []string
-	}{
-		{name: "rollbacks first", want: []string{inFlight.Plan, rb.Plan, put.Plan, b.Plan, c.Plan, d.Plan}},
-		{name: "run from before the change", old: true, want: []string{inFlight.Plan, b.Plan, c.Plan, rb.Plan, put.Plan, d.Plan}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := queueHarness(t, tc.old, inFlight)
-			h.signalAt(time.Second, b, c, rb, put, d)
-			var seen meshapi.MachineState
-			var details string
-			h.env.RegisterDelayedCallback(func() {
-				v, err := h.env.QueryWorkflow(meshapi.QueryState)
-				require.NoError(t, err)
-				require.NoError(t, v.Get(&seen))
-				v, err = h.env.QueryWorkflow("__temporal_workflow_metadata")
-				require.NoError(t, err)
-				var md sdkpb.WorkflowMetadata
-				require.NoError(t, v.Get(&md))
-				details = md.GetCurrentDetails()
-			}, 2*time.Second)
-			h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 6})
+	want := []string{inFlight.Plan, rb.Plan, put.Plan, b.Plan, c.Plan, d.Plan}
+	h := queueHarness(t, inFlight)
+	h.signalAt(time.Second, b, c, rb, put, d)
+	var seen meshapi.MachineState
+	var details string
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(meshapi.QueryState)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&seen))
+		v, err = h.env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		details = md.GetCurrentDetails()
+	}, 2*time.Second)
+	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 6})
 
-			var served []string
-			for _, p := range h.pushes {
-				served = append(served, p.Request.Plan)
-			}
-			require.Equal(t, tc.want, served, "order the machine served its pushes in")
-			require.Equal(t, inFlight.Request, seen.Current.Request, "the push in flight is not interrupted")
-			var queued []string
-			for _, q := range seen.Queue {
-				queued = append(queued, q.Plan)
-				require.Equal(t, q.Plan == rb.Plan || q.Plan == put.Plan, q.Rollback, "%s marked as a rollback", q.Plan)
-			}
-			require.Equal(t, tc.want[1:], queued, "the queue as the query shows it is the order it is served in")
-			require.Contains(t, details, "x generation 1 (sha256:", "details name the rollback")
-			require.Contains(t, details, "for rollback/x (rollback: first in line)")
-			require.NotContains(t, details, "for plan/b/1 (rollback")
-		})
+	var served []string
+	for _, p := range h.pushes {
+		served = append(served, p.Request.Plan)
 	}
+	require.Equal(t, want, served, "order the machine served its pushes in")
+	require.Equal(t, inFlight.Request, seen.Current.Request, "the push in flight is not interrupted")
+	var queued []string
+	for _, q := range seen.Queue {
+		queued = append(queued, q.Plan)
+		require.Equal(t, q.Plan == rb.Plan || q.Plan == put.Plan, q.Rollback, "%s marked as a rollback", q.Plan)
+	}
+	require.Equal(t, want[1:], queued, "the queue as the query shows it is the order it is served in")
+	require.Contains(t, details, "x generation 1 (sha256:", "details name the rollback")
+	require.Contains(t, details, "for rollback/x (rollback: first in line)")
+	require.NotContains(t, details, "for plan/b/1 (rollback")
 }
 
 // A rollback is never dropped for a newer build of its module, queued
 // before it or after: it runs first, and the newer build after it (sent
 // only if it is not rejected by then, which the push checks at send time).
-// Merges keep newest-wins among themselves. A run from before the change
-// kept newest-wins by generation alone, the rollback included.
+// Merges keep newest-wins among themselves.
 func TestMachineRollbackIsNeverSuperseded(t *testing.T) {
 	inFlight := req("plan/a/1", "a", 1)
 	cases := []struct {
 		name       string
-		old        bool
 		requests   []meshapi.PushRequest
 		served     []string
 		superseded string
@@ -122,13 +102,10 @@ func TestMachineRollbackIsNeverSuperseded(t *testing.T) {
 		{name: "merges keep newest-wins beside a rollback",
 			requests: []meshapi.PushRequest{req("plan/host/2", "host", 2), rollbackReq("rollback/host", "host", 1), req("plan/host/3", "host", 3)},
 			served:   []string{inFlight.Plan, "rollback/host", "plan/host/3"}, superseded: "plan/host/2"},
-		{name: "run from before the change: rollback superseded", old: true,
-			requests: []meshapi.PushRequest{req("plan/host/3", "host", 3), rollbackReq("rollback/host", "host", 1)},
-			served:   []string{inFlight.Plan, "plan/host/3"}, superseded: "rollback/host"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := queueHarness(t, tc.old, inFlight)
+			h := queueHarness(t, inFlight)
 			h.signalAt(time.Second, tc.requests...)
 			h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: len(tc.served)})
 			var served []string

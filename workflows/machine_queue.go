@@ -18,7 +18,7 @@ const recentAnswers = 200
 // enqueue takes a request: a duplicate of one waiting or in flight is
 // ignored, one already answered is answered again, and a newer build of a
 // module supersedes older ones still waiting (newest wins; a rollback is
-// neither superseded nor supersedes, see sparesRollbacks).
+// neither superseded nor supersedes, see spared).
 func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 	if r.Machine != m.in.Machine {
 		m.answer(ctx, meshapi.ResultOf(r, meshapi.MachineRefused, fmt.Sprintf("request for machine %s reached machine %s", r.Machine, m.in.Machine)), false)
@@ -38,9 +38,8 @@ func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 			return
 		}
 	}
-	spared := m.sparesRollbacks(ctx, r)
 	for _, q := range m.queue {
-		if q.Build.Module == r.Build.Module && q.Build.Generation > r.Build.Generation && !(spared && (urgent(q) || urgent(r))) {
+		if q.Build.Module == r.Build.Module && q.Build.Generation > r.Build.Generation && !spared(q, r) {
 			m.answer(ctx, meshapi.ResultOf(r, meshapi.MachineSuperseded, fmt.Sprintf(
 				"a newer build of %s (generation %d, plan %s) is already queued for %s", q.Build.Module, q.Build.Generation, q.Plan, m.in.Machine)), false)
 			return
@@ -48,67 +47,43 @@ func (m *machine) enqueue(ctx workflow.Context, r meshapi.PushRequest) {
 	}
 	var kept, superseded []meshapi.PushRequest
 	for _, q := range m.queue {
-		if q.Build.Module == r.Build.Module && q.Build.Generation < r.Build.Generation && !(spared && (urgent(q) || urgent(r))) {
+		if q.Build.Module == r.Build.Module && q.Build.Generation < r.Build.Generation && !spared(q, r) {
 			superseded = append(superseded, q)
 		} else {
 			kept = append(kept, q)
 		}
 	}
-	m.queue = m.place(ctx, kept, r)
+	m.queue = inLine(kept, r)
 	for _, q := range superseded {
 		m.answer(ctx, meshapi.ResultOf(q, meshapi.MachineSuperseded, fmt.Sprintf(
 			"superseded while queued on %s by a newer build of %s (generation %d, plan %s)", m.in.Machine, r.Build.Module, r.Build.Generation, r.Plan)), false)
 	}
 }
 
-// rollbacksFirstChange is the change ID of rollbacks first in line: a
-// request that restores a known-good build is placed before the merge
-// pushes waiting, and its push activity carries the rollback priority.
-// Runs that took a rollback before it keep the plain FIFO they recorded.
-const rollbacksFirstChange = "rollbacks-first"
-
 // urgent is whether a request restores a known-good build: a rollback
 // plan's push, or the put-back a plan sends after its tier's analysis failed
 // (Rollback set, with From). Both undo a push that is doing harm, so both
-// go before merge pushes that would only add to it.
+// go before merge pushes that would only add to it, and their push
+// activity carries meshapi.RollbackPriority.
 func urgent(r meshapi.PushRequest) bool { return r.Rollback != nil }
 
-// rollbacksFirst says whether this run serves urgent requests first (see
-// rollbacksFirstChange). It is asked only when an urgent request is placed
-// or pushed, so a machine that never sees one records no marker.
-func rollbacksFirst(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, rollbacksFirstChange, workflow.DefaultVersion, 1) == 1
-}
-
-// sparesRollbacks says whether newest-wins leaves rollbacks out, for r
-// taking its place in this run's queue: from rollbacksFirstChange on, a
-// rollback (urgent) is never superseded by a newer build of its module,
+// spared says whether newest-wins leaves the pair q, r of one module alone:
+// a rollback (urgent) is never superseded by a newer build of its module,
 // queued before it or after, and supersedes none: it restores a build
 // known good, and a newer build waiting beside it is most often the one it
 // undoes. It runs first; what waits behind it is judged when it is sent (a
 // build the rollback rejected is refused then), and merges keep
-// newest-wins among themselves. Asked only when r or a request of its
-// module waiting is urgent.
-func (m *machine) sparesRollbacks(ctx workflow.Context, r meshapi.PushRequest) bool {
-	if urgent(r) {
-		return rollbacksFirst(ctx)
-	}
-	for _, q := range m.queue {
-		if q.Build.Module == r.Build.Module && urgent(q) {
-			return rollbacksFirst(ctx)
-		}
-	}
-	return false
-}
+// newest-wins among themselves.
+func spared(q, r meshapi.PushRequest) bool { return urgent(q) || urgent(r) }
 
-// place puts a request into the queue: last, unless it is urgent, in which
+// inLine puts a request into the queue: last, unless it is urgent, in which
 // case it goes after the urgent requests already waiting and before every
 // merge push. The push in flight is not in the queue and is never
 // interrupted; among equals the queue stays first come, first served.
 // Newest-wins (enqueue) is applied before, leaving rollbacks out (see
-// sparesRollbacks).
-func (m *machine) place(ctx workflow.Context, queue []meshapi.PushRequest, r meshapi.PushRequest) []meshapi.PushRequest {
-	if !urgent(r) || !rollbacksFirst(ctx) {
+// spared).
+func inLine(queue []meshapi.PushRequest, r meshapi.PushRequest) []meshapi.PushRequest {
+	if !urgent(r) {
 		return append(queue, r)
 	}
 	at := 0

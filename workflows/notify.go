@@ -13,19 +13,6 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// notifyChange is the change ID of notifications: a plan whose targets say
-// the worker has notify targets for its module hands each of its events
-// to them (announce). A plan of a mesh without notifications issues the
-// commands it always did, and asks nothing.
-const notifyChange = "notifications"
-
-// notifying says whether the plan hands its events to notify targets:
-// the worker has some for its module (tr.Notify), and the plan started on
-// code that has them.
-func (p *plan) notifying(ctx workflow.Context, tr meshapi.TargetsResult) bool {
-	return tr.Notify && workflow.GetVersion(ctx, notifyChange, workflow.DefaultVersion, 1) == 1
-}
-
 // announceState announces the plan's state once each time it changes (a
 // second gate, at another tier, is another event: the plan pushed in
 // between): the one place the plan's states become events. A state no
@@ -171,17 +158,11 @@ func (p *plan) noteNotifyTrouble(ctx workflow.Context, t meshapi.NotifyTrouble) 
 	p.showDetails(ctx)
 }
 
-// notifyTroubleChange gates the Notifier's word to its plan (tellPlan).
-const notifyTroubleChange = "notify-trouble"
-
 // tellPlan signals the plan how delivering to a target stands, so that a
 // running plan shows a target in trouble. A plan that has ended (or, for a
 // rejection, the plan that built the build) is not told, and that is
 // fine: the Notifier's own details and the metric still say it.
 func tellPlan(ctx workflow.Context, plan string, t meshapi.NotifyTrouble) {
-	if workflow.GetVersion(ctx, notifyTroubleChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
 	if err := workflow.SignalExternalWorkflow(ctx, plan, "", meshapi.SignalNotifyTrouble, t).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Info("plan not told of its notify target's trouble (it has ended)", "plan", plan, "target", t.Target, "error", err)
 	}

@@ -15,7 +15,6 @@ import (
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
@@ -212,29 +211,6 @@ func TestPlanAnnouncesAnInconclusiveAnalysis(t *testing.T) {
 	require.Equal(t, []string{meshapi.EventPlanStarted, meshapi.EventAnalysisInconclusive, meshapi.EventPlanConverged}, eventNames(*events))
 	require.Equal(t, "starter plan approve "+st.Plan, (*events)[1].Command)
 	require.Contains(t, (*events)[1].Reason, "analysis is inconclusive")
-}
-
-// A plan started before notifications (its version marker absent) hands
-// nothing over; a plan whose worker has no targets for it asks no
-// version, so it issues the commands it always did.
-func TestPlanNotificationsBehindTheirVersion(t *testing.T) {
-	t.Run("started before the change", func(t *testing.T) {
-		h, events := notifyingHarness(t, tier(1, "edge-1")...)
-		h.env.OnGetVersion(notifyChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-		st := h.run(meshapi.PlanInput{})
-		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-		require.Empty(t, *events)
-	})
-	t.Run("no targets asks nothing", func(t *testing.T) {
-		h, events := notifyingHarness(t, tier(1, "edge-1")...)
-		h.targetsFn = func() (meshapi.TargetsResult, error) { return meshapi.TargetsResult{Targets: tier(1, "edge-1")}, nil }
-		var asked atomic.Int32
-		h.env.OnGetVersion(notifyChange, workflow.DefaultVersion, 1).Run(func(mock.Arguments) { asked.Add(1) }).Return(workflow.Version(1))
-		st := h.run(meshapi.PlanInput{})
-		require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
-		require.Empty(t, *events)
-		require.Zero(t, asked.Load(), "GetVersion(%s) asked", notifyChange)
-	})
 }
 
 // A Notifier delivers its events in the order it was given them, each

@@ -203,8 +203,8 @@ func (p *plan) roll(ctx workflow.Context) error {
 	p.st.State = meshapi.PlanComposing
 	p.targetList = targets
 	p.index()
-	p.relays = p.relayed(ctx)
-	p.groups = p.groupedPlan(ctx)
+	p.relays = p.relayed()
+	p.groups = p.groupedPlan()
 	p.details(ctx, "composing")
 	decls, err := p.compose(ctx, targets, b, composed)
 	if err != nil {
@@ -237,7 +237,7 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	if err := workflow.ExecuteLocalActivity(targetsOptions(ctx), acts.Targets, in).Get(ctx, &tr); err != nil {
 		return nil, endAs(meshapi.PlanRefused, errorReason(err))
 	}
-	p.notifies = p.notifying(ctx, tr)
+	p.notifies = tr.Notify
 	if tr.Refused != "" {
 		return nil, endAs(meshapi.PlanRefused, tr.Refused)
 	}

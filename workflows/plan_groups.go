@@ -4,25 +4,18 @@ import (
 	"fmt"
 	"strings"
 
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// groupsChange is the change ID of budgets per failure domain: a tier with
-// group_by is pushed in batches that hold at most max_parallel machines of
-// each group, and halts when one group loses more than its max_failed. A
-// plan whose targets give no tier groups issues the commands it always
-// did, and asks nothing.
-const groupsChange = "group-budgets"
-
 // groupedPlan says whether the plan pushes its tiers with group_by by
 // group, once its tiers are final: a plan some tier of which has groups
-// (as its targets said), started on code that has them.
-func (p *plan) groupedPlan(ctx workflow.Context) bool {
+// (as its targets said). A tier with group_by is pushed in batches that
+// hold at most max_parallel machines of each group, and halts when one
+// group loses more than its max_failed.
+func (p *plan) groupedPlan() bool {
 	for _, t := range p.st.Tiers {
 		if t.Policy != nil && len(t.Policy.Groups) > 0 {
-			return workflow.GetVersion(ctx, groupsChange, workflow.DefaultVersion, 1) == 1
+			return true
 		}
 	}
 	return false

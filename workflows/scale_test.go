@@ -61,7 +61,10 @@ func TestPlanTakesTenThousandAnswersInOneTask(t *testing.T) {
 						return meshapi.RelayResult{}, nil
 					})
 			} else {
-				h.env.OnGetVersion(relayChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+				// push.relay_above above the plan: it hears every answer itself.
+				h.targetsFn = func() (meshapi.TargetsResult, error) {
+					return meshapi.TargetsResult{Targets: h.targets, RelayAbove: 4 * n}, nil
+				}
 			}
 			st := h.run(meshapi.PlanInput{})
 			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)

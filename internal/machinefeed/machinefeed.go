@@ -43,8 +43,10 @@ const (
 	// the change time yet.
 	DefaultFull = 5 * time.Minute
 	// DefaultOverlap is how far before the last look each look reaches
-	// back: the store records a change a moment after the workflow makes
-	// it, and the workflow's clock (the server's) may be behind this one.
+	// back: a summary may be up to meshapi.MachineChangedEvery newer than
+	// its change time, the store records a change a moment after the
+	// workflow makes it, and the workflow's clock (the server's) may be
+	// behind this one. 30 s leaves 20 s for the last two.
 	DefaultOverlap = 30 * time.Second
 	// DefaultStale is how old the last good look may be before Summaries
 	// says the feed cannot be trusted and a reader lists for itself.

@@ -1,6 +1,10 @@
 package meshapi
 
-import "go.temporal.io/sdk/temporal"
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
 
 // Search attributes meshroll sets, so that the Web UI and `starter plan
 // list` find plans by module, commit, machine and state, and machine
@@ -22,9 +26,18 @@ var (
 	// SAMachineChanged is when a machine workflow last published its
 	// MachineSummary (workflow time), so that a reader that keeps every
 	// summary (package machinefeed) lists only the workflows changed since
-	// its last look instead of every machine.
+	// its last look instead of every machine. It is set at most once per
+	// MachineChangedEvery: a summary published since keeps the time
+	// before, at most that much older than it.
 	SAMachineChanged = temporal.NewSearchAttributeKeyTime("MeshrollMachineChanged")
 )
+
+// MachineChangedEvery is how often at most a machine workflow sets
+// SAMachineChanged: a push shorter than this costs one upsert of it (at its
+// start) instead of two, at every machine a plan pushes. A reader listing
+// changes since its last look must reach back further than this plus the
+// store's lag (machinefeed.DefaultOverlap).
+const MachineChangedEvery = 10 * time.Second
 
 // SearchAttributeTypes is every meshroll search attribute with its type
 // name as the Temporal CLI's --search-attribute flag takes it.
