@@ -60,7 +60,9 @@ func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushR
 			// takes its sequence from the host's report.
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			StaticSummary:         a.machineSummary(r.Machine),
-			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine)),
+			// The change time too, so that a workflow started here
+			// publishes its first summary without setting it again.
+			TypedSearchAttributes: temporal.NewSearchAttributes(meshapi.SAMachine.ValueSet(r.Machine), meshapi.SAMachineChanged.ValueSet(r.HandedAt)),
 		},
 		meshapi.MachineWorkflowType, meshapi.MachineInput{Machine: r.Machine})
 	if err != nil {

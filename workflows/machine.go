@@ -30,6 +30,9 @@ func Machine(ctx workflow.Context, in meshapi.MachineInput) error {
 		running: in.Running,
 		retired: in.Retired,
 	}
+	// The run starts with the change time its starter set (the plan's
+	// hand-over, as it starts the workflow) or the run before it left.
+	m.changedAt, _ = workflow.GetTypedSearchAttributes(ctx).GetTime(meshapi.SAMachineChanged)
 	if err := m.setup(ctx); err != nil {
 		return err
 	}
@@ -66,8 +69,8 @@ type machine struct {
 	budgetWait string
 	// published is the summary last kept in the memo (machine_summary.go).
 	published *meshapi.MachineSummary
-	// changedAt is when this run last set meshapi.SAMachineChanged
-	// (workflow time; zero before its first publish).
+	// changedAt is meshapi.SAMachineChanged as the run last set it, or as
+	// it started with.
 	changedAt time.Time
 	// retired is why the machine left the mesh config, once the worker
 	// said so: the workflow ends when its queue is empty (machine_continue.go).

@@ -18,7 +18,9 @@ import (
 // keeping every summary lists changes since, but only when the last one it
 // set is meshapi.MachineChangedEvery old or more: a push shorter than that
 // costs one search attribute upsert instead of two (each is a history event
-// and a visibility write, at every machine of a plan). A summary is thus
+// and a visibility write, at every machine of a plan), and a workflow the
+// plan's hand-over started, which sets the change time as it starts it,
+// none at its first push. A summary is thus
 // never newer than its change time by more than MachineChangedEvery, which
 // a reader's look reaches back past (machinefeed.DefaultOverlap).
 func (m *machine) publish(ctx workflow.Context) {
@@ -34,7 +36,7 @@ func (m *machine) publish(ctx workflow.Context) {
 	}
 	m.published = &s
 	now := workflow.Now(ctx)
-	if !m.changedAt.IsZero() && now.Sub(m.changedAt) < meshapi.MachineChangedEvery {
+	if now.Sub(m.changedAt) < meshapi.MachineChangedEvery {
 		return
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, meshapi.SAMachineChanged.ValueSet(now)); err != nil {

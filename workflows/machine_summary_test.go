@@ -15,21 +15,32 @@ import (
 // meshapi.MachineChangedEvery newer than the change time it leaves in
 // meshapi.SAMachineChanged, which is what a reader listing changes since
 // its last look relies on (machinefeed.DefaultOverlap reaches back past
-// it); and a push shorter than that sets the change time once, not at its
-// start and again at its end.
+// it); a push shorter than that sets the change time once, not at its
+// start and again at its end; and a workflow started with a change time
+// (as the plan's hand-over starts it) does not set it again at once.
 func TestMachineChangeTimeFollowsItsSummaries(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		delay time.Duration
+		// started says the workflow starts with a change time.
+		started bool
 		// everyOne says each memo upsert comes with a change time.
 		everyOne bool
 	}{
 		{name: "pushes shorter than the change time's step", delay: time.Second},
 		{name: "pushes longer than it", delay: 2 * meshapi.MachineChangedEvery, everyOne: true},
+		{name: "started with a change time", delay: time.Second, started: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newMachineHarness(t)
 			h.delay = tc.delay
+			var startedAt []time.Time
+			if tc.started {
+				at := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+				h.env.SetStartTime(at)
+				require.NoError(t, h.env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(meshapi.SAMachineChanged.ValueSet(at))))
+				startedAt = append(startedAt, at)
+			}
 			h.signalAt(0, req("plan/host/1", "host", 1))
 			h.signalAt(time.Minute, req("plan/host/2", "host", 2))
 			// wrong are change times other than the workflow's time.
@@ -55,7 +66,7 @@ func TestMachineChangeTimeFollowsItsSummaries(t *testing.T) {
 			require.NotEmpty(t, memos)
 			for _, m := range memos {
 				var last time.Time
-				for _, c := range changes {
+				for _, c := range append(startedAt, changes...) {
 					if !c.After(m) {
 						last = c
 					}
@@ -63,9 +74,13 @@ func TestMachineChangeTimeFollowsItsSummaries(t *testing.T) {
 				require.False(t, last.IsZero(), "a summary published at %s before any change time", m)
 				require.LessOrEqual(t, m.Sub(last), meshapi.MachineChangedEvery, "summary published at %s, change time %s", m, last)
 			}
-			if tc.everyOne {
+			switch {
+			case tc.started:
+				require.NotEmpty(t, changes)
+				require.True(t, changes[0].After(memos[0]), "the first summary (%s) set the change time again", memos[0])
+			case tc.everyOne:
 				require.Len(t, changes, len(memos))
-			} else {
+			default:
 				require.Less(t, len(changes), len(memos), "a short push sets the change time once")
 			}
 		})
