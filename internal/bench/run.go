@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/bench/hist"
@@ -243,7 +244,15 @@ func rollOut(ctx context.Context, c client.Client, m *stack.Mesh, modules []stri
 	if err != nil {
 		return nil, err
 	}
-	return ids, waitPlans(ctx, c, ids)
+	return ids, waitPlans(ctx, c, ids, planDeadline(len(m.Config.Machines)))
+}
+
+// planDeadline is how long a plan of n machines may take before the bench
+// calls it stuck: 15 minutes, or 200 ms a machine on a larger fleet (a
+// 10,000-machine plan has taken 7 to more than 15 minutes on two cores,
+// the dev server overloaded).
+func planDeadline(n int) time.Duration {
+	return max(15*time.Minute, time.Duration(n)*200*time.Millisecond)
 }
 
 // startPlans starts one plan per module at commit, all at once.
@@ -262,15 +271,15 @@ func startPlans(ctx context.Context, c client.Client, queue string, policy mesha
 }
 
 // waitPlans waits for every plan and fails unless each converged.
-func waitPlans(ctx context.Context, c client.Client, ids []string) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+func waitPlans(ctx context.Context, c client.Client, ids []string, deadline time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
 			var st meshapi.PlanState
-			if err := meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, &st), &st); err != nil {
+			if err := planResult(ctx, c, id, &st); err != nil {
 				errs[i] = fmt.Errorf("wait for plan %s: %w%s", id, err, closeReason(ctx, c, id))
 				return
 			}
@@ -281,6 +290,19 @@ func waitPlans(ctx context.Context, c client.Client, ids []string) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// planResult waits for plan id's result into st. A wait the server ends
+// with a deadline while ctx still runs is asked again: an overloaded dev
+// server times out its own long polls for the result.
+func planResult(ctx context.Context, c client.Client, id string, st *meshapi.PlanState) error {
+	for {
+		err := meshapi.PlanOutcome(c.GetWorkflow(ctx, id, "").Get(ctx, st), st)
+		var timedOut *serviceerror.DeadlineExceeded
+		if err == nil || ctx.Err() != nil || !errors.As(err, &timedOut) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
 }
 
 // closeReason is what the last event of a workflow that did not complete
