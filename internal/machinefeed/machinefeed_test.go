@@ -200,3 +200,12 @@ func TestSlowLooksSpaceTheNext(t *testing.T) {
 		})
 	}
 }
+
+// A machine workflow's summary may be up to meshapi.MachineChangedEvery
+// newer than the change time a look lists it by; the default overlap
+// reaches back past that with at least 20 s to spare for the store's lag
+// and the clocks' skew, or a summary published at the end of a short push
+// would be missed until the next full list.
+func TestOverlapCoversTheChangeTimesStep(t *testing.T) {
+	require.GreaterOrEqual(t, DefaultOverlap-meshapi.MachineChangedEvery, 20*time.Second)
+}
