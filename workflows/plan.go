@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -90,7 +91,10 @@ type plan struct {
 	// than meshapi.RelayAbove machines); relaysStarted counts them, for
 	// their IDs, and relaysOpen those not yet ended; relayLost says why
 	// one ended short of its answers.
-	relayAbove                int // from its targets
+	relayAbove int // from its targets
+	// rehandAfter is how long a tier waits hearing no answer before it
+	// hands its unanswered pushes again, from its targets.
+	rehandAfter               time.Duration
 	relays                    bool
 	relaysStarted, relaysOpen int
 	relayLost                 string
@@ -246,6 +250,7 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	}
 	p.publishMachines(ctx, tr.Targets)
 	p.relayAbove = tr.RelayAbove
+	p.rehandAfter = meshapi.Rehand(tr.RehandAfter)
 	for _, t := range tr.Targets {
 		if n := len(p.st.Tiers); n == 0 || p.st.Tiers[n-1].Tier != t.Tier {
 			p.st.Tiers = append(p.st.Tiers, meshapi.TierState{Tier: t.Tier, State: meshapi.TierWaiting})

@@ -146,24 +146,29 @@ func (p *plan) send(ti, mi int, state meshapi.MachineStatus) *meshapi.MachinePro
 // request the plan never handed, changes nothing.
 func (p *plan) take(r meshapi.PushResult) {
 	at, ok := p.byRequest[r.Request]
-	if !ok {
+	if !ok || !p.waiting(at) {
 		return
 	}
 	m := p.progress(at)
 	switch {
-	case !at.putBack && m.State == meshapi.MachinePushing:
+	case !at.putBack:
 		m.State, m.Reason, m.Seq, m.Rebased = r.Outcome, r.Reason, r.Seq, r.Rebased
-	case at.putBack && m.State == meshapi.MachineReverting:
-		m.Seq = r.Seq
-		if r.Outcome == meshapi.MachineConverged || r.Outcome == meshapi.MachineSuperseded {
-			m.State, m.Reason = meshapi.MachineReverted, r.Reason
-		} else {
-			m.State, m.Reason = meshapi.MachineFailed, "could not be put back: "+r.Reason
-		}
+	case r.Outcome == meshapi.MachineConverged || r.Outcome == meshapi.MachineSuperseded:
+		m.State, m.Reason, m.Seq = meshapi.MachineReverted, r.Reason, r.Seq
 	default:
-		return
+		m.State, m.Reason, m.Seq = meshapi.MachineFailed, "could not be put back: "+r.Reason, r.Seq
 	}
 	p.inFlight[at.tier]--
+}
+
+// waiting says whether the machine at at still waits for the answer to
+// the request that put it there.
+func (p *plan) waiting(at place) bool {
+	state := p.progress(at).State
+	if at.putBack {
+		return state == meshapi.MachineReverting
+	}
+	return state == meshapi.MachinePushing
 }
 
 // note records a reason on a machine that is still waiting, for the UI and

@@ -448,7 +448,73 @@ func TestPlanAbortWithdrawsQueuedPushes(t *testing.T) {
 	require.Equal(t, []meshapi.CancelPush{{Request: meshapi.RequestID(st.Plan, "edge-2"), Reason: "aborted: stop"}}, h.cancelled)
 	require.Equal(t, meshapi.MachineConverged, machineState(st, "edge-1").State)
 	require.Equal(t, meshapi.MachineCancelled, machineState(st, "edge-2").State)
-	require.Len(t, h.enqueued, 1)
+	require.Equal(t, []string{"edge-1", "edge-2"}, h.enqueued[0])
+	for _, again := range h.enqueued[1:] {
+		require.Equal(t, []string{"edge-2"}, again, "only the unanswered machine is handed again, and tier 2 never")
+	}
+}
+
+// A tier that hears nothing for push.rehand_after hands its unanswered
+// pushes again, so a machine workflow terminated with a plan's request
+// (its successor never heard of it) does not leave the plan waiting for
+// ever; a tier still hearing answers waits on.
+func TestPlanHandsUnansweredPushesAgain(t *testing.T) {
+	converged := func(seq uint64) *meshapi.PushResult {
+		return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: seq}
+	}
+	cases := []struct {
+		name       string
+		relayAbove int
+		// lateAnswers answers edge-2 (handed and lost at first) at these
+		// times from the start, as a slow machine would, instead of on its
+		// hand-over again.
+		lateAnswers []time.Duration
+		enqueued    [][]string
+	}{
+		{name: "lost with its machine workflow, handed again", enqueued: [][]string{{"edge-1", "edge-2"}, {"edge-2"}}},
+		{name: "relayed: handed again to the same relay", relayAbove: 1, enqueued: [][]string{{"edge-1", "edge-2"}, {"edge-2"}}},
+		{name: "a tier still hearing answers is not handed again", lateAnswers: []time.Duration{5 * time.Minute, 14 * time.Minute},
+			enqueued: [][]string{{"edge-1", "edge-2", "edge-3"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			machines := []string{"edge-1", "edge-2"}
+			if c.lateAnswers != nil {
+				machines = append(machines, "edge-3")
+			}
+			h := newPlanHarness(t, tier(1, machines...)...)
+			h.targetsFn = func() (meshapi.TargetsResult, error) {
+				return meshapi.TargetsResult{Targets: h.targets, RelayAbove: c.relayAbove}, nil
+			}
+			handed := map[string]int{}
+			h.outcome = func(m string) *meshapi.PushResult {
+				handed[m]++
+				if m == "edge-1" || (c.lateAnswers == nil && handed[m] > 1) {
+					return converged(uint64(handed[m]))
+				}
+				return nil
+			}
+			for i, at := range c.lateAnswers {
+				m := machines[i+1]
+				h.env.RegisterDelayedCallback(func() {
+					for _, r := range h.requests {
+						if r.Machine == m {
+							h.answer(meshapi.PushResult{Request: r.Request, Plan: r.Plan, Machine: m, Outcome: meshapi.MachineConverged, Seq: 1})
+							return
+						}
+					}
+				}, at)
+			}
+			st := h.run(meshapi.PlanInput{})
+			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+			require.Equal(t, c.enqueued, h.enqueued)
+			if c.relayAbove > 0 {
+				first, again := h.requests[1], h.requests[2]
+				require.NotEmpty(t, again.ReplyTo)
+				require.Equal(t, first, again, "the same request, to the same relay")
+			}
+		})
+	}
 }
 
 func TestPlanPauseHoldsNextTier(t *testing.T) {

@@ -165,9 +165,7 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 		return handOver(sctx, reqs)
 	})
 	if err == nil {
-		err = workflow.Await(ctx, func() bool {
-			return p.aborted || (p.tierAnswered(ti) && p.relaysOpen == 0) || p.relayLost != ""
-		})
+		err = p.awaitAnswers(ctx, ti, reqs)
 	}
 	// A relay that ended after passing every answer on cost nothing.
 	lost := p.relayLost
@@ -177,6 +175,57 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 			p.st.Tiers[ti].Tier, lost))
 	}
 	return p.interrupted(ctx, err, haltPrefix)
+}
+
+// awaitAnswers waits until every machine of the tier has its answer and
+// its relays have ended, or the plan is aborted, or a relay ended short.
+// A tier that hears no answer for p.rehandAfter hands its unanswered
+// requests over again: a machine workflow terminated by hand took the
+// requests it held with it, and without this the plan would wait for
+// ever. Handed again, a request starts the terminated workflow's
+// successor, which pushes it (the host knows a request it already
+// applied); a machine workflow still holding it drops the copy, and one
+// that answered answers again. Each quiet hand-over doubles the wait, up
+// to meshapi.RehandAtMost, since a machine may wait in line for hours
+// behind other plans.
+func (p *plan) awaitAnswers(ctx workflow.Context, ti int, reqs []meshapi.PushRequest) error {
+	done := func() bool {
+		return p.aborted || (p.tierAnswered(ti) && p.relaysOpen == 0) || p.relayLost != ""
+	}
+	if workflow.GetVersion(ctx, changePlanRehand, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return workflow.Await(ctx, done)
+	}
+	wait := p.rehandAfter
+	for {
+		left := p.inFlight[ti]
+		// The SDK leaves the timer of an await that ends by its condition
+		// running; cancelled here, it does not fire later as a workflow
+		// task of its own.
+		tctx, cancel := workflow.WithCancel(ctx)
+		ok, err := workflow.AwaitWithTimeout(tctx, wait, done)
+		cancel()
+		if ok || err != nil {
+			return err
+		}
+		if p.inFlight[ti] != left {
+			continue // answers came: not quiet
+		}
+		var again []meshapi.PushRequest
+		for _, r := range reqs {
+			if at, ok := p.byRequest[r.Request]; ok && p.waiting(at) {
+				again = append(again, r)
+			}
+		}
+		if len(again) == 0 {
+			continue // only relays still to end
+		}
+		workflow.GetLogger(ctx).Warn("no answer for a while: handing unanswered pushes to their machine workflows again",
+			"tier", p.st.Tiers[ti].Tier, "machines", len(again), "after", wait)
+		if err := p.step(ctx, func(sctx workflow.Context) error { return handOver(sctx, again) }); err != nil {
+			return err
+		}
+		wait = min(2*wait, meshapi.RehandAtMost)
+	}
 }
 
 // policyOf is how the tier is pushed: its policy from the plan's targets,

@@ -3,8 +3,15 @@ package workflows
 // liveChanges are the workflow.GetVersion change IDs the workflow code asks
 // today, each beside the constant its GetVersion call names. A change that
 // alters the commands a workflow issues declares its ID here
-// (TestVersionsAreDeclared holds the code to that). None since baseline 3.
-var liveChanges = map[string]string{}
+// (TestVersionsAreDeclared holds the code to that).
+var liveChanges = map[string]string{
+	changePlanRehand: "changePlanRehand",
+}
+
+// changePlanRehand: a tier that hears no answer for a while hands its
+// unanswered pushes again (see plan.awaitAnswers). It adds a timer to
+// every hand-over's wait.
+const changePlanRehand = "plan-rehand"
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is
 // the only code, and the histories recorded before it were dropped from the

@@ -232,6 +232,12 @@ type Push struct {
 	// hears its answers through relays (meshapi.RelayAbove, the default,
 	// says why and at what cost).
 	RelayAbove int `mapstructure:"relay_above"`
+	// RehandAfter is how long a plan's tier hears no answer before it
+	// hands its unanswered pushes to their machine workflows again, as
+	// a machine workflow terminated by hand lost them (default 10m,
+	// meshapi.RehandAfter says why; it doubles after each quiet hand-over,
+	// up to an hour).
+	RehandAfter time.Duration `mapstructure:"rehand_after"`
 	// MaxUnavailable is the fleet's budget: how many machines, a count
 	// (1) or a percentage of every machine the file names ("5%"), may be
 	// unavailable at once across every plan, batch and rollback, a
@@ -340,6 +346,7 @@ func Default() *Config {
 			RunningTimeout: meshapi.DefaultPushPolicy.RunningTimeout,
 			RetryBudget:    meshapi.DefaultPushPolicy.RetryBudget,
 			RelayAbove:     meshapi.RelayAbove,
+			RehandAfter:    meshapi.RehandAfter,
 		},
 		Modules:  map[string]Module{},
 		Machines: map[string]Machine{},

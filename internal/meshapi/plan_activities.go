@@ -24,6 +24,10 @@ type TargetsResult struct {
 	// its answers through relays if it has more machines. 0 (a plan
 	// started before the setting) means meshapi.RelayAbove.
 	RelayAbove int `json:"relay_above,omitempty"`
+	// RehandAfter is push.rehand_after when the plan was started: how long
+	// a tier waits hearing no answer before it hands its unanswered pushes
+	// again. 0 means meshapi.RehandAfter.
+	RehandAfter time.Duration `json:"rehand_after,omitempty"`
 	// Notify says the worker has notify targets: the plan hands its
 	// events to them (see the Notify activity). False for a plan started
 	// before notifications, which never sends any.
@@ -43,6 +47,29 @@ func Relayed(n, above int) bool {
 		above = RelayAbove
 	}
 	return n > above
+}
+
+// RehandAfter is how long a plan's tier waits, by default, hearing no
+// answer from its machines, before it hands the unanswered pushes to their
+// machine workflows again. A machine workflow terminated by hand takes the
+// requests it held with it; handed again, a request starts its successor,
+// which pushes it. A machine workflow still holding a request drops the
+// copy, and one that answered it answers again, so handing again is safe;
+// it costs the plan an activity and each machine one signal, which is why
+// it waits this long, and twice as long after each quiet hand-over, up to
+// RehandAtMost: a machine may wait in line for hours behind other plans.
+const (
+	RehandAfter  = 10 * time.Minute
+	RehandAtMost = time.Hour
+)
+
+// Rehand is how long a tier waits before its first hand-over again, given
+// its targets' RehandAfter.
+func Rehand(after time.Duration) time.Duration {
+	if after <= 0 {
+		return RehandAfter
+	}
+	return after
 }
 
 // BuildInput builds a module at a commit.
