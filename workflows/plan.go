@@ -88,19 +88,17 @@ type plan struct {
 	liftedSignals int
 
 	// relays says the plan's answers come through relays (a plan of more
-	// than meshapi.RelayAbove machines); relaysStarted counts them, for
-	// their IDs, and relaysOpen those not yet ended; relayLost says why
-	// one ended short of its answers.
-	relayAbove int // from its targets
-	// rehandAfter is how long a tier waits hearing no answer before it
-	// hands its unanswered pushes again, from its targets.
-	rehandAfter               time.Duration
+	// than relayAbove machines); relaysStarted counts them, for their IDs,
+	// and relaysOpen those not yet ended; relayLost says why one ended
+	// short of its answers. rehandAfter is how long a tier hears no answer
+	// before it hands its unanswered pushes again (see awaitAnswers).
+	relayAbove                int           // from its targets
+	rehandAfter               time.Duration // from its targets
 	relays                    bool
 	relaysStarted, relaysOpen int
 	relayLost                 string
 
-	// groups says tiers with group_by are pushed by group (see
-	// groupedPlan).
+	// groups says tiers with group_by are pushed by group (groupedPlan).
 	groups bool
 
 	// notifies says the plan hands its events to notify targets (see
@@ -134,22 +132,6 @@ func (p *plan) setup(ctx workflow.Context) error {
 	})
 	onSignal(ctx, meshapi.SignalNotifyTrouble, func(t meshapi.NotifyTrouble) { p.noteNotifyTrouble(ctx, t) })
 	return nil
-}
-
-// onSignal hands take every value of the signal name, in arrival order, in
-// a coroutine of its own: how the plan takes what machines, analyses and
-// levers tell it.
-func onSignal[T any](ctx workflow.Context, name string, take func(T)) {
-	ch := workflow.GetSignalChannel(ctx, name)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var v T
-			if !ch.Receive(gctx, &v) {
-				return
-			}
-			take(v)
-		}
-	})
 }
 
 // run rolls the plan out and turns how it ended into its result, in this
