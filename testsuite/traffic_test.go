@@ -88,8 +88,10 @@ func requestsServer(version string, errorRate float64) string {
 
 // requestsServerHealth is the health key a requestsServer module needs: an
 // http probe on the port the agent picks ($MESHROLL_PORT), which /work and
-// /metrics are served on too.
-const requestsServerHealth = "{http: {port: auto, path: /healthz}, interval: 200ms, min_healthy: 1s, deadline: 20s}"
+// /metrics are served on too. Its deadline is generous: no test here
+// waits it out, and a box busy with four suites at once once took 20 s to
+// see a new build's first healthy probe.
+const requestsServerHealth = "{http: {port: auto, path: /healthz}, interval: 200ms, min_healthy: 1s, deadline: 60s}"
 
 // trafficTarget is one machine's container of the module, as its host
 // reports it running, and the loopback port its agent picked for it.

@@ -454,6 +454,29 @@ func TestPlanAbortWithdrawsQueuedPushes(t *testing.T) {
 	}
 }
 
+// A machine handed again says so in the plan's state until its answer
+// comes, and each quiet hand-over waits twice as long as the one before.
+func TestPlanSaysAPushWasHandedAgain(t *testing.T) {
+	h := newPlanHarness(t, tier(1, "edge-1")...)
+	h.outcome = func(string) *meshapi.PushResult { return nil }
+	var reasons []string
+	for _, at := range []time.Duration{9 * time.Minute, 11 * time.Minute, 29 * time.Minute, 31 * time.Minute} {
+		h.env.RegisterDelayedCallback(func() {
+			reasons = append(reasons, machineState(h.query(), "edge-1").Reason)
+			if at == 31*time.Minute {
+				r := h.requests[0]
+				h.answer(meshapi.PushResult{Request: r.Request, Plan: r.Plan, Machine: r.Machine, Outcome: meshapi.MachineConverged, Seq: 1})
+			}
+		}, at)
+	}
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	require.Equal(t, [][]string{{"edge-1"}, {"edge-1"}, {"edge-1"}}, h.enqueued, "handed at 0, 10 and 30 minutes")
+	require.Equal(t, []string{"", "no answer in 10m0s: handed to its machine workflow again",
+		"no answer in 10m0s: handed to its machine workflow again", "no answer in 30m0s: handed to its machine workflow again"}, reasons)
+	require.Empty(t, machineState(st, "edge-1").Reason, "its answer says what happened")
+}
+
 // A tier that hears nothing for push.rehand_after hands its unanswered
 // pushes again, so a machine workflow terminated with a plan's request
 // (its successor never heard of it) does not leave the plan waiting for

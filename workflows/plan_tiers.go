@@ -177,6 +177,9 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 	return p.interrupted(ctx, err, haltPrefix)
 }
 
+// noAnswerIn begins the words of a machine handed again (see awaitAnswers).
+const noAnswerIn = "no answer in "
+
 // awaitAnswers waits until every machine of the tier has its answer and
 // its relays have ended, or the plan is aborted, or a relay ended short.
 // A tier that hears no answer for p.rehandAfter hands its unanswered
@@ -195,7 +198,7 @@ func (p *plan) awaitAnswers(ctx workflow.Context, ti int, reqs []meshapi.PushReq
 	if workflow.GetVersion(ctx, changePlanRehand, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return workflow.Await(ctx, done)
 	}
-	wait := p.rehandAfter
+	wait, handed := p.rehandAfter, workflow.Now(ctx)
 	for {
 		left := p.inFlight[ti]
 		// The SDK leaves the timer of an await that ends by its condition
@@ -214,6 +217,9 @@ func (p *plan) awaitAnswers(ctx workflow.Context, ti int, reqs []meshapi.PushReq
 		for _, r := range reqs {
 			if at, ok := p.byRequest[r.Request]; ok && p.waiting(at) {
 				again = append(again, r)
+				if m := p.progress(at); m.Reason == "" || strings.HasPrefix(m.Reason, noAnswerIn) {
+					m.Reason = fmt.Sprintf("%s%s: handed to its machine workflow again", noAnswerIn, workflow.Now(ctx).Sub(handed))
+				}
 			}
 		}
 		if len(again) == 0 {
