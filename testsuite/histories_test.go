@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 	"github.com/meshroll/meshroll/internal/workerapp"
 )
 
@@ -87,7 +88,7 @@ func TestReplayHistories(t *testing.T) {
 			h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
 			require.NoError(t, err)
 			pushes := newPushOrder(t, h)
-			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: []interceptor.WorkerInterceptor{pushes}})
+			r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: []interceptor.WorkerInterceptor{pushes}, DataConverter: payloads.Converter})
 			require.NoError(t, err)
 			workerapp.RegisterWorkflows(r)
 			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{

@@ -9,8 +9,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // largeTierMesh is the example mesh with a tier 1 of n edge machines, and
@@ -39,6 +41,10 @@ type planHistory struct {
 	signals, answers int
 	// failedTasks is its workflow tasks failed or timed out.
 	failedTasks int
+	// bytes is its history's size, as the server counts it against its
+	// 50 MB limit; plainHands, the hand-overs whose input was not
+	// compressed.
+	bytes, plainHands int
 }
 
 // planHistoryOf reads a plan's history from the server.
@@ -47,10 +53,14 @@ func (s *stack) planHistoryOf(id string) planHistory {
 	var h planHistory
 	s.eachEvent(id, func(e *historypb.HistoryEvent) {
 		h.events++
+		h.bytes += proto.Size(e)
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "HandPushes" {
+			if a := e.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == "HandPushes" {
 				h.handActivities++
+				if string(a.GetInput().GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]) != "binary/zlib" {
+					h.plainHands++
+				}
 			}
 		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
 			if a := e.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a.GetWorkflowType().GetName() == meshapi.RelayWorkflowType {
@@ -65,7 +75,7 @@ func (s *stack) planHistoryOf(id string) planHistory {
 				h.answers++
 			case meshapi.SignalPushResults:
 				var b meshapi.PushResults
-				require.NoError(s.t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &b))
+				require.NoError(s.t, payloads.Converter.FromPayloads(a.GetInput(), &b))
 				h.signals++
 				h.answers += len(b.Results)
 			}
@@ -102,9 +112,13 @@ func TestLargeTierHandedOverOnce(t *testing.T) {
 	}
 	assert.Equal(t, n+1, h.answers, "each machine answered once: nothing was handed over twice")
 	assert.LessOrEqual(t, h.signals, meshapi.RelayedSignals(n)+1, "tier 1's answers in bundles")
-	t.Logf("the plan's history: %d events for %d machines, %d answer signals; %d workflow tasks failed or timed out",
-		h.events, n+1, h.signals, h.failedTasks)
+	t.Logf("the plan's history: %d events, %d bytes for %d machines, %d answer signals; %d workflow tasks failed or timed out",
+		h.events, h.bytes, n+1, h.signals, h.failedTasks)
 	assert.Less(t, h.events, n/2, "the plan's history grows with bundles, not machines")
+	// Its bytes grow with machines, but compressed: a hand-over's hundred
+	// requests, a compose batch's declarations, a bundle's answers.
+	assert.Zero(t, h.plainHands, "every hand-over of a hundred machines is stored compressed")
+	assert.Less(t, h.bytes/(n+1), 300, "history bytes per machine (1,756 with nothing compressed)")
 	for _, m := range st.Tiers[0].Machines {
 		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
 	}

@@ -6,11 +6,11 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // pushOrder is a replay interceptor that holds the machine workflow to the
@@ -39,7 +39,7 @@ func newPushOrder(t *testing.T, h *historypb.History) *pushOrder {
 			continue
 		}
 		var in meshapi.PushInput
-		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
+		require.NoError(t, payloads.Converter.FromPayloads(a.GetInput(), &in))
 		p.want = append(p.want, in.Request.Request)
 	}
 	return p

@@ -67,6 +67,7 @@ func TestSmoke(t *testing.T) {
 		"| cost | billable actions per next plan: a (fixed)",
 		"| cost | history events per machine pushed, 10 machines, next plan",
 		"| cost | largest history in the 10-machine plan",
+		"| cost | the 10-machine plan's own history, bytes per machine",
 		"| footprint 20 | worker process peak RSS",
 		"| footprint 20 | worker CPU per plan",
 		"| engine | no-op activity in sequence",

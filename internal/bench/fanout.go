@@ -106,6 +106,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		b.t.Add(scenario, fmt.Sprintf("whole / ideal (fan-out %d)", b.sz.fanout[0]), "×", target, seconds(whole)/ideal.Values[len(ideal.Values)-1])
 	}
 
+	planBytes := hist.Bytes(events)
 	co := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
 	acts := countActivities(events)
 	seen := map[string]int{} // events of each machine workflow after the first plan
@@ -144,6 +145,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	if b.runs("engine") {
 		b.t.Add(scenario, "next plan / engine ceiling", "×", engineCeilingNote(n, true))
 	}
+	planBytes = max(planBytes, hist.Bytes(events))
 	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
 	for _, s := range specs {
 		me, err := b.events(ctx, meshapi.MachineID(s.Name))
@@ -172,6 +174,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	b.t.Add("cost", fmt.Sprintf("server tasks per machine pushed, %d machines, next plan", n), "", "target ≤ 3", float64(cn.tasks)/float64(n))
 	if n == b.sz.fanout[len(b.sz.fanout)-1] {
 		b.t.Add("cost", fmt.Sprintf("largest history in the %d-machine plan", n), "events", "target ≤ 10,000 (limit 51,200)", float64(max(co.largest, cn.largest)))
+		b.t.Add("cost", fmt.Sprintf("the %d-machine plan's own history, bytes per machine (larger of two plans)", n), "B", "limit 50 MB a history", float64(planBytes)/float64(n))
 		b.t.Add("cost", fmt.Sprintf("history events per machine pushed, %d machines, first plan", n), "", "target ≤ 15", float64(co.events)/float64(n))
 		b.t.Add("cost", fmt.Sprintf("history events per machine pushed, %d machines, next plan", n), "", "target ≤ 15", float64(cn.events)/float64(n))
 	}

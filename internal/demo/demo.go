@@ -34,6 +34,7 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 	"github.com/meshroll/meshroll/internal/plans"
 	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/workerapp"
@@ -199,7 +200,7 @@ func Run(ctx context.Context, o Options) (_ Summary, err error) {
 	// through their client, and the starter's writes to the terminal,
 	// where a poll cut short at the worker's stop would break into the
 	// narration.
-	wc, err := client.NewClientFromExisting(o.Client, client.Options{Namespace: o.Namespace, Logger: logging.Temporal(log)})
+	wc, err := client.NewClientFromExisting(o.Client, client.Options{Namespace: o.Namespace, Logger: logging.Temporal(log), DataConverter: payloads.Converter})
 	if err != nil {
 		return r.sum, fmt.Errorf("demo worker's client: %w", err)
 	}

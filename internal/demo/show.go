@@ -8,18 +8,18 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/host"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // recorded reads, from the plan's own history, the container of module in
 // the declaration the plan composed for machine: what the plan recorded
 // that it intends to send.
 func recorded(ctx context.Context, c client.Client, plan, machine, module string) (Version, error) {
-	dc := converter.GetDefaultDataConverter()
+	dc := payloads.Converter
 	// composing activity scheduled → the machine's index in it, and
 	// whether it is BuildAndCompose
 	type slot struct {

@@ -29,6 +29,8 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // Attempts bounds the starts on fresh ports when the one picked was taken
@@ -236,6 +238,11 @@ func dial(ctx context.Context, co client.Options) (client.Client, error) {
 		// The dev server is on loopback, where gzip (the SDK's default)
 		// costs CPU on both sides and saves nothing.
 		co.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
+	if co.DataConverter == nil {
+		// The worker on this server writes payloads as every meshroll
+		// process does.
+		co.DataConverter = payloads.Converter
 	}
 	c, err := client.DialContext(dctx, co)
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/devlaunch"
 	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/payloads"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -225,7 +226,7 @@ func (s *Server) NewNamespace(t testing.TB, identity string) (string, client.Cli
 	}); err != nil {
 		t.Fatalf("devserver: register namespace %s: %v", ns, err)
 	}
-	c, err := client.NewClientFromExisting(s.Client(), client.Options{Namespace: ns, Identity: identity, Logger: s.opts.Logger})
+	c, err := client.NewClientFromExisting(s.Client(), client.Options{Namespace: ns, Identity: identity, Logger: s.opts.Logger, DataConverter: payloads.Converter})
 	if err != nil {
 		t.Fatalf("devserver: client of namespace %s: %v", ns, err)
 	}
@@ -309,7 +310,7 @@ func (s *Server) Client() client.Client {
 // ClientOptions returns options to dial the server yourself (code under test
 // that builds its own client). Close what you dial.
 func (s *Server) ClientOptions() client.Options {
-	return client.Options{HostPort: s.hostPort, Namespace: s.opts.Namespace, Logger: s.opts.Logger,
+	return client.Options{HostPort: s.hostPort, Namespace: s.opts.Namespace, Logger: s.opts.Logger, DataConverter: payloads.Converter,
 		// On loopback, like the client Launch dials.
 		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}}
 }

@@ -9,10 +9,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // Temporal keeps enrollments as Enrollment workflows (meshapi), one per
@@ -103,7 +103,7 @@ func (t Temporal) List(ctx context.Context, state string) ([]meshapi.Enrollment,
 		for _, info := range resp.GetExecutions() {
 			var e meshapi.Enrollment
 			p := info.GetMemo().GetFields()[meshapi.MemoEnrollment]
-			if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &e) != nil || e.State != state {
+			if p == nil || payloads.Converter.FromPayload(p, &e) != nil || e.State != state {
 				continue
 			}
 			out = append(out, e)

@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // ErrNoMachineWorkflow is returned for a machine whose workflow was never
@@ -119,7 +119,7 @@ func listSummaries(ctx context.Context, c client.Client, namespace, q string) (S
 			}
 			var s meshapi.MachineSummary
 			p := info.GetMemo().GetFields()[meshapi.MemoMachine]
-			if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &s) != nil {
+			if p == nil || payloads.Converter.FromPayload(p, &s) != nil {
 				out.Unpublished[machine] = true
 				continue
 			}

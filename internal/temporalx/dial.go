@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/logging"
+	"github.com/meshroll/meshroll/internal/payloads"
 	"github.com/meshroll/meshroll/internal/tlsca"
 )
 
@@ -26,6 +27,8 @@ func Options(t config.Temporal, log zerolog.Logger) (client.Options, error) {
 		HostPort:  t.Address,
 		Namespace: t.Namespace,
 		Logger:    logging.Temporal(log),
+		// Every meshroll process reads and writes payloads alike.
+		DataConverter: payloads.Converter,
 	}
 	if t.Compression() == config.CompressionNone {
 		o.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}

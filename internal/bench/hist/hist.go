@@ -17,6 +17,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // Events is the whole history of the workflow's latest run.
@@ -90,6 +91,16 @@ func Tasks(events []*historypb.HistoryEvent) int {
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
 			n++
 		}
+	}
+	return n
+}
+
+// Bytes is a history's size as the server counts it against its limit
+// of 50 MB: its events, encoded.
+func Bytes(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, e := range events {
+		n += proto.Size(e)
 	}
 	return n
 }
