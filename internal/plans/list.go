@@ -15,10 +15,10 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
-	"github.com/meshroll/meshroll/internal/payloads"
 )
 
 // ErrSearchAttributes is wrapped when the server refuses a list query
@@ -268,7 +268,7 @@ func orElse(a, b string) string {
 func keyword(fields map[string]*commonpb.Payload, name string) string {
 	var s string
 	if p := fields[name]; p != nil {
-		if err := payloads.Converter.FromPayload(p, &s); err != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
 			return ""
 		}
 	}
@@ -279,7 +279,7 @@ func keyword(fields map[string]*commonpb.Payload, name string) string {
 func keywordList(fields map[string]*commonpb.Payload, name string) []string {
 	var l []string
 	if p := fields[name]; p != nil {
-		if err := payloads.Converter.FromPayload(p, &l); err != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &l); err != nil {
 			l = nil
 		}
 	}
