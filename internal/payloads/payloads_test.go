@@ -64,3 +64,26 @@ func TestLargePayloadsAreCompressedAndReadBack(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkHandOverRoundTrip is what the converter costs a hand-over of a
+// hundred machines, encoded by the plan and decoded by the activity.
+func BenchmarkHandOverRoundTrip(b *testing.B) {
+	in := handOver(100)
+	for _, c := range []struct {
+		name string
+		dc   converter.DataConverter
+	}{{"plain", converter.GetDefaultDataConverter()}, {"compressed", Converter}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				p, err := c.dc.ToPayload(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var back meshapi.HandPushesInput
+				if err := c.dc.FromPayload(p, &back); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
