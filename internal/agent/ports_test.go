@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"testing"
@@ -38,12 +39,10 @@ func TestParsePortRange(t *testing.T) {
 // not one another process listens on; a range with nothing free says
 // which setting widens it.
 func TestPortRangePicksAFreePortInRange(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	ln, busy := listenBelowEphemeral(t)
 	defer ln.Close()
-	busy := ln.Addr().(*net.TCPAddr).Port
 
-	_, err = PortRange{busy, busy}.pick(nil)
+	_, err := PortRange{busy, busy}.pick(nil)
 	require.ErrorContains(t, err, "no free port found in "+strconv.Itoa(busy)+"-"+strconv.Itoa(busy))
 	require.ErrorContains(t, err, "--ports")
 
@@ -58,4 +57,34 @@ func TestPortRangePicksAFreePortInRange(t *testing.T) {
 		require.NotEqual(t, busy-2, p, "a port already given out")
 	}
 	require.Less(t, DefaultPorts.Max, 32768, "the default range stays below Linux's ephemeral range")
+}
+
+// listenBelowEphemeral listens on a port of DefaultPorts with free
+// neighbours. Below Linux's ephemeral range the kernel gives none of them
+// to another test's connection in the meantime, as it did to both free
+// ports of a range around a port the kernel picked (CI, 2026-12-06).
+func listenBelowEphemeral(t *testing.T) (net.Listener, int) {
+	t.Helper()
+	for p := DefaultPorts.Min + 2 + rand.IntN(1000); p < DefaultPorts.Max-1; p += 4 {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		if portFree(p-1) && portFree(p+1) {
+			return ln, p
+		}
+		_ = ln.Close()
+	}
+	t.Fatalf("no port of %s with free neighbours", DefaultPorts)
+	return nil, 0
+}
+
+// portFree says whether a loopback port can be listened on now.
+func portFree(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	_ = ln.Close()
+	return true
 }
