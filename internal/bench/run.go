@@ -199,10 +199,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		}
 	}
 	b.fitCosts()
+	store := "in memory"
+	if o.Server.DBFile != "" {
+		store = "in a SQLite file"
+	}
 	b.t.Header = []string{
 		"machine: " + report.Machine(),
 		"date: " + report.Date(started),
-		"temporal: " + b.srv.CLIVersion + " (dev server, in memory, one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
+		"temporal: " + b.srv.CLIVersion + " (dev server, " + store + ", one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
 			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + "; priority matcher " + onOff(!o.Server.OldMatcher) + ")",
 		"fan-out agents' runtime: " + cmp.Or(o.Runtime, "noop"),
 		"command: " + o.Command,

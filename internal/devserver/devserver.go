@@ -291,7 +291,7 @@ func (s *Server) start() (*devlaunch.Process, client.Client, error) {
 		// A test binary that dies (a timeout, a fatal error) takes its
 		// servers along, the package's shared one included.
 		DieWithParent: true,
-		Client:        client.Options{Namespace: s.opts.Namespace, Logger: s.opts.Logger},
+		Client:        client.Options{Namespace: s.opts.Namespace, Logger: s.opts.Logger, DataConverter: payloads.Converter},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w\n--- server log ---\n%s", err, s.log.String())

@@ -239,14 +239,19 @@ func TestChangeNamesOverridingVariable(t *testing.T) {
 }
 
 func TestDevServerArgs(t *testing.T) {
-	line := strings.Join(devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "default"}, 8233, "/s/temporal.db"), " ")
+	cfg := func(ns, fleet string) *config.Config {
+		return &config.Config{Temporal: config.Temporal{Address: "127.0.0.1:7233", Namespace: ns}, Worker: config.Worker{UIListen: fleet}}
+	}
+	line := strings.Join(devServerArgs(cfg("default", "0.0.0.0:8234"), 8233, "/s/temporal.db"), " ")
 	assert.True(t, strings.HasPrefix(line, "--ui-port 8233 --db-filename /s/temporal.db --log-level warn"), line)
 	assert.NotContains(t, line, "--namespace", "the default namespace always exists")
+	assert.Contains(t, line, "--ui-codec-endpoint http://127.0.0.1:8234/codec", "the Web UI decodes payloads at the fleet page's server")
+	assert.NotContains(t, strings.Join(devServerArgs(cfg("default", ""), 8233, "db"), " "), "--ui-codec-endpoint", "no fleet page, no codec endpoint")
 	assert.Contains(t, line, "--search-attribute MeshrollMachines=KeywordList")
 	assert.Contains(t, line, "--search-attribute MeshrollModule=Keyword")
 	assert.Contains(t, line, "matching.numTaskqueueReadPartitions=1")
 
-	assert.Contains(t, strings.Join(devServerArgs(config.Temporal{Address: "127.0.0.1:7233", Namespace: "mesh"}, 8233, "db"), " "), "--namespace mesh")
+	assert.Contains(t, strings.Join(devServerArgs(cfg("mesh", ""), 8233, "db"), " "), "--namespace mesh")
 }
 
 func TestTailFile(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devlaunch"
+	"github.com/meshroll/meshroll/internal/fleetui"
 	"github.com/meshroll/meshroll/internal/logging"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/temporalcli"
@@ -72,9 +73,15 @@ type devServer struct {
 // devServerArgs are the arguments after `temporal server start-dev --ip
 // <host> --port <port>` for cfg: the namespace, the Web UI port, state in
 // dbFile, meshroll's search attributes (so the Web UI and plans can use
-// them) and the same fast-matching settings the tests run with.
-func devServerArgs(t config.Temporal, uiPort int, dbFile string) []string {
+// them) and the same fast-matching settings the tests run with. When the
+// worker serves the fleet page, the Web UI decodes payloads there (its
+// codec endpoint), so that it shows large payloads as the JSON they are.
+func devServerArgs(cfg *config.Config, uiPort int, dbFile string) []string {
+	t := cfg.Temporal
 	args := []string{"--ui-port", strconv.Itoa(uiPort), "--db-filename", dbFile, "--log-level", "warn"}
+	if l := cfg.Worker.UIListen; l != "" {
+		args = append(args, "--ui-codec-endpoint", "http://"+dialable(l)+fleetui.CodecPath)
+	}
 	// The default namespace always exists; naming it again is refused.
 	if t.Namespace != "" && t.Namespace != config.DefaultTemporalNamespace {
 		args = append(args, "--namespace", t.Namespace)
@@ -105,7 +112,7 @@ func (s *stack) startDevServer(ctx context.Context, cli, logPath string) (*devSe
 	proc, c, err := devlaunch.Launch(ctx, devlaunch.Options{
 		CLI:      cli,
 		HostPort: t.Address,
-		Args:     devServerArgs(t, s.o.UIPort, filepath.Join(s.state, "temporal.db")),
+		Args:     devServerArgs(s.cfg, s.o.UIPort, filepath.Join(s.state, "temporal.db")),
 		// A refused probe is expected, not news; the stack dials its own
 		// client, as the worker does, once the server answers.
 		Client:          client.Options{Namespace: t.Namespace, Logger: logging.Temporal(zerolog.Nop())},

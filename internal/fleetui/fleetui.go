@@ -11,7 +11,9 @@
 // its machine workflow, its journal, paged). They read the same sources as
 // the starter (package machines, package plans, the catalogue's freezes and
 // rejections, the config's windows) through Source, and change nothing:
-// every route is GET.
+// every page is GET. Beside them it serves the Temporal Web UI's codec
+// endpoint (CodecPath), which decodes the payloads meshroll stores
+// compressed and changes nothing either.
 //
 // The pages are plain server-rendered html/template with one small script,
 // embedded with the CSS into the binary: no build step, nothing fetched
@@ -135,6 +137,10 @@ func New(o Options) (*Server, error) {
 // ServeHTTP checks the token, sets the headers every answer carries and
 // serves the page asked for.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, CodecPath+"/") {
+		s.codec(w, r)
+		return
+	}
 	h := w.Header()
 	// Everything the page loads is its own: the CSS and the script.
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -174,21 +180,12 @@ func (g gzipWriter) Write(p []byte) (int, error) { return g.w.Write(p) }
 // without it (so that the token does not stay in its history or address
 // bar). Otherwise it answers 401 and returns false.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.carriesToken(r) {
+		return true
+	}
 	want := s.o.Token.Reveal()
-	if want == "" {
-		return true
-	}
-	match := func(got string) bool {
-		return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-	}
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && match(tok) {
-		return true
-	}
-	if c, err := r.Cookie(cookieName); err == nil && match(c.Value) {
-		return true
-	}
 	q := r.URL.Query()
-	if tok := q.Get("token"); match(tok) {
+	if tok := q.Get("token"); s.matches(tok) {
 		http.SetCookie(w, &http.Cookie{
 			Name: cookieName, Value: want, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 			Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
@@ -204,6 +201,25 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	s.message(w, r, http.StatusUnauthorized, "Token needed",
 		"This fleet page asks for its token (worker.ui_token or worker.ui_token_file on the worker). Open it once as /?token=TOKEN, or send it as Authorization: Bearer TOKEN.")
 	return false
+}
+
+// carriesToken is whether r may be answered without asking: no token is
+// set, or r carries it as "Authorization: Bearer" or as the cookie.
+func (s *Server) carriesToken(r *http.Request) bool {
+	if s.o.Token.Reveal() == "" {
+		return true
+	}
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && s.matches(tok) {
+		return true
+	}
+	c, err := r.Cookie(cookieName)
+	return err == nil && s.matches(c.Value)
+}
+
+// matches is whether got is the token, compared in constant time.
+func (s *Server) matches(got string) bool {
+	want := s.o.Token.Reveal()
+	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // page is what every page's template gets.

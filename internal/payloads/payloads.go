@@ -3,6 +3,8 @@
 package payloads
 
 import (
+	"net/http"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 )
@@ -50,4 +52,13 @@ func (largePayloads) Encode(ps []*commonpb.Payload) ([]*commonpb.Payload, error)
 // other payload as it is.
 func (largePayloads) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	return zlibCodec.Decode(ps)
+}
+
+// CodecHandler is the codec as the Temporal Web UI and the CLI's
+// --codec-endpoint speak it (POST …/decode and …/encode, payloads as
+// protobuf JSON), so that a person reads a large payload there as the
+// JSON meshroll wrote, not as binary/zlib. It decodes what Converter
+// compressed and passes every other payload through as it is.
+func CodecHandler() http.Handler {
+	return converter.NewPayloadCodecHTTPHandler(largePayloads{})
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 
@@ -52,14 +53,20 @@ type ServerOptions struct {
 	// that machine workflows push by local activities (a push's server
 	// tasks: the request's signal, one workflow task, the answer).
 	LocalPush bool
+	// DBFile, when set, is the server's SQLite file (--db-filename)
+	// instead of memory. Under the load of 10,000 machines the in-memory
+	// store can fail for good: one query interrupted by its deadline, then
+	// every query "interrupted (9)", the shard lost and the namespace not
+	// found. A file (on tmpfs it costs little) keeps answering.
+	DBFile string
 	// OldMatcher turns the priority task matcher off
 	// (matching.useNewMatcher=false, as servers up to 1.31 ship it), to
 	// read a stall against the matcher that task priorities need.
 	OldMatcher bool
 }
 
-// StartServer starts `temporal server start-dev` in memory on a free
-// loopback port with meshroll's search attributes and the same fast-matching
+// StartServer starts `temporal server start-dev` (in memory unless
+// so.DBFile) on a free loopback port with meshroll's search attributes and the same fast-matching
 // settings the tests and the dev stack use, so that what is measured is what
 // they run.
 func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (*Server, error) {
@@ -73,6 +80,13 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if so.NoEagerActivities {
 		args = append(args, "--dynamic-config-value", "system.enableActivityEagerExecution=false")
 	}
+	if so.DBFile != "" {
+		// A file left by another run would bring its workflows into this one.
+		if _, err := os.Stat(so.DBFile); err == nil {
+			return nil, fmt.Errorf("the dev server's database %s exists: remove it, or name a new file", so.DBFile)
+		}
+		args = append(args, "--db-filename", so.DBFile)
+	}
 	if so.OldMatcher {
 		args = append(args, "--dynamic-config-value", "matching.useNewMatcher=false")
 	}
@@ -84,7 +98,8 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if err != nil {
 		return nil, err
 	}
-	dev, c, err := devlaunch.Launch(ctx, devlaunch.Options{CLI: cli, Args: args, Client: co, Out: out})
+	// The server dies with the bench, even one stopped by a signal.
+	dev, c, err := devlaunch.Launch(ctx, devlaunch.Options{CLI: cli, Args: args, Client: co, Out: out, DieWithParent: true})
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}
