@@ -420,7 +420,7 @@ func (c *Config) analysisWarnings() []string {
 		}
 		u, err := url.Parse(pr.Address)
 		creds := pr.BearerToken != "" || pr.BearerTokenFile != "" || pr.BasicAuth != nil
-		if err == nil && u.Scheme == "http" && !loopback(u.Hostname()) && creds {
+		if err == nil && u.Scheme == "http" && !Loopback(u.Hostname()) && creds {
 			out = append(out, fmt.Sprintf("analysis provider %s: its credentials are sent in clear to %s; use https", name, u.Host))
 		}
 	}

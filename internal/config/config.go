@@ -179,7 +179,7 @@ func (t Temporal) Local() bool {
 	if err != nil {
 		host = t.Address
 	}
-	return loopback(host)
+	return Loopback(host)
 }
 
 // TemporalTLS is how to reach a Temporal frontend over TLS. Any field set

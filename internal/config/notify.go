@@ -143,7 +143,7 @@ func (c *Config) notifyWarnings() []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(c.Notify.Targets)) {
 		u, err := url.Parse(c.Notify.Targets[name].URL)
-		if err != nil || u.Scheme != "http" || loopback(u.Hostname()) {
+		if err != nil || u.Scheme != "http" || Loopback(u.Hostname()) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("notify.targets.%s: posts to %s over plain http, so the plans' events travel in clear; use an https URL", name, u.Hostname()))

@@ -94,7 +94,7 @@ func (r Registry) validateEmbedded(ps *problemList) {
 		ps.add("registry.password", "the embedded registry asks for username %q with a password: set MESHROLL_REGISTRY_PASSWORD", r.Username)
 	}
 	host, _, err := net.SplitHostPort(r.Listen)
-	if err != nil || loopback(host) || r.Username != "" {
+	if err != nil || Loopback(host) || r.Username != "" {
 		return
 	}
 	ps.add("registry.listen", "%s reaches beyond loopback, and the embedded registry asks no credentials: anyone who reaches it could push, "+
@@ -320,7 +320,7 @@ func (c *Config) workerProblems(ps *problemList) {
 	if w.UIListen != "" {
 		if msg := checkListen(w.UIListen); msg != "" {
 			ps.add("worker.ui_listen", "%s", msg)
-		} else if host, _, _ := net.SplitHostPort(w.UIListen); !loopback(host) && w.UIToken == "" && w.UITokenFile == "" {
+		} else if host, _, _ := net.SplitHostPort(w.UIListen); !Loopback(host) && w.UIToken == "" && w.UITokenFile == "" {
 			ps.add("worker.ui_listen", "%q is not a loopback address and the fleet page has no token: it would show the whole fleet to anyone who reaches it; "+
 				"set %s (or worker.ui_token_file), or listen on 127.0.0.1 and put your proxy in front", w.UIListen, envName("worker", "ui_token"))
 		}

@@ -30,7 +30,7 @@ func (c *Config) Warnings() []string {
 	for _, name := range names {
 		m := c.Machines[name]
 		u, err := url.Parse(m.Host)
-		if err != nil || u.Scheme != "http" || loopback(u.Hostname()) {
+		if err != nil || u.Scheme != "http" || Loopback(u.Hostname()) {
 			continue
 		}
 		if m.Token != "" {
@@ -40,12 +40,12 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	if l := c.Worker.UIListen; l != "" {
-		if host, _, err := net.SplitHostPort(l); err == nil && !loopback(host) {
+		if host, _, err := net.SplitHostPort(l); err == nil && !Loopback(host) {
 			out = append(out, fmt.Sprintf("worker.ui_listen %s: the fleet page is plain http, so its token travels in clear beyond loopback; put a TLS-terminating proxy in front of it", l))
 		}
 	}
 	if l := c.Worker.WebhookListen; l != "" {
-		if host, _, err := net.SplitHostPort(l); err == nil && !loopback(host) {
+		if host, _, err := net.SplitHostPort(l); err == nil && !Loopback(host) {
 			out = append(out, fmt.Sprintf("worker.webhook_listen %s: the merge receiver is plain http, so GitLab's token travels in clear beyond loopback (signatures do not reveal the secret); put a TLS-terminating proxy in front of it", l))
 		}
 	}
@@ -88,7 +88,9 @@ func secretName(k string) bool {
 	return false
 }
 
-func loopback(host string) bool {
+// Loopback is whether host (a name or an address, no port) is this
+// machine's loopback interface: what may go without a token or TLS.
+func Loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

@@ -1,10 +1,10 @@
 package fleetui
 
 import (
-	"net"
 	"net/http"
 	"net/url"
 
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/payloads"
 )
 
@@ -70,14 +70,5 @@ func fromWebUI(origin, uiURL string) bool {
 	if err != nil || o.Scheme != ui.Scheme || o.Port() != ui.Port() {
 		return false
 	}
-	return o.Hostname() == ui.Hostname() || (loopback(o.Hostname()) && loopback(ui.Hostname()))
-}
-
-// loopback is whether host names this machine's loopback interface.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return o.Hostname() == ui.Hostname() || (config.Loopback(o.Hostname()) && config.Loopback(ui.Hostname()))
 }
