@@ -52,7 +52,7 @@ func main() {
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
 	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
 	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")
-	flag.StringVar(&o.Server.DBFile, "server-db", "", "the dev server's SQLite file instead of memory (a path on tmpfs, such as /dev/shm/bench.db, costs little): the in-memory store can fail for good under 10,000 machines")
+	flag.StringVar(&o.Server.DBFile, "server-db", "", "the dev server's SQLite file instead of memory, to read the store after a run (a new path; on tmpfs, such as /dev/shm/bench.db, it costs little)")
 	flag.BoolVar(&o.Server.OldMatcher, "old-matcher", false, "turn the dev server's priority task matcher off (matching.useNewMatcher=false, as servers up to 1.31 ship it)")
 	flag.BoolVar(&o.Server.LocalPush, "local-push", false, "set push.local_activity in the meshes: machine workflows push by local activities")
 	flag.StringVar(&o.Runtime, "runtime", agent.RuntimeNoop, "the fan-out agents' runtime: noop, or exec or docker to run a real Go build's image (the other scenarios run noop)")

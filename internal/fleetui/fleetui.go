@@ -183,11 +183,10 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if s.carriesToken(r) {
 		return true
 	}
-	want := s.o.Token.Reveal()
 	q := r.URL.Query()
 	if tok := q.Get("token"); s.matches(tok) {
 		http.SetCookie(w, &http.Cookie{
-			Name: cookieName, Value: want, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+			Name: cookieName, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 			Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
 		})
 		q.Del("token")

@@ -54,10 +54,10 @@ type ServerOptions struct {
 	// tasks: the request's signal, one workflow task, the answer).
 	LocalPush bool
 	// DBFile, when set, is the server's SQLite file (--db-filename)
-	// instead of memory. Under the load of 10,000 machines the in-memory
-	// store can fail for good: one query interrupted by its deadline, then
-	// every query "interrupted (9)", the shard lost and the namespace not
-	// found. A file (on tmpfs it costs little) keeps answering.
+	// instead of memory, so that the store can be read after a run. It
+	// does not keep the server up: under 10,000 machines the store wedged
+	// the same way in a file as in memory, every query "interrupted (9)"
+	// (docs/benchmarks.md).
 	DBFile string
 	// OldMatcher turns the priority task matcher off
 	// (matching.useNewMatcher=false, as servers up to 1.31 ship it), to
@@ -66,9 +66,9 @@ type ServerOptions struct {
 }
 
 // StartServer starts `temporal server start-dev` (in memory unless
-// so.DBFile) on a free loopback port with meshroll's search attributes and the same fast-matching
-// settings the tests and the dev stack use, so that what is measured is what
-// they run.
+// so.DBFile) on a free loopback port with meshroll's search attributes and
+// the same fast-matching settings the tests and the dev stack use, so that
+// what is measured is what they run.
 func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (*Server, error) {
 	cli, err := temporalcli.Path()
 	if err != nil {
