@@ -47,11 +47,14 @@ func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput)
 // worker's push.local_activity: the machine workflow pushes it as that
 // says, whether it starts now or has run for months; and its
 // push.max_unavailable, which the machine workflow leases a place in
-// before it sends.
+// before it sends; and that its answer may go in a bundle, which this
+// build's plan and relays take (the plan is pinned to the handing build
+// under Worker Versioning, where its pushes may run on a later one).
 func (a *Activities) handPush(ctx context.Context, queue string, r meshapi.PushRequest) error {
 	r.HandedAt = time.Now().UTC() // handed now, when the plan hands it
 	r.Local = a.Mesh.Current().Push.LocalActivity
 	r.Budget = a.fleetBudget()
+	r.Bundles = true // this build's plans and relays take answers in bundles
 	_, err := a.Temporal.SignalWithStartWorkflow(ctx, meshapi.MachineID(r.Machine), meshapi.SignalPush, r,
 		client.StartWorkflowOptions{
 			ID:        meshapi.MachineID(r.Machine),

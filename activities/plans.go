@@ -19,9 +19,11 @@ import (
 type Plans interface {
 	// Running says whether plan's workflow still runs, with its status.
 	Running(ctx context.Context, plan string) (status string, running bool, err error)
-	// Answer gives a push's result to its plan (the push-result signal).
-	// A plan that has ended is not an error: the machine workflow keeps
-	// the answer for anyone who asks.
+	// Answer gives a push's result to its plan or relay: alone (the
+	// push-result signal), or with the answers of other pushes going there
+	// (push-results) when r.Bundle says the plan takes them so. A plan
+	// that has ended is not an error: the machine workflow keeps the
+	// answer for anyone who asks.
 	Answer(ctx context.Context, r meshapi.PushResult) error
 	// Measured gives a running analysis's measurement to plan (the
 	// measured signal), so that the plan shows it before the check ends.
@@ -40,17 +42,21 @@ type Plans interface {
 
 // TemporalPlans asks and signals the Temporal service. Made by
 // NewTemporalPlans, the pushes of a worker share its answers to whether a
-// plan runs (runningCache).
+// plan runs (runningCache) and send their answers in bundles
+// (answerBundles).
 type TemporalPlans struct {
 	Client  client.Client
 	Log     zerolog.Logger
 	running *runningCache
+	bundles *answerBundles
 }
 
-// NewTemporalPlans is TemporalPlans whose Running answers are shared.
+// NewTemporalPlans is TemporalPlans whose Running answers are shared and
+// whose answers travel in bundles.
 func NewTemporalPlans(c client.Client, log zerolog.Logger) TemporalPlans {
 	p := TemporalPlans{Client: c, Log: log}
 	p.running = newRunningCache(p.describe)
+	p.bundles = newAnswerBundles(p.sendBundle)
 	return p
 }
 
@@ -73,11 +79,21 @@ func (p TemporalPlans) describe(ctx context.Context, plan string) (string, bool,
 
 // Answer implements Plans.
 func (p TemporalPlans) Answer(ctx context.Context, r meshapi.PushResult) error {
-	err := p.Client.SignalWorkflow(ctx, r.AnswerTo(), "", meshapi.SignalPushResult, r)
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	if r.Bundle && p.bundles != nil {
+		return p.bundles.Answer(ctx, r)
+	}
+	ended, err := p.signal(ctx, r.AnswerTo(), meshapi.SignalPushResult, r)
+	if ended {
 		p.Log.Warn().Str("plan", r.Plan).Str("to", r.AnswerTo()).Str("machine", r.Machine).Msg("plan did not take its answer: it has ended")
-		return nil
+	}
+	return err
+}
+
+// sendBundle signals answers to the plan or relay to, as Answer does one.
+func (p TemporalPlans) sendBundle(ctx context.Context, to string, b meshapi.PushResults) error {
+	ended, err := p.signal(ctx, to, meshapi.SignalPushResults, b)
+	if ended {
+		p.Log.Warn().Str("plan", b.Results[0].Plan).Str("to", to).Int("answers", len(b.Results)).Msg("plan did not take its answers: it has ended")
 	}
 	return err
 }
@@ -115,11 +131,21 @@ func (p TemporalPlans) Started(ctx context.Context, plan string, s meshapi.Analy
 // signalCheck signals plan about check; a plan that has ended took
 // nothing, which is no error: nobody is left to show it to.
 func (p TemporalPlans) signalCheck(ctx context.Context, plan, check, signal string, arg any) error {
-	err := p.Client.SignalWorkflow(ctx, plan, "", signal, arg)
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	ended, err := p.signal(ctx, plan, signal, arg)
+	if ended {
 		p.Log.Warn().Str("plan", plan).Str("check", check).Str("signal", signal).Msg("plan did not take the signal: it has ended")
-		return nil
 	}
 	return err
+}
+
+// signal signals the workflow to (a plan or its relay). One that has ended
+// took nothing, which is no error: it says so in ended, for its caller to
+// say what was lost.
+func (p TemporalPlans) signal(ctx context.Context, to, signal string, arg any) (ended bool, err error) {
+	err = p.Client.SignalWorkflow(ctx, to, "", signal, arg)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return true, nil
+	}
+	return false, err
 }

@@ -6,7 +6,8 @@ import (
 	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
-// Relay takes the answers to one hand-over's requests and passes them on to
+// Relay takes the answers to one hand-over's requests, alone or in the
+// bundles of a worker (PushRequest.Bundles), and passes them on to
 // its plan in bundles (see meshapi.RelayAbove for why a large plan has
 // relays): a bundle as soon as RelayBundle answers wait, what waits once
 // the first of it has waited RelayWait (RelayWaits times at most), and the
@@ -20,27 +21,19 @@ func Relay(ctx workflow.Context, in meshapi.RelayInput) (meshapi.RelayResult, er
 		r.left[id] = true
 	}
 	answers := workflow.GetSignalChannel(ctx, meshapi.SignalPushResult)
+	bundles := workflow.GetSignalChannel(ctx, meshapi.SignalPushResults)
 	var wait workflow.Future
 	var stopWait workflow.CancelFunc
 	for len(r.left) > 0 {
 		waited := false
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(answers, func(c workflow.ReceiveChannel, _ bool) {
-			var a meshapi.PushResult
-			c.Receive(ctx, &a)
-			r.hold(a)
-		})
+		sel.AddReceive(answers, func(workflow.ReceiveChannel, bool) {})
+		sel.AddReceive(bundles, func(workflow.ReceiveChannel, bool) {})
 		if wait != nil {
 			sel.AddFuture(wait, func(workflow.Future) { waited = true })
 		}
 		sel.Select(ctx)
-		for {
-			var a meshapi.PushResult
-			if !answers.ReceiveAsync(&a) {
-				break
-			}
-			r.hold(a)
-		}
+		r.holdAll(answers, bundles)
 		switch {
 		case len(r.held) >= meshapi.RelayBundle || len(r.left) == 0 || waited:
 			if stopWait != nil {
@@ -71,6 +64,27 @@ type relay struct {
 	held  []meshapi.PushResult
 	waits int
 	res   meshapi.RelayResult
+}
+
+// holdAll holds every answer that has come, alone or in a bundle (from the
+// workers that answer many at once, see meshapi.AnswerBundle).
+func (r *relay) holdAll(answers, bundles workflow.ReceiveChannel) {
+	for {
+		var a meshapi.PushResult
+		if !answers.ReceiveAsync(&a) {
+			break
+		}
+		r.hold(a)
+	}
+	for {
+		var b meshapi.PushResults
+		if !bundles.ReceiveAsync(&b) {
+			break
+		}
+		for _, a := range b.Results {
+			r.hold(a)
+		}
+	}
 }
 
 // hold keeps an answer the relay waits for until it is passed on.

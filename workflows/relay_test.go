@@ -17,8 +17,9 @@ import (
 // A relay passes its answers on in bundles: at once when a hundred wait or
 // the last has come, after a second otherwise, and, once it has waited ten
 // times, only in full bundles and with the last — so that answers
-// trickling in never cost the plan a signal each. Repeats and answers it
-// does not wait for are dropped; a plan that is gone ends it.
+// trickling in never cost the plan a signal each. It takes answers alone
+// and in the workers' bundles alike. Repeats and answers it does not wait
+// for are dropped; a plan that is gone ends it.
 func TestRelayPassesAnswersOnInBundles(t *testing.T) {
 	type arrival struct {
 		at      time.Duration
@@ -36,7 +37,10 @@ func TestRelayPassesAnswersOnInBundles(t *testing.T) {
 		requests int
 		arrivals []arrival
 		planGone bool
-		bundles  []int // sizes of the bundles passed on, in order
+		// workerBundles sends the answers that arrive together in one
+		// bundle, as a worker does, rather than one signal each.
+		workerBundles bool
+		bundles       []int // sizes of the bundles passed on, in order
 	}{
 		{name: "all at once", requests: 250, arrivals: at(0, 0, 250), bundles: []int{250}},
 		{name: "a bundle's worth, then the rest later", requests: 150,
@@ -47,6 +51,11 @@ func TestRelayPassesAnswersOnInBundles(t *testing.T) {
 			arrivals: []arrival{{request: 0}, {request: 0}, {request: -1}, {at: time.Minute, request: 1}, {at: time.Minute, request: 1}, {at: 2 * time.Minute, request: 2}},
 			bundles:  []int{1, 1, 1}},
 		{name: "the plan is gone", requests: 3, arrivals: at(0, 0, 3), planGone: true},
+		{name: "workers' bundles", requests: 150, workerBundles: true,
+			arrivals: append(at(0, 0, 60), at(time.Minute, 60, 150)...), bundles: []int{60, 1, 1, 1, 1, 1, 1, 1, 1, 1, 81}},
+		{name: "workers' bundles with repeats and strangers", requests: 3, workerBundles: true,
+			arrivals: []arrival{{request: 0}, {request: 0}, {request: -1}, {at: time.Minute, request: 1}, {at: time.Minute, request: 2}},
+			bundles:  []int{1, 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,12 +93,20 @@ func TestRelayPassesAnswersOnInBundles(t *testing.T) {
 			}
 			for _, when := range times {
 				env.RegisterDelayedCallback(func() {
+					var together meshapi.PushResults
 					for _, i := range byTime[when] {
 						r := meshapi.PushResult{Request: id(i), Plan: in.Plan, Outcome: meshapi.MachineConverged}
 						if i < 0 {
 							r.Request = "someone else's"
 						}
+						if c.workerBundles {
+							together.Results = append(together.Results, r)
+							continue
+						}
 						env.SignalWorkflow(meshapi.SignalPushResult, r)
+					}
+					if c.workerBundles {
+						env.SignalWorkflow(meshapi.SignalPushResults, together)
 					}
 				}, when)
 			}

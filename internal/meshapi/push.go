@@ -76,6 +76,13 @@ type PushRequest struct {
 	// budget (FleetBudgetWorkflowType) before it sends, and gives it back
 	// when the push ends.
 	Budget *FleetBudget `json:"budget,omitempty"`
+	// Bundles says that where the answer goes (the plan, or its relay)
+	// takes it in a bundle (SignalPushResults), so that a worker sends the
+	// answers of its pushes to one place many to a signal (see
+	// AnswerBundle). Set by the handing worker, whose build also runs the
+	// plan and its relays: a request from a build before bundles, still
+	// running under Worker Versioning, is answered alone.
+	Bundles bool `json:"bundles,omitempty"`
 }
 
 // FromDigest is the digest of From, "" when the request is not a put-back.
@@ -98,6 +105,9 @@ type PushResult struct {
 	// Seq is the declaration sequence sent (0 when nothing was sent).
 	Seq     uint64   `json:"seq,omitempty"`
 	Rebased []string `json:"rebased,omitempty"`
+	// Bundle is the request's Bundles, for the worker that answers: the
+	// answer may travel with others. It is not sent.
+	Bundle bool `json:"-"`
 }
 
 // AnswerTo is the workflow ID the answer is signalled to: the request's
@@ -111,7 +121,7 @@ func (r PushResult) AnswerTo() string {
 
 // ResultOf is the answer to r, saying outcome and why.
 func ResultOf(r PushRequest, outcome MachineStatus, reason string) PushResult {
-	return PushResult{Request: r.Request, Plan: r.Plan, ReplyTo: r.ReplyTo, Machine: r.Machine, Outcome: outcome, Reason: reason}
+	return PushResult{Request: r.Request, Plan: r.Plan, ReplyTo: r.ReplyTo, Machine: r.Machine, Outcome: outcome, Reason: reason, Bundle: r.Bundles}
 }
 
 // CancelPush withdraws a queued request.

@@ -18,8 +18,16 @@ const (
 	// RelayWorkflowType is the relay's registered workflow type.
 	RelayWorkflowType = "Relay"
 	// SignalPushResults carries PushResults, a bundle of answers, from a
-	// relay to its plan.
+	// relay to its plan, and from a worker to a plan or relay (see
+	// AnswerBundle).
 	SignalPushResults = "push-results"
+	// AnswerBundle is the most answers a worker sends in one signal. A
+	// worker sends the answers of its pushes to one plan or relay one
+	// signal at a time, each carrying what came while the last was sent:
+	// a thousand pushes ending together cost a few signals, not a thousand
+	// at once, which at 10,000 machines outran the dev server until its
+	// store failed every query.
+	AnswerBundle = 100
 
 	// RelayAbove is the most machines a plan hears itself by default
 	// (push.relay_above). Relays cost a plan time: on the task queue the
