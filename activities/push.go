@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -39,10 +41,30 @@ func (a *Activities) PushAndAnswer(ctx context.Context, in meshapi.PushInput) (m
 	req := in.Request
 	res := meshapi.ResultOf(req, out.Outcome, out.Reason)
 	res.Seq, res.Rebased = out.Seq, out.Rebased
-	if err := a.Plans.Answer(ctx, res); err != nil {
+	if err := a.answer(ctx, res); err != nil {
 		return out, fmt.Errorf("answer plan %s: %w", req.Plan, err)
 	}
 	return out, nil
+}
+
+// answer gives res to its plan, heartbeating while it waits, as the wait
+// for health does: an answer in a bundle waits for the bundles ahead of it
+// to the same plan or relay, which on an overloaded server can outlast the
+// push's heartbeat timeout, and a push timed out there would be run again
+// for nothing.
+func (a *Activities) answer(ctx context.Context, res meshapi.PushResult) error {
+	done := make(chan error, 1)
+	go func() { done <- a.Plans.Answer(ctx, res) }()
+	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			activity.RecordHeartbeat(ctx, res.Seq)
+		}
+	}
 }
 
 // push does the push of PushAndAnswer, short of answering. It reads as

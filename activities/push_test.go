@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/meshroll/meshroll/internal/catalogue"
 	"github.com/meshroll/meshroll/internal/config"
@@ -334,6 +338,8 @@ type fakePlans struct {
 	asked    int // Running calls
 	measured []planMeasured
 	started  []meshapi.AnalysisStarted
+	// hold, when set, is what Answer waits for before it takes an answer.
+	hold func() error
 }
 
 // planMeasured is one measured signal as the fake took it.
@@ -365,6 +371,11 @@ func (p *fakePlans) Taken(_ context.Context, plan string, tier int, check string
 }
 
 func (p *fakePlans) Answer(_ context.Context, r meshapi.PushResult) error {
+	if p.hold != nil {
+		if err := p.hold(); err != nil {
+			return err
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.answers = append(p.answers, r)
@@ -555,4 +566,35 @@ func TestMustAskPlan(t *testing.T) {
 			require.Equal(t, tt.want, mustAskPlan(meshapi.PushRequest{HandedAt: tt.handedAt}, tt.attempt, now))
 		})
 	}
+}
+
+// A push heartbeats while its answer waits for the bundles ahead of it, as
+// it does while it waits for health: a wait longer than its heartbeat
+// timeout must not have the server run it again for nothing.
+func TestPushHeartbeatsWhileItsAnswerWaits(t *testing.T) {
+	f := newPushFixture(t)
+	f.env.SetWorkerOptions(worker.Options{DefaultHeartbeatThrottleInterval: time.Millisecond, MaxHeartbeatThrottleInterval: time.Millisecond})
+	var answering atomic.Bool
+	beat := make(chan struct{})
+	var once sync.Once
+	f.env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) {
+		if answering.Load() {
+			once.Do(func() { close(beat) })
+		}
+	})
+	f.plans.hold = func() error {
+		answering.Store(true)
+		select {
+		case <-beat:
+			return nil
+		case <-time.After(eventually):
+			return errors.New("no heartbeat while the answer waited")
+		}
+	}
+	h1 := bld("host", 1)
+	f.record(h1)
+	out, err := f.push(h1, 1, declared(h1))
+	require.NoError(t, err)
+	require.Equal(t, meshapi.MachineConverged, out.Outcome)
+	require.Len(t, f.plans.answered(), 1)
 }
