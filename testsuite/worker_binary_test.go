@@ -124,6 +124,7 @@ worker:
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, string(page), "The host did not answer: host http://127.0.0.1:1 unreachable")
+	assert.Contains(t, stderr.String(), `"machines":1,`, "the start line counts the machines: at ten thousand, their names would be one line of 130 KB")
 	assert.Regexp(t, regexp.QuoteMeta(`"address":"`+fleetAddr+`",`)+`"time":"[^"]+",`+regexp.QuoteMeta(`"message":"serving the fleet page (read-only)"`), stderr.String())
 
 	h := srv.Client().WorkerDeploymentClient().GetHandle("mesh-bin")

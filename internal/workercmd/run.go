@@ -117,7 +117,7 @@ func runWorker(ctx context.Context, o *options, log zerolog.Logger) error {
 	}
 	w := workerapp.New(c, mesh, dir, deps, log)
 	ev := log.Info().Str("address", cfg.Temporal.Address).Str("namespace", cfg.Temporal.Namespace).
-		Str("task_queue", cfg.Temporal.TaskQueue).Strs("machines", cfg.MachineNames()).Bool("tracing", tel.Tracing())
+		Str("task_queue", cfg.Temporal.TaskQueue).Int("machines", len(cfg.Machines)).Bool("tracing", tel.Tracing())
 	if v := cfg.Worker.Versioning; v.Enabled {
 		ev = ev.Str("deployment", v.Deployment()).Str("build_id", workerapp.BuildID(v))
 	}
