@@ -245,21 +245,11 @@ func waitBeating(ctx context.Context, t time.Time, ms []meshapi.Measurement) err
 func measureBeating(ctx context.Context, p config.Provider, ch config.Check, vars config.AnalysisVars, timeout time.Duration, ms []meshapi.Measurement) meshapi.Measurement {
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(analysisBeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, ms)
-			}
-		}
-	}()
-	// Milliseconds: what Prometheus evaluates at, and a time that comes
-	// back from JSON (the heartbeat, the plan's state) equal to itself.
-	return analysis.Measure(mctx, p, ch, vars, time.Now().UTC().Truncate(time.Millisecond))
+	var m meshapi.Measurement
+	whileBeating(ctx, analysisBeat, ms, func() {
+		// Milliseconds: what Prometheus evaluates at, and a time that comes
+		// back from JSON (the heartbeat, the plan's state) equal to itself.
+		m = analysis.Measure(mctx, p, ch, vars, time.Now().UTC().Truncate(time.Millisecond))
+	})
+	return m
 }

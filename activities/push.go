@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -53,18 +52,9 @@ func (a *Activities) PushAndAnswer(ctx context.Context, in meshapi.PushInput) (m
 // push's heartbeat timeout, and a push timed out there would be run again
 // for nothing.
 func (a *Activities) answer(ctx context.Context, res meshapi.PushResult) error {
-	done := make(chan error, 1)
-	go func() { done <- a.Plans.Answer(ctx, res) }()
-	t := time.NewTicker(cmp.Or(a.PollInterval, DefaultPollInterval))
-	defer t.Stop()
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-t.C:
-			activity.RecordHeartbeat(ctx, res.Seq)
-		}
-	}
+	var err error
+	whileBeating(ctx, cmp.Or(a.PollInterval, DefaultPollInterval), res.Seq, func() { err = a.Plans.Answer(ctx, res) })
+	return err
 }
 
 // push does the push of PushAndAnswer, short of answering. It reads as
