@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +41,29 @@ func browserTab(t *testing.T, browser string) context.Context {
 // JavaScript context while it routes (the Web UI sends a workflow's page on
 // to its run), which ends a chromedp poll with "Cannot find context with
 // specified id"; the poll then starts again in the new context, within the
-// same deadline.
+// same deadline. An error says what the page showed when it gave up, so
+// that a failure on a CI box can be read without a screenshot.
 func pollPage(ctx context.Context, js string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(time.Until(deadline))))
-		if err == nil || !strings.Contains(err.Error(), "Cannot find context with specified id") || !time.Now().Before(deadline) {
-			return err
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "Cannot find context with specified id") || !time.Now().Before(deadline) {
+			return fmt.Errorf("%w; the page showed: %s", err, pageShows(ctx))
 		}
 	}
+}
+
+// pageShows is the tab's address and the start of its text, for an error.
+func pageShows(ctx context.Context) string {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	js := `location.href + "\n" + (document.body ? document.body.innerText.slice(0, 1500) : "(no body)")`
+	shown, err := chromedp.Run(sctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		return fmt.Sprintf("(unreadable: %v)", err)
+	}
+	return fmt.Sprintf("%q", shown)
 }
