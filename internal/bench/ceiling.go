@@ -42,7 +42,15 @@ func (b *bench) ceiling(ctx context.Context, run int) error {
 
 	n := max(b.maxPlanActivities, 1)
 	id = fmt.Sprintf("bench-engine-fan-%d", run)
+	before, err := b.srv.Usage()
+	if err != nil {
+		return err
+	}
 	if err := execute(ctx, c, id, queue, benchwf.FanOutWorkflowType, benchwf.FanOutInput{Activities: n}); err != nil {
+		return err
+	}
+	after, err := b.srv.Usage()
+	if err != nil {
 		return err
 	}
 	if events, err = hist.Events(ctx, c, id); err != nil {
@@ -51,7 +59,9 @@ func (b *bench) ceiling(ctx context.Context, run int) error {
 	b.t.Add("engine", fmt.Sprintf("no-op activities at once in one workflow (%d, as the largest fan-out plan ran; at most %d pending)", n, benchwf.MaxPending), "/s", "", float64(n)/hist.Duration(events).Seconds())
 	rate := float64(hist.Tasks(events)) / hist.Duration(events).Seconds()
 	b.t.Add("engine", "server tasks a second, same workflow (the fan-out plans' ceiling)", "/s", "", rate)
-	b.readCeilings(rate)
+	cpuPerTask := (after.CPU - before.CPU) / time.Duration(max(hist.Tasks(events), 1))
+	b.t.Add("engine", "dev server CPU per server task, same workflow (user+system)", "ms", "", millis(cpuPerTask))
+	b.readCeilings(rate, cpuPerTask)
 
 	p := b.sz.footprint
 	t0 := time.Now()

@@ -34,6 +34,11 @@ type pendingCeiling struct {
 	scenario, figure string
 	whole            time.Duration
 	tasks            int
+	// cpuFigure reads serverCPU, the dev server's CPU over the plan,
+	// against the CPU the engine spends on as many no-op tasks: the part
+	// of the ratio the server's work per task explains on a CPU-bound box.
+	cpuFigure string
+	serverCPU time.Duration
 }
 
 // fanout runs one plan across each size's machines in three tiers and
@@ -70,7 +75,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		return err
 	}
 	defer worker.stop()
-	atStart, err := worker.usage()
+	atStart, err := b.usage(worker)
 	if err != nil {
 		return err
 	}
@@ -79,7 +84,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	if err != nil {
 		return err
 	}
-	afterFirst, err := worker.usage()
+	afterFirst, err := b.usage(worker)
 	if err != nil {
 		return err
 	}
@@ -93,6 +98,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	if b.runs("engine") {
 		// Filled in once this run's engine scenario has measured its rate.
 		b.t.Add(scenario, "whole / engine ceiling", "×", engineCeilingNote(n, false))
+		b.t.Add(scenario, firstCPUFigure, "×", cpuCeilingNote)
 	}
 	for k, d := range tierTimes(events) {
 		b.t.Add(scenario, fmt.Sprintf("tier %d (%d machines)", k+1, count(specs, k+1)), "s", "", seconds(d))
@@ -124,18 +130,19 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 	b.costs = append(b.costs, co)
 	b.maxPlanActivities = max(b.maxPlanActivities, acts)
-	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "whole / engine ceiling", whole: whole, tasks: co.tasks})
+	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "whole / engine ceiling", whole: whole, tasks: co.tasks,
+		cpuFigure: firstCPUFigure, serverCPU: afterFirst.server.CPU - atStart.server.CPU})
 
 	// The next plan finds every machine workflow running: what a plan
 	// costs once the fleet has been pushed before.
-	beforeNext, err := worker.usage()
+	beforeNext, err := b.usage(worker)
 	if err != nil {
 		return err
 	}
 	if events, err = b.planFleet(ctx, m); err != nil {
 		return err
 	}
-	afterNext, err := worker.usage()
+	afterNext, err := b.usage(worker)
 	if err != nil {
 		return err
 	}
@@ -144,6 +151,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	b.pushToHealthy(scenario, "next plan", events)
 	if b.runs("engine") {
 		b.t.Add(scenario, "next plan / engine ceiling", "×", engineCeilingNote(n, true))
+		b.t.Add(scenario, nextCPUFigure, "×", cpuCeilingNote)
 	}
 	planBytes = max(planBytes, hist.Bytes(events))
 	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
@@ -159,12 +167,15 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 	b.costsNext = append(b.costsNext, cn)
 	if worker.proc != nil {
-		b.t.Add(scenario, "worker process peak RSS (VmHWM), both plans", "MiB", "", float64(afterNext.PeakRSSBytes)/(1<<20))
-		b.t.Add(scenario, "worker peak RSS above its idle start, per machine", "KiB", "", float64(afterNext.PeakRSSBytes-atStart.PeakRSSBytes)/float64(n)/1024)
-		b.t.Add(scenario, "worker CPU per machine pushed, first plan (user+system)", "ms", "", millis((afterFirst.CPU-atStart.CPU)/time.Duration(n)))
-		b.t.Add(scenario, "worker CPU per machine pushed, next plan (user+system)", "ms", "", millis((afterNext.CPU-beforeNext.CPU)/time.Duration(n)))
+		b.t.Add(scenario, "worker process peak RSS (VmHWM), both plans", "MiB", "", float64(afterNext.worker.PeakRSSBytes)/(1<<20))
+		b.t.Add(scenario, "worker peak RSS above its idle start, per machine", "KiB", "", float64(afterNext.worker.PeakRSSBytes-atStart.worker.PeakRSSBytes)/float64(n)/1024)
+		b.t.Add(scenario, "worker CPU per machine pushed, first plan (user+system)", "ms", "", millis((afterFirst.worker.CPU-atStart.worker.CPU)/time.Duration(n)))
+		b.t.Add(scenario, "worker CPU per machine pushed, next plan (user+system)", "ms", "", millis((afterNext.worker.CPU-beforeNext.worker.CPU)/time.Duration(n)))
 	}
-	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "next plan / engine ceiling", whole: next, tasks: cn.tasks})
+	b.t.Add(scenario, "dev server CPU per machine pushed, first plan (user+system)", "ms", "", millis((afterFirst.server.CPU-atStart.server.CPU)/time.Duration(n)))
+	b.t.Add(scenario, "dev server CPU per machine pushed, next plan (user+system)", "ms", "", millis((afterNext.server.CPU-beforeNext.server.CPU)/time.Duration(n)))
+	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "next plan / engine ceiling", whole: next, tasks: cn.tasks,
+		cpuFigure: nextCPUFigure, serverCPU: afterNext.server.CPU - beforeNext.server.CPU})
 
 	b.t.Add("cost", fmt.Sprintf("history events, %d machines, first plan (plan + machine workflows)", n), "", "", float64(co.events))
 	b.t.Add("cost", fmt.Sprintf("history events, %d machines, next plan", n), "", "", float64(cn.events))
@@ -323,6 +334,14 @@ func fit(xs, ys []float64) (a, b float64) {
 // engineCeilingNote says what a ceiling row is read against. The first
 // plan also starts every machine workflow, which the no-op task rate does
 // not price; the next plan is the like-for-like reading.
+// The rows that read a plan's server CPU against its tasks at the no-op
+// task's CPU, and what they mean.
+const (
+	firstCPUFigure = "first plan: dev server CPU / its tasks at the no-op task's CPU"
+	nextCPUFigure  = "next plan: dev server CPU / its tasks at the no-op task's CPU"
+	cpuCeilingNote = "the part of the ratio above that the server's CPU per task explains"
+)
+
 func engineCeilingNote(n int, next bool) string {
 	note := "ceiling: the plan's server tasks at the engine's no-op task rate"
 	if !next {
@@ -336,11 +355,15 @@ func engineCeilingNote(n int, next bool) string {
 
 // readCeilings reads each fan-out plan of this run against the engine
 // ceiling: the time the engine needs, at rate server tasks a second, for
-// the tasks the plan made.
-func (b *bench) readCeilings(rate float64) {
+// the tasks the plan made; and the server's CPU over the plan against
+// cpuPerTask, what a no-op task cost it.
+func (b *bench) readCeilings(rate float64, cpuPerTask time.Duration) {
 	for _, p := range b.ceilings {
 		ceiling := float64(p.tasks) / rate
 		b.t.Add(p.scenario, p.figure, "×", "", p.whole.Seconds()/ceiling)
+		if cpuPerTask > 0 && p.tasks > 0 {
+			b.t.Add(p.scenario, p.cpuFigure, "×", "", float64(p.serverCPU)/float64(cpuPerTask*time.Duration(p.tasks)))
+		}
 	}
 	b.ceilings = nil
 }
@@ -379,6 +402,21 @@ func (w fanoutWorker) usage() (stack.Usage, error) {
 		return stack.Usage{}, nil
 	}
 	return stack.ReadUsage(w.proc.Pid())
+}
+
+// usages are the fan-out worker's and the dev server's usage at one
+// moment.
+type usages struct{ worker, server stack.Usage }
+
+// usage reads the worker's and the server's usage together, so that a
+// plan's CPU is read on both sides of the same span.
+func (b *bench) usage(w fanoutWorker) (usages, error) {
+	wu, err := w.usage()
+	if err != nil {
+		return usages{}, err
+	}
+	su, err := b.srv.Usage()
+	return usages{worker: wu, server: su}, err
 }
 
 func (w fanoutWorker) stop() {

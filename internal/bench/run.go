@@ -207,7 +207,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		"machine: " + report.Machine(),
 		"date: " + report.Date(started),
 		"temporal: " + b.srv.CLIVersion + " (dev server, " + store + ", one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
-			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + "; priority matcher " + onOff(!o.Server.OldMatcher) + ")",
+			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + "; priority matcher " + onOff(!o.Server.OldMatcher) + "; search-attribute cache " + onOff(o.Server.SACache) + ")",
 		"fan-out agents' runtime: " + cmp.Or(o.Runtime, "noop"),
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),

@@ -258,6 +258,9 @@ func dial(ctx context.Context, co client.Options) (client.Client, error) {
 // HostPort is the frontend's address.
 func (p *Process) HostPort() string { return p.hostPort }
 
+// Pid is the server process's id, for a bench that reads its CPU time.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Done is closed once the server has exited, whoever stopped it: a caller
 // that runs alongside the server watches it to notice a server that died.
 func (p *Process) Done() <-chan struct{} { return p.done }

@@ -63,6 +63,14 @@ type ServerOptions struct {
 	// (matching.useNewMatcher=false, as servers up to 1.31 ship it), to
 	// read a stall against the matcher that task priorities need.
 	OldMatcher bool
+	// SACache has the server keep search attributes and namespaces in
+	// its caches, as a production server does
+	// (system.forceSearchAttributesCacheRefreshOnRead=false), instead of
+	// reading them from its store on every use as the CLI sets it, so
+	// that a namespace's new search attributes are seen at once (the
+	// tests register them as they create their namespaces), to read what
+	// that costs.
+	SACache bool
 }
 
 // StartServer starts `temporal server start-dev` (in memory unless
@@ -90,6 +98,9 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if so.OldMatcher {
 		args = append(args, "--dynamic-config-value", "matching.useNewMatcher=false")
 	}
+	if so.SACache {
+		args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
+	}
 	// The client the in-process worker runs on is dialled as the worker
 	// dials (temporalx.Options: compression as temporal.grpc_compression
 	// resolves for a loopback address, which every address the server is
@@ -115,6 +126,10 @@ func (s *Server) Client() client.Client { return s.client }
 
 // HostPort is the frontend's address.
 func (s *Server) HostPort() string { return s.hostPort }
+
+// Usage is the server process's peak RSS and CPU time so far: what a plan
+// costs the engine, which bounds plans on a small box.
+func (s *Server) Usage() (Usage, error) { return ReadUsage(s.dev.Pid()) }
 
 // Stop stops the server and waits for it.
 func (s *Server) Stop() error {
