@@ -56,6 +56,31 @@ func pollPage(ctx context.Context, js string, d time.Duration) error {
 	}
 }
 
+// openPage loads page in the tab and waits, within d, until the
+// JavaScript expression js is true there. A single-page UI that has
+// rendered nothing a third of the way in is loaded again, once, as a
+// person would: its scripts never started (seen once in CI on a busy box,
+// the Web UI's page blank for 90 s), which is the UI's own start, not
+// what a test reads on it.
+func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duration) error {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
+		return fmt.Errorf("open %s: %w", page, err)
+	}
+	first := d / 3
+	if err := pollPage(ctx, js, first); err == nil {
+		return nil
+	}
+	blank, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === ""`))
+	if err == nil && blank {
+		t.Logf("%s rendered nothing in %s; loading it again", page, first)
+		if _, err := chromedp.Run(ctx, chromedp.Reload()); err != nil {
+			return fmt.Errorf("reload %s: %w", page, err)
+		}
+	}
+	return pollPage(ctx, js, d-first)
+}
+
 // pageShows is the tab's address and the start of its text, for an error.
 func pageShows(ctx context.Context) string {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

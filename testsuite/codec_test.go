@@ -104,9 +104,7 @@ func TestWebUIDecodesCompressedPayloads(t *testing.T) {
 	bctx, bcancel := context.WithTimeout(browserTab(t, browser), 3*time.Minute)
 	defer bcancel()
 	page := "http://127.0.0.1:" + uiPort + "/namespaces/" + url.PathEscape(srv.Namespace()) + "/workflows/" + url.PathEscape(id)
-	_, err = chromedp.Run(bctx, chromedp.Navigate(page))
-	require.NoError(t, err, "Web UI at %s", page)
-	err = pollPage(bctx, `document.body && document.body.innerText.includes("edge-0001")`, 90*time.Second)
+	err = openPage(t, bctx, page, `document.body && document.body.innerText.includes("edge-0001")`, 90*time.Second)
 	if dir := os.Getenv("MESHROLL_UI_SCREENSHOT"); dir != "" {
 		png, serr := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 		require.NoError(t, serr)

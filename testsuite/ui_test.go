@@ -93,10 +93,7 @@ func TestWebUIFindsPlanByModule(t *testing.T) {
 	// the condition's text there (js is a boolean expression).
 	open := func(page, js, what string) {
 		t.Helper()
-		_, err := chromedp.Run(ctx, chromedp.Navigate(page))
-		require.NoError(t, err, "Web UI at %s", page)
-		err = pollPage(ctx, js, 90*time.Second)
-		require.NoError(t, err, "%s at %s", what, page)
+		require.NoError(t, openPage(t, ctx, page, js, 90*time.Second), "%s at %s", what, page)
 	}
 	// tab opens a tab of a workflow's page.
 	tab := func(name string) {

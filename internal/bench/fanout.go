@@ -331,9 +331,6 @@ func fit(xs, ys []float64) (a, b float64) {
 	return (sy - b*sx) / n, b
 }
 
-// engineCeilingNote says what a ceiling row is read against. The first
-// plan also starts every machine workflow, which the no-op task rate does
-// not price; the next plan is the like-for-like reading.
 // The rows that read a plan's server CPU against its tasks at the no-op
 // task's CPU, and what they mean.
 const (
@@ -342,6 +339,9 @@ const (
 	cpuCeilingNote = "the part of the ratio above that the server's CPU per task explains"
 )
 
+// engineCeilingNote says what a ceiling row is read against. The first
+// plan also starts every machine workflow, which the no-op task rate does
+// not price; the next plan is the like-for-like reading.
 func engineCeilingNote(n int, next bool) string {
 	note := "ceiling: the plan's server tasks at the engine's no-op task rate"
 	if !next {

@@ -65,11 +65,10 @@ type ServerOptions struct {
 	OldMatcher bool
 	// SACache has the server keep search attributes and namespaces in
 	// its caches, as a production server does
-	// (system.forceSearchAttributesCacheRefreshOnRead=false), instead of
-	// reading them from its store on every use as the CLI sets it, so
-	// that a namespace's new search attributes are seen at once (the
-	// tests register them as they create their namespaces), to read what
-	// that costs.
+	// (system.forceSearchAttributesCacheRefreshOnRead=false), to read
+	// what the CLI's setting costs: it reads them from the store on every
+	// use, so that a namespace's new ones are seen at once, which the
+	// tests need (they register them as they create their namespaces).
 	SACache bool
 }
 
