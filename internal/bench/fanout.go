@@ -336,7 +336,7 @@ func fit(xs, ys []float64) (a, b float64) {
 const (
 	firstCPUFigure = "first plan: dev server CPU / its tasks at the no-op task's CPU"
 	nextCPUFigure  = "next plan: dev server CPU / its tasks at the no-op task's CPU"
-	cpuCeilingNote = "the part of the ratio above that the server's CPU per task explains"
+	cpuCeilingNote = "the part of the ratio above that the server's CPU per task explains; /proc counts CPU in 10 ms ticks, so it reads well from hundreds of machines up"
 )
 
 // engineCeilingNote says what a ceiling row is read against. The first
