@@ -3,11 +3,13 @@ package testsuite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
@@ -81,6 +83,17 @@ func (s *stack) contendForBudget() map[string]string {
 		Module: "alpha", Policy: s.cfg.PushPolicy(), Rollback: &meshapi.Rollback{By: "test", Reason: "on fire"},
 	})
 	require.NoError(s.t, err)
+	// The rollback's first push holds the fleet's one lease, at its held
+	// host, before the merges start: a merge's machine that asked first
+	// would take the lease and push at once, with nothing behind alpha.
+	require.Eventually(s.t, func() bool {
+		v, err := s.c.QueryWorkflow(context.Background(), meshapi.FleetBudgetID(s.cfg.Temporal.TaskQueue), "", meshapi.QueryState)
+		var b meshapi.FleetBudgetState
+		if err != nil || v.Get(&b) != nil {
+			return false
+		}
+		return slices.ContainsFunc(b.Leases, func(l meshapi.Lease) bool { return l.Module == "alpha" })
+	}, 2*time.Minute, 50*time.Millisecond, "the rollback's first push holds the fleet budget's lease")
 	beta, gamma := s.start("beta", s.commit("beta")).ID, s.start("gamma", s.commit("gamma")).ID
 	for _, m := range []string{"beta-1", "beta-2", "gamma-1", "gamma-2"} {
 		st := s.stateOf(m, func(st meshapi.MachineState) bool {
@@ -140,17 +153,33 @@ func TestCaptureFleetBudgetHistories(t *testing.T) {
 // ready accepts, and returns it.
 func (s *stack) stateOf(machine string, ready func(meshapi.MachineState) bool) meshapi.MachineState {
 	s.t.Helper()
-	var st meshapi.MachineState
-	require.Eventually(s.t, func() bool {
+	// The last state read, for the failure: the condition runs apart
+	// from the test, and a message's arguments are read before it runs.
+	var (
+		mu   sync.Mutex
+		last meshapi.MachineState
+	)
+	got := func() meshapi.MachineState {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+	if !assert.Eventually(s.t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		v, err := s.c.QueryWorkflow(ctx, meshapi.MachineID(machine), "", meshapi.QueryState)
+		var st meshapi.MachineState
 		if err != nil || v.Get(&st) != nil {
 			return false
 		}
+		mu.Lock()
+		last = st
+		mu.Unlock()
 		return ready(st)
-	}, 2*time.Minute, 50*time.Millisecond, "machine workflow of %s never reached the state waited for (last: %+v)", machine, st)
-	return st
+	}, 2*time.Minute, 50*time.Millisecond) {
+		s.t.Fatalf("machine workflow of %s never reached the state waited for (last: %+v)", machine, got())
+	}
+	return got()
 }
 
 // A lease granted to a machine workflow that does not run is dropped as
