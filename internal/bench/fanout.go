@@ -25,8 +25,14 @@ type cost struct {
 	events   int // plan and machine workflows
 	actions  int
 	tasks    int // server tasks (hist.Tasks)
+	sticky   int // workflow tasks that timed out on a sticky queue (hist.StickyTimeouts)
 	largest  int // events of the largest single history
 }
+
+// stickyNote says what a sticky timeout costs: each is a workflow task
+// moved to the task queue with its whole history and replayed
+// (workerapp.WorkerOptions).
+const stickyNote = "each goes to the task queue and replays its workflow from the start"
 
 // pendingCeiling is a fan-out plan waiting for this run's engine rate, to
 // be read against its engine ceiling.
@@ -113,7 +119,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 
 	planBytes := hist.Bytes(events)
-	co := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
+	co := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), sticky: hist.StickyTimeouts(events), largest: len(events)}
 	acts := countActivities(events)
 	seen := map[string]int{} // events of each machine workflow after the first plan
 	for _, s := range specs {
@@ -125,6 +131,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		co.events += len(me)
 		co.actions += hist.Actions(me)
 		co.tasks += hist.Tasks(me)
+		co.sticky += hist.StickyTimeouts(me)
 		co.largest = max(co.largest, len(me))
 		acts += countActivities(me)
 	}
@@ -154,7 +161,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		b.t.Add(scenario, nextCPUFigure, "×", cpuCeilingNote)
 	}
 	planBytes = max(planBytes, hist.Bytes(events))
-	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), largest: len(events)}
+	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), sticky: hist.StickyTimeouts(events), largest: len(events)}
 	for _, s := range specs {
 		me, err := b.events(ctx, meshapi.MachineID(s.Name))
 		if err != nil {
@@ -163,6 +170,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		cn.events += len(me) - seen[s.Name]
 		cn.actions += hist.Actions(me[seen[s.Name]:])
 		cn.tasks += hist.Tasks(me[seen[s.Name]:])
+		cn.sticky += hist.StickyTimeouts(me[seen[s.Name]:])
 		cn.largest = max(cn.largest, len(me))
 	}
 	b.costsNext = append(b.costsNext, cn)
@@ -183,6 +191,8 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	b.t.Add("cost", fmt.Sprintf("billable actions, %d machines, next plan", n), "", "", float64(cn.actions))
 	b.t.Add("cost", fmt.Sprintf("server tasks per machine pushed, %d machines, first plan", n), "", "", float64(co.tasks)/float64(n))
 	b.t.Add("cost", fmt.Sprintf("server tasks per machine pushed, %d machines, next plan", n), "", "target ≤ 3", float64(cn.tasks)/float64(n))
+	b.t.Add("cost", fmt.Sprintf("workflow tasks that waited out the worker's sticky queue, per machine pushed, %d machines, first plan", n), "", stickyNote, float64(co.sticky)/float64(n))
+	b.t.Add("cost", fmt.Sprintf("workflow tasks that waited out the worker's sticky queue, per machine pushed, %d machines, next plan", n), "", stickyNote, float64(cn.sticky)/float64(n))
 	if n == b.sz.fanout[len(b.sz.fanout)-1] {
 		b.t.Add("cost", fmt.Sprintf("largest history in the %d-machine plan", n), "events", "target ≤ 10,000 (limit 51,200)", float64(max(co.largest, cn.largest)))
 		b.t.Add("cost", fmt.Sprintf("the %d-machine plan's own history, bytes per machine (larger of two plans)", n), "B", "limit 50 MB a history", float64(planBytes)/float64(n))

@@ -26,6 +26,16 @@ import (
 // polls ends empty: a minute. That was the minute-long stall of plans of
 // a thousand machines (docs/benchmarks.md).
 //
+// A workflow task waits up to StickyTimeout on the worker's sticky queue,
+// where the SDK waits 5 s. A tier hands out thousands of pushes at once,
+// and their machine workflows' next tasks arrive on the sticky queue
+// together; those the server has not dispatched within 5 s time out there
+// and go back to the task queue with their whole history. Each costs two
+// history events, a timer and a transfer on the server, and a replay on
+// the worker: at 10,000 machines on two cores, 0.6 of them per machine
+// pushed with 5 s, 0.04–0.3 with 30 s (docs/benchmarks.md, "10,000
+// machines: workflow tasks that waited out the sticky queue").
+//
 // The execution-size limits stay the SDK's (1,000 activities, 1,000
 // workflow tasks): the footprint scenario's 200 plans in flight stay far
 // below them.
@@ -37,8 +47,18 @@ func WorkerOptions() worker.Options {
 			MaximumNumberOfPollers: 16,
 		}),
 		MaxConcurrentActivityTaskPollers: 8,
+		StickyScheduleToStartTimeout:     StickyTimeout,
 	}
 }
+
+// StickyTimeout is how long a workflow task waits for this worker on its
+// sticky queue before the server moves it to the task queue, where any
+// worker takes it and replays the workflow. What it costs: the tasks
+// already on the sticky queue of a worker that dies (a crash, SIGKILL)
+// wait this long for another worker. The server sends no new task to a
+// sticky queue that has had no poller for 10 s, and a worker that stops
+// cleanly hands its sticky queue back at once.
+const StickyTimeout = 30 * time.Second
 
 // RelayWorkerOptions are the relays' worker's: workflow tasks only (a relay
 // runs no activity), with the SDK's two pollers, as a plan has at most a

@@ -3,6 +3,7 @@ package workerapp
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -16,4 +17,13 @@ func TestWorkflowTasksArePolledApartFromTheStickyQueue(t *testing.T) {
 	o := WorkerOptions()
 	assert.Zero(t, o.MaxConcurrentWorkflowTaskPollers, "a fixed number of workflow pollers shares one pool between the sticky queue and the task queue")
 	assert.Contains(t, fmt.Sprintf("%T", o.WorkflowTaskPollerBehavior), "Autoscaling")
+}
+
+// A tier's pushes bring their machine workflows' next tasks to the sticky
+// queue together: with the SDK's 5 s, those not dispatched in time go back
+// to the task queue and are replayed from their first event (at 10,000
+// machines, more than half a task per machine pushed).
+func TestStickyTasksWaitLongerThanTheSDKsFiveSeconds(t *testing.T) {
+	assert.Greater(t, WorkerOptions().StickyScheduleToStartTimeout, 5*time.Second)
+	assert.Equal(t, time.Second, RelayWorkerOptions().StickyScheduleToStartTimeout, "the relays' worker keeps its own")
 }

@@ -95,6 +95,23 @@ func Tasks(events []*historypb.HistoryEvent) int {
 	return n
 }
 
+// StickyTimeouts counts the workflow tasks that waited on a worker's
+// sticky queue past its StickyScheduleToStartTimeout: the server then
+// schedules the task again on the task queue, where it comes with the
+// whole history, and the worker that takes it drops the workflow's cached
+// state and replays. Each one costs two events, a timer and a transfer
+// task on the server, and a replay on the worker.
+func StickyTimeouts(events []*historypb.HistoryEvent) int {
+	n := 0
+	for _, e := range events {
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT &&
+			e.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			n++
+		}
+	}
+	return n
+}
+
 // Bytes is a history's size as the server counts it against its limit
 // of 50 MB: its events, encoded.
 func Bytes(events []*historypb.HistoryEvent) int {
