@@ -56,6 +56,7 @@ func TestSmoke(t *testing.T) {
 		"| fan-out 10 | next plan / engine ceiling |",
 		"| cost | server tasks per machine pushed, 10 machines, first plan |",
 		"| cost | server tasks per machine pushed, 10 machines, next plan |",
+		"| cost | workflow tasks that waited out the worker's sticky queue, per machine pushed, 10 machines, next plan |",
 		"| engine | server tasks a second",
 		"| batched 20 | floor: batches × min_healthy |",
 		"| batched 20 | whole plan, start to converged |",

@@ -33,8 +33,8 @@ import (
 // and go back to the task queue with their whole history. Each costs two
 // history events, a timer and a transfer on the server, and a replay on
 // the worker: at 10,000 machines on two cores, 0.6 of them per machine
-// pushed with 5 s, 0.04–0.3 with 30 s (docs/benchmarks.md, "10,000
-// machines: workflow tasks that waited out the sticky queue").
+// pushed with 5 s, a tenth to a half of that with 30 s (docs/benchmarks.md,
+// "10,000 machines: workflow tasks that waited out the sticky queue").
 //
 // The execution-size limits stay the SDK's (1,000 activities, 1,000
 // workflow tasks): the footprint scenario's 200 plans in flight stay far
@@ -54,10 +54,9 @@ func WorkerOptions() worker.Options {
 // StickyTimeout is how long a workflow task waits for this worker on its
 // sticky queue before the server moves it to the task queue, where any
 // worker takes it and replays the workflow. What it costs: the tasks
-// already on the sticky queue of a worker that dies (a crash, SIGKILL)
-// wait this long for another worker. The server sends no new task to a
-// sticky queue that has had no poller for 10 s, and a worker that stops
-// cleanly hands its sticky queue back at once.
+// already on a worker's sticky queue when it stops wait this long for
+// another worker. New tasks go to the task queue once the server sees the
+// worker gone: at once when it stops cleanly, 10 s after a kill.
 const StickyTimeout = 30 * time.Second
 
 // RelayWorkerOptions are the relays' worker's: workflow tasks only (a relay
