@@ -29,6 +29,22 @@ type cost struct {
 	largest  int // events of the largest single history
 }
 
+// costOf is the cost of a plan of n machines from its own history.
+func costOf(n int, events []*historypb.HistoryEvent) cost {
+	return cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events),
+		sticky: hist.StickyTimeouts(events), largest: len(events)}
+}
+
+// add counts a machine workflow's events of the plan into c; size is its
+// whole history's length, for the largest.
+func (c *cost) add(events []*historypb.HistoryEvent, size int) {
+	c.events += len(events)
+	c.actions += hist.Actions(events)
+	c.tasks += hist.Tasks(events)
+	c.sticky += hist.StickyTimeouts(events)
+	c.largest = max(c.largest, size)
+}
+
 // stickyNote says what a sticky timeout costs: each is a workflow task
 // moved to the task queue with its whole history and replayed
 // (workerapp.WorkerOptions).
@@ -119,7 +135,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 
 	planBytes := hist.Bytes(events)
-	co := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), sticky: hist.StickyTimeouts(events), largest: len(events)}
+	co := costOf(n, events)
 	acts := countActivities(events)
 	seen := map[string]int{} // events of each machine workflow after the first plan
 	for _, s := range specs {
@@ -128,11 +144,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 			return err
 		}
 		seen[s.Name] = len(me)
-		co.events += len(me)
-		co.actions += hist.Actions(me)
-		co.tasks += hist.Tasks(me)
-		co.sticky += hist.StickyTimeouts(me)
-		co.largest = max(co.largest, len(me))
+		co.add(me, len(me))
 		acts += countActivities(me)
 	}
 	b.costs = append(b.costs, co)
@@ -161,17 +173,13 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 		b.t.Add(scenario, nextCPUFigure, "×", cpuCeilingNote)
 	}
 	planBytes = max(planBytes, hist.Bytes(events))
-	cn := cost{machines: n, events: len(events), actions: hist.Actions(events), tasks: hist.Tasks(events), sticky: hist.StickyTimeouts(events), largest: len(events)}
+	cn := costOf(n, events)
 	for _, s := range specs {
 		me, err := b.events(ctx, meshapi.MachineID(s.Name))
 		if err != nil {
 			return err
 		}
-		cn.events += len(me) - seen[s.Name]
-		cn.actions += hist.Actions(me[seen[s.Name]:])
-		cn.tasks += hist.Tasks(me[seen[s.Name]:])
-		cn.sticky += hist.StickyTimeouts(me[seen[s.Name]:])
-		cn.largest = max(cn.largest, len(me))
+		cn.add(me[seen[s.Name]:], len(me))
 	}
 	b.costsNext = append(b.costsNext, cn)
 	if worker.proc != nil {
