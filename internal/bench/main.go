@@ -21,6 +21,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -87,11 +88,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	t, err := Run(ctx, o, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	if t != nil {
+		if werr := t.Write(os.Stdout); werr != nil {
+			err = errors.Join(err, werr)
+		}
 	}
-	if err := t.Write(os.Stdout); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

@@ -112,7 +112,9 @@ func (b *bench) runs(scenario string) bool {
 }
 
 // Run runs every scenario o.Runs times and returns the table. progress
-// receives one line per scenario run when o.Verbose is set.
+// receives one line per scenario run when o.Verbose is set. When a
+// scenario fails, the table of what was measured before it comes back
+// with the error, so that a long sitting's finished rows are not lost.
 func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, error) {
 	sz, runs, err := sizesFor(o.Size)
 	if err != nil {
@@ -193,12 +195,20 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 			}
 			t0 := time.Now()
 			if err := s.fn(ctx, run); err != nil {
-				return nil, fmt.Errorf("%s, run %d: %w", s.name, run+1, err)
+				b.header(started)
+				return b.t, fmt.Errorf("%s, run %d: %w", s.name, run+1, err)
 			}
 			b.progress("%s run %d/%d done in %s", s.name, run+1, o.Runs, time.Since(t0).Round(time.Millisecond))
 		}
 	}
 	b.fitCosts()
+	b.header(started)
+	return b.t, nil
+}
+
+// header says what the table was measured on, and with what.
+func (b *bench) header(started time.Time) {
+	o := b.o
 	store := "in memory"
 	if o.Server.DBFile != "" {
 		store = "in a SQLite file"
@@ -212,7 +222,6 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*report.Table, err
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),
 	}
-	return b.t, nil
 }
 
 func (b *bench) progress(format string, args ...any) {

@@ -110,22 +110,35 @@ type reading struct {
 // visibility list (plans.MachineSummaries) rather than a query each, which
 // at thousands of machines takes tens of seconds and a worker to answer
 // every one. One machine is asked directly, current to the moment; so is
-// every machine when the list fails, and each machine whose workflow has
-// published no summary yet. listed is whether sums holds the summaries;
-// fedAt is when feed read them (nil: they were listed now).
-func summaries(ctx context.Context, c client.Client, cfg *config.Config, feed Feed, asked int, derr error) (sums plans.Summaries, listed bool, fedAt *time.Time) {
+// each machine whose workflow has published no summary yet, and every
+// machine when the list fails (listErr), up to AskOneByOne of them.
+// listed is whether sums holds the summaries; fedAt is when feed read them
+// (nil: they were listed now).
+func summaries(ctx context.Context, c client.Client, cfg *config.Config, feed Feed, asked int, derr error) (sums plans.Summaries, listed bool, fedAt *time.Time, listErr error) {
 	if derr != nil || asked <= 1 {
-		return sums, false, nil
+		return sums, false, nil, nil
 	}
 	if feed != nil {
 		if sums, at, ok := feed.Summaries(ctx); ok {
-			return sums, true, &at
+			return sums, true, &at, nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	sums, err := plans.MachineSummaries(ctx, c, cfg.Temporal.Namespace)
-	return sums, err == nil, nil
+	return sums, err == nil, nil, err
+}
+
+// AskOneByOne is the most machine workflows a read asks one query each
+// when their list failed. Past it each machine's row says the list failed
+// instead: a server that could not answer one list would not answer
+// thousands of queries at once either, and they would only add to its load.
+const AskOneByOne = 100
+
+// errNotAsked is each machine's workflow error when the list failed and
+// there were more than AskOneByOne of them.
+func errNotAsked(listErr error, asked int) error {
+	return fmt.Errorf("%w; not asked one by one (%d machines, more than %d): read again, or ask one with `machine show`", listErr, asked, AskOneByOne)
 }
 
 // readAll reads the hosts of names from src.Hosts in one read, and the
@@ -184,13 +197,15 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 	if derr == nil {
 		defer c.Close()
 	}
-	sums, listed, fedAt := summaries(ctx, c, cfg, src.Workflows, asked, derr)
+	sums, listed, fedAt, listErr := summaries(ctx, c, cfg, src.Workflows, asked, derr)
 	for i := range rs {
 		r := &rs[i]
 		switch {
 		case !r.asked:
 		case derr != nil:
 			r.wfErr = derr
+		case listErr != nil && asked > AskOneByOne:
+			r.wfErr = errNotAsked(listErr, asked)
 		case listed && !sums.Unpublished[r.name]:
 			if s, ok := sums.ByMachine[r.name]; ok {
 				r.state = &s

@@ -223,6 +223,35 @@ func TestListReadsMachineWorkflows(t *testing.T) {
 	}
 }
 
+// TestListDoesNotAskAFleetOneByOne: when the list fails, a fleet larger
+// than AskOneByOne is not asked a query per machine (a storm on a server
+// that just failed one list); each row says why its workflow is unread.
+func TestListDoesNotAskAFleetOneByOne(t *testing.T) {
+	ok, _ := fakeHost(t, mesh.Report{LastSeq: 3}, 0)
+	for _, n := range []int{AskOneByOne, AskOneByOne + 1} {
+		cfg := &config.Config{Machines: map[string]config.Machine{}}
+		for i := range n {
+			cfg.Machines[fmt.Sprintf("edge-%03d", i)] = config.Machine{Host: ok}
+		}
+		queried := &asked{}
+		fake := temporal{states: map[string]meshapi.MachineState{"edge-000": {Machine: "edge-000", LastSeq: 3}}, listErr: errors.New("visibility down"), queried: queried}
+		rows, err := List(context.Background(), cfg, Sources{Dial: fake.dial})
+		require.NoError(t, err)
+		require.Len(t, rows, n)
+		if n <= AskOneByOne {
+			assert.Len(t, queried.ids, n, "%d machines: each asked once the list failed", n)
+			require.NotNil(t, rows[0].LastSeq, "%d machines: edge-000 read by its query", n)
+			continue
+		}
+		assert.Empty(t, queried.ids, "%d machines: none asked one by one", n)
+		for _, r := range rows {
+			assert.Nil(t, r.LastSeq, r.Machine)
+			assert.Contains(t, r.WorkflowError, "visibility down", r.Machine)
+			assert.Contains(t, r.WorkflowError, "not asked one by one", r.Machine)
+		}
+	}
+}
+
 func TestShowPagesTheJournal(t *testing.T) {
 	url, asked := fakeHost(t, mesh.Report{Machine: "edge-1", LastSeq: 250}, 250)
 	m := config.Machine{Host: url}

@@ -34,7 +34,7 @@ import (
 // history events, a timer and a transfer on the server, and a replay on
 // the worker: at 10,000 machines on two cores, 0.6 of them per machine
 // pushed with 5 s, a tenth to a half of that with 30 s (docs/benchmarks.md,
-// "10,000 machines: workflow tasks that waited out the sticky queue").
+// "The worker's pollers and its sticky queue").
 //
 // The execution-size limits stay the SDK's (1,000 activities, 1,000
 // workflow tasks): the footprint scenario's 200 plans in flight stay far
