@@ -135,9 +135,12 @@ func summaries(ctx context.Context, c client.Client, cfg *config.Config, feed Fe
 // thousands of queries at once either, and they would only add to its load.
 const AskOneByOne = 100
 
-// errNotAsked is each machine's workflow error when the list failed and
-// there were more than AskOneByOne of them.
-func errNotAsked(listErr error, asked int) error {
+// notAsked is every machine's workflow error when their list failed and
+// there are more than AskOneByOne of them; nil when they are to be asked.
+func notAsked(listErr error, asked int) error {
+	if listErr == nil || asked <= AskOneByOne {
+		return nil
+	}
 	return fmt.Errorf("%w; not asked one by one (%d machines, more than %d): read again, or ask one with `machine show`", listErr, asked, AskOneByOne)
 }
 
@@ -198,14 +201,15 @@ func readAll(ctx context.Context, cfg *config.Config, names []string, askWorkflo
 		defer c.Close()
 	}
 	sums, listed, fedAt, listErr := summaries(ctx, c, cfg, src.Workflows, asked, derr)
+	unasked := notAsked(listErr, asked)
 	for i := range rs {
 		r := &rs[i]
 		switch {
 		case !r.asked:
 		case derr != nil:
 			r.wfErr = derr
-		case listErr != nil && asked > AskOneByOne:
-			r.wfErr = errNotAsked(listErr, asked)
+		case unasked != nil:
+			r.wfErr = unasked
 		case listed && !sums.Unpublished[r.name]:
 			if s, ok := sums.ByMachine[r.name]; ok {
 				r.state = &s
