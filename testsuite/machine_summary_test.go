@@ -2,14 +2,17 @@ package testsuite
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/fleetui"
 	"github.com/meshroll/meshroll/internal/machinefeed"
+	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
@@ -27,7 +30,7 @@ func (s *stack) summariesShowHosts(names ...string) {
 	eventually(s.t, 30*time.Second, "every machine workflow's summary to show its host's last sequence", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		sums, err := plans.MachineSummaries(ctx, s.c, s.namespace)
+		sums, err := plans.MachineSummaries(ctx, s.c, s.namespace, s.cfg.Temporal.TaskQueue)
 		if err != nil {
 			return false
 		}
@@ -46,12 +49,26 @@ func (s *stack) summariesShowHosts(names ...string) {
 // visibility list, not by a query to each (which needs a worker to answer,
 // and at ten thousand machines takes tens of seconds). With the worker
 // stopped, nothing is left to answer a query, and status still shows each
-// machine workflow's last sequence, with no error.
+// machine workflow's last sequence, with no error. The list is the mesh's
+// own: another mesh's machine workflow in the same namespace, on a task
+// queue of its own (temporal.task_queue), is not read.
 func TestStatusReadsMachineWorkflowsWithoutAWorker(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, exampleMesh())
 	s.converge("host", s.commit("host"))
 	s.summariesShowHosts()
+
+	other := meshapi.MachineID("other-mesh-m1")
+	_, err := s.c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: other, TaskQueue: "other-mesh"}, meshapi.MachineWorkflowType)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the other mesh's machine workflow to be listed in the namespace", func() bool {
+		return slices.Contains(s.list("WorkflowType = 'Machine' AND ExecutionStatus = 'Running'"), other)
+	})
+	sums, err := plans.MachineSummaries(t.Context(), s.c, s.namespace, s.cfg.Temporal.TaskQueue)
+	require.NoError(t, err)
+	require.NotContains(t, sums.ByMachine, "other-mesh-m1")
+	require.NotContains(t, sums.Unpublished, "other-mesh-m1", "another mesh's machine workflow is not this mesh's to read")
+	require.Len(t, sums.ByMachine, len(s.hosts))
 
 	s.worker.Stop()
 	st, err := s.status()
@@ -78,7 +95,7 @@ func TestMachineFeedFollowsChangesWithoutListingEveryMachine(t *testing.T) {
 	s.converge("host", s.commit("host"))
 	s.summariesShowHosts()
 
-	feed := machinefeed.New(machinefeed.Visibility{Client: s.c, Namespace: s.namespace},
+	feed := machinefeed.New(machinefeed.Visibility{Client: s.c, Namespace: s.namespace, TaskQueue: s.cfg.Temporal.TaskQueue},
 		machinefeed.Options{Every: 100 * time.Millisecond, Full: time.Hour, Log: zerolog.New(zerolog.NewTestWriter(t))})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -82,6 +82,13 @@ func TestProductionTopology(t *testing.T) {
 	for _, machine := range p.cfg.MachineNames() {
 		require.Equal(t, d1, p.running(machine, "host"), "%s runs the first merge's build", machine)
 	}
+	// The overviews' list of the mesh's machine workflows (by workflow
+	// type, status and task queue) works on PostgreSQL visibility too.
+	eventually(t, 30*time.Second, "the mesh's machine workflows listed from PostgreSQL visibility", func() bool {
+		sums, err := plans.MachineSummaries(t.Context(), p.c, prodNamespace, p.cfg.Temporal.TaskQueue)
+		require.NoError(t, err)
+		return len(sums.ByMachine) == len(p.cfg.Machines)
+	})
 	// deploy/'s dynamic config turns eager activity dispatch on: the
 	// server counts the pushes it handed out eagerly.
 	eager := p.serverCounter("activity_eager_execution")

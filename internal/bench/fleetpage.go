@@ -91,7 +91,7 @@ func (b *bench) fleetPage(ctx context.Context, run int) error {
 	// changed, with nothing moving.
 	for range fleetPageLoads {
 		start := time.Now()
-		if _, err := plans.MachineSummariesSince(ctx, b.srv.Client(), m.Config.Temporal.Namespace, start.Add(-machinefeed.DefaultOverlap)); err != nil {
+		if _, err := plans.MachineSummariesSince(ctx, b.srv.Client(), m.Config.Temporal.Namespace, m.Config.Temporal.TaskQueue, start.Add(-machinefeed.DefaultOverlap)); err != nil {
 			return fmt.Errorf("fleet page: the feed's look: %w", err)
 		}
 		b.t.Add(scenario, "the worker's feed: one look at what changed (nothing moving)", "ms", "", millis(time.Since(start)))

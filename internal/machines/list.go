@@ -125,7 +125,7 @@ func summaries(ctx context.Context, c client.Client, cfg *config.Config, feed Fe
 	}
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
-	sums, err := plans.MachineSummaries(ctx, c, cfg.Temporal.Namespace)
+	sums, err := plans.MachineSummaries(ctx, c, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue)
 	return sums, err == nil, nil, err
 }
 

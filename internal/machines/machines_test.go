@@ -41,9 +41,11 @@ func noTemporal(context.Context) (client.Client, error) { return nil, errTempora
 // temporal answers machine workflow queries from states, and lists every
 // machine of states as a running workflow whose memo holds its summary
 // (none for the machines in unpublished); a machine not in states has no
-// workflow. listErr fails the list; queried records the queries asked.
+// workflow. It lists for the mesh on queue; listErr fails the list;
+// queried records the queries asked.
 type temporal struct {
 	client.Client
+	queue       string
 	states      map[string]meshapi.MachineState
 	unpublished map[string]bool
 	listErr     error
@@ -78,7 +80,7 @@ func (t temporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkf
 	if t.listErr != nil {
 		return nil, t.listErr
 	}
-	if want := "WorkflowType = 'Machine' AND ExecutionStatus = 'Running'"; req.GetQuery() != want {
+	if want := "WorkflowType = 'Machine' AND ExecutionStatus = 'Running' AND TaskQueue = '" + t.queue + "'"; req.GetQuery() != want {
 		return nil, fmt.Errorf("query %q, want %q", req.GetQuery(), want)
 	}
 	resp := &workflowservice.ListWorkflowExecutionsResponse{}
@@ -193,12 +195,12 @@ func TestListReadsMachineWorkflows(t *testing.T) {
 		{name: "list failed", machines: []string{"edge-1", "edge-2", "edge-3"}, listErr: errors.New("visibility down"), queried: []string{"edge-1", "edge-2", "edge-3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &config.Config{Machines: map[string]config.Machine{}}
+			cfg := &config.Config{Temporal: config.Temporal{TaskQueue: "mesh-a"}, Machines: map[string]config.Machine{}}
 			for _, m := range tc.machines {
 				cfg.Machines[m] = config.Machine{Host: ok}
 			}
 			queried := &asked{}
-			fake := temporal{states: states, unpublished: tc.unpublished, listErr: tc.listErr, queried: queried}
+			fake := temporal{queue: "mesh-a", states: states, unpublished: tc.unpublished, listErr: tc.listErr, queried: queried}
 			rows, err := List(context.Background(), cfg, Sources{Dial: fake.dial})
 			require.NoError(t, err)
 			want := make([]string, len(tc.queried))

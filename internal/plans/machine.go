@@ -78,12 +78,14 @@ type Summaries struct {
 	Unpublished map[string]bool
 }
 
-// MachineSummaries reads every running machine workflow of the namespace in
-// one paged visibility list: the summary each keeps in its memo, as the
-// visibility store last recorded it (a moment behind the workflow). A
-// machine absent from both maps has no running workflow the store knows of.
-func MachineSummaries(ctx context.Context, c client.Client, namespace string) (Summaries, error) {
-	return listSummaries(ctx, c, namespace, runningMachines)
+// MachineSummaries reads every running machine workflow of the mesh whose
+// workers poll taskQueue in namespace, in one paged visibility list: the
+// summary each keeps in its memo, as the visibility store last recorded it
+// (a moment behind the workflow). A machine absent from both maps has no
+// running workflow the store knows of. Another mesh's machine workflows in
+// the same namespace (on a task queue of its own) are not read.
+func MachineSummaries(ctx context.Context, c client.Client, namespace, taskQueue string) (Summaries, error) {
+	return listSummaries(ctx, c, namespace, runningMachines(taskQueue))
 }
 
 // MachineSummariesSince reads the running machine workflows that published
@@ -92,13 +94,15 @@ func MachineSummaries(ctx context.Context, c client.Client, namespace string) (S
 // A workflow that has published nothing since its worker set the
 // attribute is not in it, so such a reader reads the whole list now and
 // then too (package machinefeed does).
-func MachineSummariesSince(ctx context.Context, c client.Client, namespace string, since time.Time) (Summaries, error) {
-	return listSummaries(ctx, c, namespace, runningMachines+" AND "+meshapi.SAMachineChanged.GetName()+" >= "+quote(since.UTC().Format(time.RFC3339Nano)))
+func MachineSummariesSince(ctx context.Context, c client.Client, namespace, taskQueue string, since time.Time) (Summaries, error) {
+	return listSummaries(ctx, c, namespace, runningMachines(taskQueue)+" AND "+meshapi.SAMachineChanged.GetName()+" >= "+quote(since.UTC().Format(time.RFC3339Nano)))
 }
 
 // runningMachines is the visibility query of every running machine
-// workflow.
-var runningMachines = "WorkflowType = " + quote(meshapi.MachineWorkflowType) + " AND ExecutionStatus = 'Running'"
+// workflow on taskQueue.
+func runningMachines(taskQueue string) string {
+	return "WorkflowType = " + quote(meshapi.MachineWorkflowType) + " AND ExecutionStatus = 'Running' AND TaskQueue = " + quote(taskQueue)
+}
 
 // listSummaries reads the summaries of the machine workflows query lists,
 // page after page.

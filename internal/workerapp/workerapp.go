@@ -260,7 +260,7 @@ func New(c client.Client, mesh config.Source, configDir string, deps Deps, log z
 	ws := &Workers{main: w, relays: relays}
 	if deps.Catalogue != nil {
 		ws.watch = newHostWatch(cfg, deps.Catalogue, log)
-		ws.feed = &feedRun{feed: machinefeed.New(machinefeed.Visibility{Client: c, Namespace: cfg.Temporal.Namespace},
+		ws.feed = &feedRun{feed: machinefeed.New(machinefeed.Visibility{Client: c, Namespace: cfg.Temporal.Namespace, TaskQueue: cfg.Temporal.TaskQueue},
 			machinefeed.Options{Keep: deps.Catalogue, Log: log.With().Str("component", "machine-feed").Logger()})}
 	}
 	if live, ok := mesh.(*config.Live); ok {
