@@ -141,7 +141,7 @@ func notAsked(listErr error, asked int) error {
 	if listErr == nil || asked <= AskOneByOne {
 		return nil
 	}
-	return fmt.Errorf("%w; not asked one by one (%d machines, more than %d): read again, or ask one with `machine show`", listErr, asked, AskOneByOne)
+	return fmt.Errorf("%w; not asked one by one (%d machines, more than %d): read again, or ask one with `starter machine show NAME`", listErr, asked, AskOneByOne)
 }
 
 // readAll reads the hosts of names from src.Hosts in one read, and the
