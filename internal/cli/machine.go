@@ -43,14 +43,16 @@ func (a *app) machineListCommand() *cobra.Command {
 		Long: `list shows every machine of the mesh config with its tier and modules, what
 its machine workflow says (LAST SEQ sent, QUEUE of waiting requests, "+1"
 while one is being pushed; "-" when no plan has pushed the machine yet, "?"
-when Temporal could not be asked), and HOST STATUS, read from the worker's
+when its machine workflow could not be read), and HOST STATUS, read from the worker's
 fleet picture as status reads it (with how long ago the host was heard;
 stale or unknown as status says) or else asked of the host directly: ok when
 the host answered its report, unreachable when it did not,
 unauthorized when it turned the machine's token away (401 or 403), error when
 it answered with something else (a bad ca_file). Below the table, each host
 that did not answer ok is named with why, and for a token with the setting
-that gives it (MESHROLL_MACHINES_<NAME>_TOKEN or machines.<name>.token).
+that gives it (MESHROLL_MACHINES_<NAME>_TOKEN or machines.<name>.token); so
+is each machine workflow that could not be read, once for all when they
+failed alike (their list failed at thousands of machines).
 
 An unreachable host is listed, not a failure. An unreachable Temporal is:
 the hosts are still listed, then list exits 1.`,
@@ -66,7 +68,7 @@ the hosts are still listed, then list exits 1.`,
 			defer closePic()
 			src.Dial = a.dialer(cfg)
 			rows, terr := machines.List(cmd.Context(), cfg, src)
-			return printRead(a, rows, writeMachineList, terr)
+			return printRead(a, rows, func(w io.Writer, rows []machines.Row) error { return writeMachineList(w, rows, terr) }, terr)
 		}),
 	}
 }
@@ -80,8 +82,9 @@ func hostCell(r machines.Row) string {
 	return r.HostStatus + ", " + r.HostFreshness
 }
 
-// writeMachineList is machine list's table.
-func writeMachineList(w io.Writer, rows []machines.Row) error {
+// writeMachineList is machine list's table, and below it why a host or a
+// machine workflow could not be read (not exiting, which list ends with).
+func writeMachineList(w io.Writer, rows []machines.Row, exiting error) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MACHINE\tTIER\tMODULES\tHOST\tLAST SEQ\tQUEUE\tHOST STATUS")
 	for _, r := range rows {
@@ -99,12 +102,8 @@ func writeMachineList(w io.Writer, rows []machines.Row) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	for _, r := range rows {
-		if r.HostError != "" {
-			if _, err := fmt.Fprintf(w, "%s: %s\n", r.Machine, oneLine(r.HostError)); err != nil {
-				return fmt.Errorf("write output: %w", err)
-			}
-		}
+	if _, err := io.WriteString(w, readErrors(rows, exiting)); err != nil {
+		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
 }

@@ -278,12 +278,24 @@ func TestWriteMachineList(t *testing.T) {
 			Current: &meshapi.QueuedRequest{Plan: "p"}, HostStatus: machines.HostOK},
 		{Machine: "edge-1", Tier: 1, Modules: []string{"host"}, Host: "http://h2", LastSeq: &seq, Queue: &zero, HostStatus: machines.HostError},
 		{Machine: "edge-2", Tier: 1, Modules: []string{}, Host: "http://h3", HostStatus: machines.HostUnreachable},
-	}))
+	}, nil))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 4)
 	assert.Regexp(t, `^control-node\s+2\s+mesh-controller,host\s+http://h1\s+5\s+2\+1\s+ok$`, lines[1])
 	assert.Regexp(t, `^edge-1\s+1\s+host\s+http://h2\s+5\s+0\s+error$`, lines[2])
 	assert.Regexp(t, `^edge-2\s+1\s+-\s+http://h3\s+-\s+-\s+unreachable$`, lines[3], "no workflow yet")
+
+	// A "?" says why below the table: once when every workflow failed alike.
+	b.Reset()
+	listFailed := "list machine workflows: deadline exceeded; not asked one by one"
+	require.NoError(t, writeMachineList(&b, []machines.Row{
+		{Machine: "edge-1", Tier: 1, Host: "http://h2", HostStatus: machines.HostOK, WorkflowError: listFailed},
+		{Machine: "edge-2", Tier: 1, Host: "http://h3", HostStatus: machines.HostOK, WorkflowError: listFailed},
+	}, nil))
+	lines = strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 4, b.String())
+	assert.Regexp(t, `^edge-1\s+1\s+-\s+http://h2\s+\?\s+\?\s+ok$`, lines[1])
+	assert.Equal(t, "machine workflows not asked: "+listFailed, lines[3])
 }
 
 // Each container's PLAN and SEQ are the declaration that brought its

@@ -329,18 +329,7 @@ func writeStatus(w io.Writer, st machines.Status) error {
 		}
 		_ = tw.Flush()
 	}
-	common := commonWorkflowError(st.Machines)
-	for _, m := range st.Machines {
-		if m.HostError != "" {
-			fmt.Fprintf(&b, "%s: %s\n", m.Machine, oneLine(m.HostError))
-		}
-		if m.WorkflowError != "" && common == "" {
-			fmt.Fprintf(&b, "%s: workflow %s: %s\n", m.Machine, meshapi.MachineID(m.Machine), oneLine(m.WorkflowError))
-		}
-	}
-	if common != "" {
-		fmt.Fprintf(&b, "machine workflows not asked: %s\n", oneLine(common))
-	}
+	b.WriteString(readErrors(st.Machines, nil))
 	for _, fz := range st.Freezes {
 		fmt.Fprintf(&b, "frozen: %s: %s\n", fz.Scope(), oneLine(fz.String()))
 	}
@@ -358,6 +347,28 @@ func writeStatus(w io.Writer, st machines.Status) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
+}
+
+// readErrors says, below a table of machines, what could not be read of
+// each: a host's error on a line of its own, a machine workflow's too, or
+// the workflows' once for all when every one failed alike (Temporal
+// unreachable, their list failed) — unless that is exiting, the error the
+// command ends with and says itself.
+func readErrors(ms []machines.Row, exiting error) string {
+	var b strings.Builder
+	common := commonWorkflowError(ms)
+	for _, m := range ms {
+		if m.HostError != "" {
+			fmt.Fprintf(&b, "%s: %s\n", m.Machine, oneLine(m.HostError))
+		}
+		if m.WorkflowError != "" && common == "" {
+			fmt.Fprintf(&b, "%s: workflow %s: %s\n", m.Machine, meshapi.MachineID(m.Machine), oneLine(m.WorkflowError))
+		}
+	}
+	if common != "" && (exiting == nil || common != exiting.Error()) {
+		fmt.Fprintf(&b, "machine workflows not asked: %s\n", oneLine(common))
+	}
+	return b.String()
 }
 
 // commonWorkflowError is the error every one of several machines' workflows
