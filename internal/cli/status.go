@@ -356,7 +356,7 @@ func writeStatus(w io.Writer, st machines.Status) error {
 // command ends with and says itself.
 func readErrors(ms []machines.Row, exiting error) string {
 	var b strings.Builder
-	common := commonWorkflowError(ms)
+	common := machines.CommonWorkflowError(ms)
 	for _, m := range ms {
 		if m.HostError != "" {
 			fmt.Fprintf(&b, "%s: %s\n", m.Machine, oneLine(m.HostError))
@@ -369,21 +369,6 @@ func readErrors(ms []machines.Row, exiting error) string {
 		fmt.Fprintf(&b, "machine workflows not asked: %s\n", oneLine(common))
 	}
 	return b.String()
-}
-
-// commonWorkflowError is the error every one of several machines' workflows
-// failed with, as all do when Temporal cannot be reached, for it to be said
-// once; "" when they differ.
-func commonWorkflowError(ms []machines.Row) string {
-	if len(ms) < 2 {
-		return ""
-	}
-	for _, m := range ms[1:] {
-		if m.WorkflowError != ms[0].WorkflowError {
-			return ""
-		}
-	}
-	return ms[0].WorkflowError
 }
 
 // statusCells is a row's GEN to SEQ columns, tab-separated: "?" throughout

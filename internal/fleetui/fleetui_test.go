@@ -75,6 +75,16 @@ func TestSourcesThatFail(t *testing.T) {
 			},
 			want: []string{"1 machine workflow did not answer their state query: their queues are unknown."},
 		},
+		{
+			name: "the machine workflows' list failed",
+			setup: func(f *fake) {
+				for i := range f.status.Machines {
+					f.status.Machines[i].WorkflowError, f.status.Machines[i].Queue = "list machine workflows: deadline exceeded; not asked one by one", nil
+				}
+			},
+			want: []string{"The machine workflows could not be read: list machine workflows: deadline exceeded; not asked one by one — their queues are unknown."},
+			not:  []string{"did not answer their state query"},
+		},
 		{name: "freezes unread", setup: func(f *fake) { f.freezesErr = errors.New("catalogue locked") }, want: []string{"The freezes could not be read: catalogue locked — whether a machine is frozen is unknown.", "Freezes unknown: catalogue locked"}},
 		{name: "plans unread", setup: func(f *fake) { f.plansErr = errors.New("visibility down") }, want: []string{"The plans in flight could not be read: visibility down."}},
 	} {

@@ -57,7 +57,10 @@ func (s *Server) freshness(snap *Snapshot, readingSince time.Time) freshness {
 		}
 		f.Problems = append(f.Problems, line+".")
 	}
-	if wfErr > 0 {
+	switch common := machines.CommonWorkflowError(snap.Status.Machines); {
+	case wfErr > 0 && common != "":
+		f.Problems = append(f.Problems, "The machine workflows could not be read: "+common+" — their queues are unknown.")
+	case wfErr > 0:
 		f.Problems = append(f.Problems, fmt.Sprintf("%d machine %s did not answer their state query: their queues are unknown.", wfErr, plural(wfErr, "workflow", "workflows")))
 	}
 	if snap.FreezesError != "" {

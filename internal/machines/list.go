@@ -144,6 +144,21 @@ func notAsked(listErr error, asked int) error {
 	return fmt.Errorf("%w; not asked one by one (%d machines, more than %d): read again, or ask one with `starter machine show NAME`", listErr, asked, AskOneByOne)
 }
 
+// CommonWorkflowError is the error every one of several machines' workflows
+// failed with, as all do when Temporal cannot be reached or their list
+// failed, for a reader to say it once; "" when they differ.
+func CommonWorkflowError(ms []Row) string {
+	if len(ms) < 2 {
+		return ""
+	}
+	for _, m := range ms[1:] {
+		if m.WorkflowError != ms[0].WorkflowError {
+			return ""
+		}
+	}
+	return ms[0].WorkflowError
+}
+
 // readAll reads the hosts of names from src.Hosts in one read, and the
 // machine workflows of those of them askWorkflow picks (nil: all), all at
 // once, dialling Temporal meanwhile. A host the picture has nothing of (or
