@@ -3,14 +3,10 @@ package testsuite
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"debug/buildinfo"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,9 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
@@ -38,6 +32,7 @@ import (
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
 	"github.com/meshroll/meshroll/internal/plans"
+	"github.com/meshroll/meshroll/internal/prodserver"
 	"github.com/meshroll/meshroll/internal/registry"
 	"github.com/meshroll/meshroll/internal/temporalx"
 )
@@ -144,16 +139,14 @@ func TestProductionTopology(t *testing.T) {
 	p.checkCatalogue(2)
 }
 
-// prodServerModule and prodServerVersion are what
-// scripts/install-temporal-server.sh installs.
 const (
-	prodServerModule  = "go.temporal.io/server"
-	prodServerVersion = "v1.29.1"
-	prodServerEnv     = "MESHROLL_TEMPORAL_SERVER"
-	prodSkipEnv       = "MESHROLL_SKIP_PRODUCTION"
-	prodPostgresEnv   = "MESHROLL_TEST_POSTGRES_DSN"
-	prodNamespace     = "meshroll"
-	prodToken         = "production-test-token"
+	prodSkipEnv     = "MESHROLL_SKIP_PRODUCTION"
+	prodPostgresEnv = "MESHROLL_TEST_POSTGRES_DSN"
+	prodNamespace   = "meshroll"
+	prodToken       = "production-test-token"
+	// prodCatalogue is the catalogue's database among the server's
+	// (prodserver.Options.ExtraDatabases).
+	prodCatalogue = "catalogue"
 )
 
 // prodSkip skips the test locally and fails it in CI, where a skipped
@@ -167,80 +160,27 @@ func prodSkip(t *testing.T, format string, args ...any) {
 	t.Skipf("production topology: %s", msg)
 }
 
-// prodServerBinaries finds temporal-server and temporal-sql-tool where
-// scripts/install-temporal-server.sh puts them, at the version it installs.
-func prodServerBinaries(t *testing.T) (server, sqlTool string) {
-	t.Helper()
-	hint := "run scripts/install-temporal-server.sh (or set " + prodServerEnv + " to its output)"
-	var candidates []string
-	if p := os.Getenv(prodServerEnv); p != "" {
-		candidates = append(candidates, p)
-	}
-	if p, err := exec.LookPath("temporal-server"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, key := range []string{"GOBIN", "GOPATH"} {
-		out, err := exec.Command("go", "env", key).Output()
-		if dir := strings.TrimSpace(strings.Split(string(out), string(os.PathListSeparator))[0]); err == nil && dir != "" {
-			if key == "GOPATH" {
-				dir = filepath.Join(dir, "bin")
-			}
-			candidates = append(candidates, filepath.Join(dir, "temporal-server"))
-		}
-	}
-	wanted := func(p string) bool {
-		bi, err := buildinfo.ReadFile(p)
-		return err == nil && bi.Main.Path == prodServerModule && bi.Main.Version == prodServerVersion
-	}
-	for _, c := range candidates {
-		tool := filepath.Join(filepath.Dir(c), "temporal-sql-tool")
-		if wanted(c) && wanted(tool) {
-			return c, tool
-		}
-	}
-	prodSkip(t, "no temporal-server and temporal-sql-tool of %s %s in %v: %s", prodServerModule, prodServerVersion, candidates, hint)
-	return "", ""
-}
-
-// prodServerModuleDir is the server module in the module cache (the
-// install script's go install downloaded it): its PostgreSQL schema and the
-// config template its Docker image runs with.
-func prodServerModuleDir(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", prodServerModule+"@"+prodServerVersion)
-	cmd.Dir = t.TempDir() // outside this module, so that its go.mod is left alone
-	out, err := cmd.Output()
-	require.NoError(t, err, "go mod download %s@%s: %s", prodServerModule, prodServerVersion, out)
-	var mod struct{ Dir, Error string }
-	require.NoError(t, json.Unmarshal(out, &mod), "%s", out)
-	require.Empty(t, mod.Error)
-	require.DirExists(t, filepath.Join(mod.Dir, "schema", "postgresql", "v12", "temporal", "versioned"))
-	require.FileExists(t, filepath.Join(mod.Dir, "config", "docker.yaml"))
-	return mod.Dir
-}
-
 // prodStack is the topology under test.
 type prodStack struct {
-	t         *testing.T
-	dir       string
-	server    string
-	sqlTool   string
-	moduleDir string // go.temporal.io/server in the module cache
-	bins      string
-	pg        *url.URL // the role that may create databases
-	dbs       map[string]string
-	mesh      *dsMesh
-	cfgPath   string
-	cfg       *config.Config
-	frontend  string
-	// serverMetrics is the server's Prometheus endpoint.
-	serverMetrics string
-	registry      string
-	hosts         map[string]string // machine -> URL
-	c             client.Client
-	workers       []*prodProc
+	t   *testing.T
+	dir string
+	// server and moduleDir are the binaries and server module the
+	// server runs from (found before anything is built, for the skip).
+	server    prodserver.Binaries
+	moduleDir string
+	pgDSN     string // the role that may create databases
+	// srv is the Temporal server on its own databases, the catalogue's
+	// among them.
+	srv      *prodserver.Server
+	frontend string
+	bins     string
+	mesh     *dsMesh
+	cfgPath  string
+	cfg      *config.Config
+	registry string
+	hosts    map[string]string // machine -> URL
+	c        client.Client
+	workers  []*prodProc
 }
 
 // prodProc is one process of the topology, its output kept for failures.
@@ -261,241 +201,86 @@ func newProdStack(t *testing.T) *prodStack {
 	if os.Getenv(prodSkipEnv) != "" {
 		prodSkip(t, "skipped by %s", prodSkipEnv)
 	}
-	server, tool := prodServerBinaries(t)
+	server, err := prodserver.FindBinaries(t.Context())
+	if errors.Is(err, prodserver.ErrNotInstalled) {
+		prodSkip(t, "%v", err)
+	}
+	require.NoError(t, err)
 	base := os.Getenv(prodPostgresEnv)
 	if base == "" {
 		prodSkip(t, "%s is not set: as root, export %s=\"$(bash scripts/postgres-test.sh)\"", prodPostgresEnv, prodPostgresEnv)
 	}
-	pg, err := url.Parse(base)
+	_, err = url.Parse(base)
 	require.NoError(t, err, "%s is not a URL", prodPostgresEnv)
 	cfgPath, err := filepath.Abs(filepath.Join("..", "deploy", "compose-mesh.yaml"))
 	require.NoError(t, err)
 	p := &prodStack{
-		t: t, dir: t.TempDir(), server: server, sqlTool: tool, pg: pg,
+		t: t, dir: t.TempDir(), server: server, pgDSN: base,
 		mesh: dsScratchMesh(t), cfgPath: cfgPath, hosts: map[string]string{},
 	}
 	p.cfg0()
-	p.moduleDir = prodServerModuleDir(t)
+	p.moduleDir, err = prodserver.ModuleDir(t.Context())
+	require.NoError(t, err)
 	p.bins = dsBuild(t, "worker", "host", "starter")
-	p.createDatabases()
 	return p
 }
 
-// createDatabases makes fresh databases for this run (Temporal's two through
-// the schema script, the catalogue's directly) and drops them at the end.
-func (p *prodStack) createDatabases() {
-	t := p.t
-	var suffix [5]byte
-	_, _ = rand.Read(suffix[:])
-	s := hex.EncodeToString(suffix[:])
-	p.dbs = map[string]string{"temporal": "prod_temporal_" + s, "visibility": "prod_visibility_" + s, "catalogue": "prod_catalogue_" + s}
-	admin, err := sql.Open("pgx", p.pg.String())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, db := range p.dbs {
-			if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
-				t.Errorf("drop database %s: %v", db, err)
-			}
-		}
-		_ = admin.Close()
-	})
-	_, err = admin.ExecContext(t.Context(), "CREATE DATABASE "+p.dbs["catalogue"])
-	require.NoError(t, err, "create the catalogue's database on %s", sqlcat.RedactDSN(p.pg.String()))
-
-	pw, _ := p.pg.User.Password()
-	started := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "setup-schema.sh"))
-	cmd.Env = append(dsEnv(""),
-		"SQL_HOST="+p.pg.Hostname(), "SQL_PORT="+p.pgPort(), "SQL_USER="+p.pg.User.Username(), "SQL_PASSWORD="+pw,
-		"TEMPORAL_SCHEMA_DIR="+filepath.Join(p.moduleDir, "schema", "postgresql", "v12"), "TEMPORAL_SQL_TOOL="+p.sqlTool,
-		"TEMPORAL_DB="+p.dbs["temporal"], "TEMPORAL_VISIBILITY_DB="+p.dbs["visibility"])
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "deploy/temporal/setup-schema.sh:\n%s", dsLastLines(string(out), 40))
-	require.Contains(t, string(out), "setup-schema: done")
-	t.Logf("Temporal schema set up on PostgreSQL in %v", time.Since(started).Round(time.Millisecond))
-}
-
-func (p *prodStack) pgPort() string {
-	if port := p.pg.Port(); port != "" {
-		return port
-	}
-	return "5432"
-}
-
-// prodDynamicConfig is added to deploy/temporal/dynamicconfig.yaml (the
-// compose file's): task queues get one partition, as on the dev servers of
-// the other tests; on two cores it is what keeps a push round trip near a
-// tenth of a second.
-const prodDynamicConfig = `matching.numTaskqueueReadPartitions:
-  - value: 1
-matching.numTaskqueueWritePartitions:
-  - value: 1
-`
-
 // startTemporal runs temporal-server as the compose file's temporal
-// service does: with the config template the temporalio/server image runs
-// (the module's config/docker.yaml, which the server renders from its
-// environment) and that service's environment, only the addresses, ports,
-// credentials and database names changed for this machine. It waits until
-// the frontend answers health checks.
+// service does (package prodserver: the temporalio/server image's config
+// template, deploy/'s dynamic config and the service's environment, only
+// the addresses, ports, credentials and database names changed for this
+// machine) on fresh databases, Temporal's set up by
+// deploy/temporal/setup-schema.sh and the catalogue's beside them, all
+// dropped at the end. It waits until the frontend answers health checks.
 func (p *prodStack) startTemporal() {
 	t := p.t
-	root := filepath.Join(p.dir, "temporal")
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "config"), 0o755))
-	tmpl, err := os.ReadFile(filepath.Join(p.moduleDir, "config", "docker.yaml"))
+	root, err := prodserver.FindRoot(".")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(root, "config", "docker.yaml"), tmpl, 0o644))
-	dyn := filepath.Join(root, "dynamicconfig.yaml")
-	deployed, err := os.ReadFile(filepath.Join("..", "deploy", "temporal", "dynamicconfig.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(dyn, append(deployed, prodDynamicConfig...), 0o644))
-
-	proj, err := loadCompose(t, composeEnv)
-	require.NoError(t, err)
-	svc, err := proj.GetService("temporal")
-	require.NoError(t, err)
-	env := dsEnv("")
-	for k, v := range svc.Environment {
-		if v != nil {
-			env = append(env, k+"="+*v)
+	srv, err := prodserver.Start(t.Context(), prodserver.Options{
+		Postgres: p.pgDSN, Root: root, ComposeEnv: composeEnv, Binaries: p.server, ModuleDir: p.moduleDir,
+		ExtraDatabases: []string{prodCatalogue}, Dir: filepath.Join(p.dir, "server"), Logf: t.Logf,
+	})
+	require.NoError(t, err, "the production Temporal server on %s", sqlcat.RedactDSN(p.pgDSN))
+	p.srv = srv
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("temporal-server (pid %d) output, last lines:\n%s", srv.Pid(), srv.Output(40))
 		}
+		require.NoError(t, srv.Close(), "stop temporal-server and drop its databases")
+	})
+	require.Contains(t, srv.SchemaOutput(), "setup-schema: done")
+	select {
+	case <-srv.Done():
+		t.Fatalf("temporal-server exited after it answered (%v):\n%s", srv.ExitErr(), srv.Output(40))
+	default:
 	}
-	// Membership ports are stored as a PostgreSQL smallint, so they must be
-	// below 32768, where the kernel's ephemeral ports (dsFreePort) are not.
-	frontend := dsFreePort(t)
-	pw, _ := p.pg.User.Password()
-	env = append(env, // later entries win
-		"BIND_ON_IP=127.0.0.1", "LOG_LEVEL=warn", "DYNAMIC_CONFIG_FILE_PATH="+dyn,
-		"POSTGRES_SEEDS="+p.pg.Hostname(), "DB_PORT="+p.pgPort(), "POSTGRES_PORT="+p.pgPort(),
-		"POSTGRES_USER="+p.pg.User.Username(), "POSTGRES_PWD="+pw,
-		"DBNAME="+p.dbs["temporal"], "VISIBILITY_DBNAME="+p.dbs["visibility"],
-		fmt.Sprintf("FRONTEND_GRPC_PORT=%d", frontend), fmt.Sprintf("FRONTEND_HTTP_PORT=%d", dsFreePort(t)),
-		fmt.Sprintf("FRONTEND_MEMBERSHIP_PORT=%d", prodLowPort(t)),
-		fmt.Sprintf("HISTORY_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("HISTORY_MEMBERSHIP_PORT=%d", prodLowPort(t)),
-		fmt.Sprintf("MATCHING_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("MATCHING_MEMBERSHIP_PORT=%d", prodLowPort(t)),
-		fmt.Sprintf("WORKER_GRPC_PORT=%d", dsFreePort(t)), fmt.Sprintf("WORKER_MEMBERSHIP_PORT=%d", prodLowPort(t)),
-	)
-	p.frontend = fmt.Sprintf("127.0.0.1:%d", frontend)
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
-	env = append(env, "PROMETHEUS_ENDPOINT="+metricsAddr)
-	p.serverMetrics = "http://" + metricsAddr + "/metrics"
-
-	started := time.Now()
-	srv := p.spawn("temporal-server", env, p.server, "--root", root, "--config", "config", "--env", "docker", "--allow-no-auth", "start")
-	c, err := client.NewLazyClient(client.Options{HostPort: p.frontend, Namespace: "temporal-system", Logger: logNothing{}})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case <-srv.done:
-			t.Fatalf("temporal-server exited before its frontend answered (%v):\n%s", srv.err, prodTail(srv.out.String(), 40))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("temporal-server's frontend on %s did not answer a health check within 3 minutes: %v\n%s", p.frontend, err, prodTail(srv.out.String(), 40))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Logf("temporal-server %s on PostgreSQL answered on %s after %v", prodServerVersion, p.frontend, time.Since(started).Round(time.Millisecond))
-}
-
-// prodLowPort is a loopback port below 32768 that is free when asked.
-func prodLowPort(t *testing.T) int {
-	t.Helper()
-	for range 200 {
-		var b [2]byte
-		_, _ = rand.Read(b[:])
-		port := 20000 + int(b[0])<<8%12000 + int(b[1])
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err == nil {
-			_ = l.Close()
-			return port
-		}
-	}
-	t.Fatal("no free loopback port between 20000 and 32767 in 200 tries")
-	return 0
-}
-
-// prodTail is the last n lines of a process's output, each cut to 300
-// bytes (the server logs stack traces on one line).
-func prodTail(s string, n int) string {
-	lines := strings.Split(dsLastLines(s, n), "\n")
-	for i, l := range lines {
-		if len(l) > 300 {
-			lines[i] = l[:300] + "…"
-		}
-	}
-	return strings.Join(lines, "\n")
+	p.frontend = srv.Frontend()
 }
 
 // registerNamespace runs deploy/temporal/create-namespace.sh with the
 // Temporal CLI, the operator's one-time set-up of a new cluster (the
 // compose file's temporal-namespace job), checks that it registers exactly
 // meshroll's search attributes, and waits until the frontend accepts
-// queries by them.
+// workflows started with them (prodserver's RegisterNamespace).
 func (p *prodStack) registerNamespace() {
 	t := p.t
-	cli, err := devserver.CLIPath()
-	if err != nil {
+	// The CLI RegisterNamespace runs the script with (temporalcli.Path).
+	if _, err := devserver.CLIPath(); err != nil {
 		prodSkip(t, "%v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "deploy", "temporal", "create-namespace.sh"))
-	cmd.Env = append(dsEnv(""), "TEMPORAL_CLI="+cli, "TEMPORAL_ADDRESS="+p.frontend, "TEMPORAL_NAMESPACE="+prodNamespace)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "deploy/temporal/create-namespace.sh:\n%s", prodTail(string(out), 40))
+	require.NoError(t, p.srv.RegisterNamespace(t.Context(), prodNamespace))
 
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	c, err := temporalx.Dial(ctx, config.Temporal{Address: p.frontend, Namespace: prodNamespace}, zerolog.Nop(), 30*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	p.c = c
-	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: prodNamespace})
+	got, err := prodserver.SearchAttributes(ctx, c, prodNamespace)
 	require.NoError(t, err)
-	got := map[string]string{}
-	for name, typ := range have.GetCustomAttributes() {
-		if strings.HasPrefix(name, "Meshroll") {
-			got[name] = typ.String()
-		}
-	}
-	want := map[string]string{}
-	for name, typ := range meshapi.SearchAttributeTypes {
-		v, err := enumspb.IndexedValueTypeFromString(typ)
-		require.NoError(t, err)
-		want[name] = v.String()
-	}
+	want, err := prodserver.WantSearchAttributes()
+	require.NoError(t, err)
 	require.Equal(t, want, got, "create-namespace.sh registers meshapi.SearchAttributeTypes")
-
-	// The frontend sees new attributes once its namespace cache refreshes
-	// (every couple of seconds): until a workflow starts with all of them,
-	// as a plan does, a merge could be refused.
-	probe := temporal.NewSearchAttributes(
-		meshapi.SAModule.ValueSet("probe"), meshapi.SACommit.ValueSet("probe"), meshapi.SAMachines.ValueSet([]string{"probe"}),
-		meshapi.SAState.ValueSet("probe"), meshapi.SAMachine.ValueSet("probe"))
-	var lastErr error
-	for ctx.Err() == nil {
-		var run client.WorkflowRun
-		run, lastErr = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: "production-test-probe", TaskQueue: "production-test-probe", TypedSearchAttributes: probe,
-		}, "ProductionTestProbe")
-		if lastErr == nil {
-			require.NoError(t, c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "search attribute probe"))
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("namespace %s does not start a workflow with meshroll's search attributes within 3 minutes: %v", prodNamespace, lastErr)
 }
 
 // startRegistry serves an OCI registry of its own for the builds, as
@@ -540,13 +325,11 @@ func (p *prodStack) startHost(machine string) {
 // here: loopback addresses, the catalogue's DSN, the hosts' tokens and the
 // scratch repository for the modules.
 func (p *prodStack) env(stateDir string) []string {
-	cat := *p.pg
-	cat.Path = "/" + p.dbs["catalogue"]
 	env := []string{
 		config.EnvConfig + "=" + p.cfgPath,
 		"MESHROLL_TEMPORAL_ADDRESS=" + p.frontend,
 		"MESHROLL_REGISTRY_ADDRESS=" + p.registry,
-		"MESHROLL_CATALOGUE_DSN=" + cat.String(),
+		"MESHROLL_CATALOGUE_DSN=" + p.srv.DSN(prodCatalogue),
 	}
 	if stateDir != "" {
 		env = append(env, "MESHROLL_STATE_DIR="+stateDir)
@@ -590,11 +373,11 @@ func (p *prodStack) startWorker(name string) *prodProc {
 		}
 		select {
 		case <-w.done:
-			t.Fatalf("%s exited before it was ready (%v):\n%s", name, w.err, prodTail(w.out.String(), 30))
+			t.Fatalf("%s exited before it was ready (%v):\n%s", name, w.err, prodserver.Tail(w.out.String(), 30))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s's %s did not answer 200 within 2 minutes (last: %d):\n%s", name, w.readyz, status, prodTail(w.out.String(), 30))
+			t.Fatalf("%s's %s did not answer 200 within 2 minutes (last: %d):\n%s", name, w.readyz, status, prodserver.Tail(w.out.String(), 30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -630,7 +413,7 @@ func (p *prodStack) spawn(name string, env []string, bin string, args ...string)
 	t.Cleanup(func() {
 		stopGently(proc.cmd.Process, proc.done, syscall.SIGTERM)
 		if t.Failed() {
-			t.Logf("%s (pid %d) output, last lines:\n%s", name, proc.cmd.Process.Pid, prodTail(proc.out.String(), 40))
+			t.Logf("%s (pid %d) output, last lines:\n%s", name, proc.cmd.Process.Pid, prodserver.Tail(proc.out.String(), 40))
 		}
 	})
 	return proc
@@ -797,11 +580,9 @@ func (p *prodStack) checkJournal(machine string, planIDs ...string) (repeats int
 // checkCatalogue asserts the PostgreSQL catalogue holds n builds of host,
 // with rising generations: both workers recorded into the one catalogue.
 func (p *prodStack) checkCatalogue(n int) {
-	cat := *p.pg
-	cat.Path = "/" + p.dbs["catalogue"]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := sqlcat.Open(ctx, cat.String())
+	c, err := sqlcat.Open(ctx, p.srv.DSN(prodCatalogue))
 	require.NoError(p.t, err)
 	defer func() { _ = c.Close() }()
 	builds, err := c.Builds(ctx, "host", 0)
@@ -812,19 +593,11 @@ func (p *prodStack) checkCatalogue(n int) {
 	}
 }
 
-// logNothing silences the SDK clients the test itself makes.
-type logNothing struct{}
-
-func (logNothing) Debug(string, ...any) {}
-func (logNothing) Info(string, ...any)  {}
-func (logNothing) Warn(string, ...any)  {}
-func (logNothing) Error(string, ...any) {}
-
 // serverCounter sums a counter of the server's Prometheus endpoint over
 // its label sets.
 func (p *prodStack) serverCounter(name string) float64 {
 	p.t.Helper()
-	resp, err := http.Get(p.serverMetrics)
+	resp, err := http.Get(p.srv.MetricsURL())
 	require.NoError(p.t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

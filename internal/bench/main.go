@@ -1,12 +1,16 @@
 // Command bench measures meshroll's orchestration against baselines in the
-// same run, on a Temporal dev server, host agents and worker it starts
-// itself, and prints one table (docs/benchmarks.md explains each figure):
+// same run, on a Temporal server, host agents and worker it starts itself,
+// and prints one table (docs/benchmarks.md explains each figure). The
+// server is the Temporal CLI's dev server, or with -server production the
+// production topology's temporal-server on PostgreSQL, configured as
+// deploy/ configures it (package prodserver):
 //
 //	go run ./internal/bench -size smoke           # about a minute or two
 //	go run ./internal/bench -size full -runs 3    # the published table
 //	go run ./internal/bench -pprof /tmp/prof      # CPU and heap profiles
 //	go run ./internal/bench -only fan-out -local-push  # pushes as local activities (push.local_activity)
 //	go run ./internal/bench -only fan-out -machines 3 -runtime docker  # push to healthy on a real engine
+//	go run ./internal/bench -only fan-out -machines 3,100 -server production  # on temporal-server and PostgreSQL ($MESHROLL_TEST_POSTGRES_DSN)
 //
 // Scenarios: overhead (one machine, plan against a direct Go loop), fan-out
 // (3, 10, 100 and 1,000 machines in three tiers), batched (one tier of 100
@@ -26,11 +30,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/meshroll/meshroll/internal/agent"
 	"github.com/meshroll/meshroll/internal/bench/stack"
+	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
 	"github.com/meshroll/meshroll/internal/config"
 )
 
@@ -51,6 +57,9 @@ func main() {
 	only := flag.String("only", "", "comma-separated scenarios to run (overhead, fan-out, batched, contention, footprint, engine, fleet-page); default all")
 	flag.IntVar(&o.FleetPage, "fleet-page", 0, "machines of the fleet-page scenario instead of the size's (10 smoke, 1,000 full)")
 	machines := flag.String("machines", "", "comma-separated fan-out sizes instead of the size's (the first is the ideal the others are read against)")
+	flag.StringVar(&o.Server.Kind, "server", stack.ServerDev, "the Temporal server measured: dev (the CLI's dev server, in memory) or production (temporal-server on PostgreSQL, configured as deploy/ configures it; scripts/install-temporal-server.sh installs it)")
+	flag.StringVar(&o.Server.Postgres, "postgres", "", "the PostgreSQL of -server production: the DSN of a role that may create databases (default $"+stack.PostgresEnv+", which scripts/postgres-test.sh prints)")
+	flag.StringVar(&o.Server.Root, "repo", "", "the meshroll repository whose deploy/ and docker-compose.yml configure -server production (default: found from the working directory, else from where the bench was built)")
 	flag.StringVar(&o.Server.Compression, "grpc-compression", "", "the workers' temporal.grpc_compression: auto (default; none on loopback), none or gzip")
 	noEager := flag.Bool("no-eager-activities", false, "turn the dev server's eager activity dispatch off, as servers up to 1.31 ship it")
 	flag.StringVar(&o.Server.DBFile, "server-db", "", "the dev server's SQLite file instead of memory, to read the store after a run (a new path; on tmpfs, such as /dev/shm/bench.db, it costs little)")
@@ -67,6 +76,13 @@ func main() {
 		os.Exit(2)
 	}
 	o.Server.NoEagerActivities = *noEager
+	if o.Server.Kind == stack.ServerProduction {
+		o.Server.Postgres = cmp.Or(o.Server.Postgres, os.Getenv(stack.PostgresEnv))
+	}
+	if err := o.Server.Check(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
 	switch o.Server.Compression {
 	case "", config.CompressionAuto, config.CompressionNone, config.CompressionGzip:
 	default:
@@ -84,7 +100,7 @@ func main() {
 		}
 		o.Machines = append(o.Machines, n)
 	}
-	o.Command = "go run ./internal/bench " + strings.Join(os.Args[1:], " ")
+	o.Command = "go run ./internal/bench " + strings.Join(redactArgs(os.Args[1:]), " ")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	t, err := Run(ctx, o, os.Stderr)
@@ -97,4 +113,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// redactArgs is the command line with -postgres's password redacted: the
+// command is printed above the table, which is published.
+func redactArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case !strings.HasPrefix(a, "-") || name != "postgres":
+		case hasValue:
+			out[i] = a[:len(a)-len(value)] + sqlcat.RedactDSN(value)
+		case i+1 < len(out):
+			out[i+1] = sqlcat.RedactDSN(out[i+1])
+		}
+	}
+	return out
 }

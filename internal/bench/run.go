@@ -213,14 +213,25 @@ func (b *bench) header(started time.Time) {
 	if o.Server.DBFile != "" {
 		store = "in a SQLite file"
 	}
+	workers := "workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush)
+	server := b.srv.CLIVersion + " (dev server, " + store + ", one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
+		"; " + workers + "; priority matcher " + onOff(!o.Server.OldMatcher) + "; search-attribute cache " + onOff(o.Server.SACache) + ")"
+	if b.srv.Kind == stack.ServerProduction {
+		server = b.srv.ServerVersion + " (production topology: temporal-server on PostgreSQL " + b.srv.PostgresVersion +
+			", deploy/temporal/dynamicconfig.yaml plus one task-queue partition; " + workers + ")"
+	}
 	b.t.Header = []string{
 		"machine: " + report.Machine(),
 		"date: " + report.Date(started),
-		"temporal: " + b.srv.CLIVersion + " (dev server, " + store + ", one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
-			"; workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + "; priority matcher " + onOff(!o.Server.OldMatcher) + "; search-attribute cache " + onOff(o.Server.SACache) + ")",
+		"temporal: " + server,
 		"fan-out agents' runtime: " + cmp.Or(o.Runtime, "noop"),
 		"command: " + o.Command,
 		fmt.Sprintf("size: %s, %d run(s) each, whole bench %s", o.Size, o.Runs, time.Since(started).Round(time.Second)),
+	}
+	if b.srv.Kind == stack.ServerProduction {
+		// The figures keep their names across servers, so that two
+		// tables read side by side.
+		b.t.Header = append(b.t.Header, `note: the figures named "dev server CPU" are temporal-server's CPU here (PostgreSQL's is not counted)`)
 	}
 }
 

@@ -10,7 +10,9 @@
 // that happens. Launch notices the exit, and when it picked the port itself
 // it picks another and starts again. It is one package rather than one per
 // caller so that a start that fails is noticed, and said, the same way
-// everywhere.
+// everywhere. StartChild lends its way of starting a process that dies
+// with its caller to another server, the production topology's (package
+// prodserver).
 package devlaunch
 
 import (
@@ -94,13 +96,10 @@ type Options struct {
 
 // Process is a dev server Launch started.
 type Process struct {
-	cmd      *exec.Cmd
+	// Child gives the process's Pid, Done and ExitErr.
+	Child
 	hostPort string
 	grace    time.Duration
-	// done is closed once the process has exited; err is then its Wait
-	// error.
-	done chan struct{}
-	err  error
 }
 
 // PickHostPort picks the address of a server whose options name none; a
@@ -158,7 +157,7 @@ func launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 	out, bindFailed := output(o.Out)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr(o.OwnProcessGroup, o.DieWithParent)
-	p := &Process{cmd: cmd, hostPort: o.HostPort, grace: o.StopGrace, done: make(chan struct{})}
+	p := &Process{Child: Child{cmd: cmd, done: make(chan struct{})}, hostPort: o.HostPort, grace: o.StopGrace}
 	if err := p.start(o.DieWithParent); err != nil {
 		return nil, nil, fmt.Errorf("start the Temporal dev server (%s): %w", o.CLI, err)
 	}
@@ -187,25 +186,106 @@ func launch(ctx context.Context, o Options) (*Process, client.Client, error) {
 	return p, c, nil
 }
 
-// start has a goroutine start the process and wait for it. With
-// lockThread that goroutine keeps its OS thread until the process has
-// exited, since the parent-death signal follows the thread that started it.
+// start has a goroutine start the process and wait for it (startWaited).
 func (p *Process) start(lockThread bool) error {
+	return startWaited(p.cmd, lockThread, p.done, &p.err)
+}
+
+// startWaited has a goroutine start cmd and wait for it, setting *waitErr
+// and closing done once it has exited. With lockThread that goroutine
+// keeps its OS thread until the process has exited, since the parent-death
+// signal follows the thread that started it.
+func startWaited(cmd *exec.Cmd, lockThread bool, done chan struct{}, waitErr *error) error {
 	started := make(chan error, 1)
 	go func() {
 		if lockThread {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 		}
-		if err := p.cmd.Start(); err != nil {
+		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		p.err = p.cmd.Wait()
-		close(p.done)
+		*waitErr = cmd.Wait()
+		close(done)
 	}()
 	return <-started
+}
+
+// ChildOptions say how StartChild starts a process: Options'
+// OwnProcessGroup and DieWithParent, for a process that is not a dev
+// server.
+type ChildOptions struct {
+	// OwnProcessGroup is Options.OwnProcessGroup.
+	OwnProcessGroup bool
+	// DieWithParent is Options.DieWithParent: the kernel (Linux) sends the
+	// process SIGTERM should the caller die without stopping it, even by
+	// SIGKILL or a test binary's timeout.
+	DieWithParent bool
+}
+
+// Child is a process StartChild started, waited for by a goroutine of its
+// own. It exists so that another server than the dev server (the
+// production topology's temporal-server, package prodserver) dies with its
+// caller by the same mechanism, rather than by a copy of it.
+type Child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// StartChild starts cmd as Launch starts a dev server (its SysProcAttr is
+// set from o; the parent-death signal holds an OS thread while it runs) and
+// waits for it in the background. The caller stops it (Kill, Signal) and
+// reads Done and ExitErr.
+func StartChild(cmd *exec.Cmd, o ChildOptions) (*Child, error) {
+	cmd.SysProcAttr = sysProcAttr(o.OwnProcessGroup, o.DieWithParent)
+	c := &Child{cmd: cmd, done: make(chan struct{})}
+	if err := startWaited(cmd, o.DieWithParent, c.done, &c.err); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Pid is the process's id, for reading its usage.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Done is closed once the process has exited.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// ExitErr is why the process exited, once Done is closed: its wait error,
+// or "exit status 0" (never nil, so that it can be wrapped into a message
+// saying the process is gone). Before that it is nil.
+func (c *Child) ExitErr() error {
+	select {
+	case <-c.done:
+	default:
+		return nil
+	}
+	if c.err == nil {
+		return errors.New("exit status 0")
+	}
+	return c.err
+}
+
+// Kill kills the process (SIGKILL) and waits for it to exit, for at most
+// wait. A process already gone is no error.
+func (c *Child) Kill(wait time.Duration) error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill pid %d: %w", c.cmd.Process.Pid, err)
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(wait):
+		return fmt.Errorf("pid %d survived SIGKILL for %s", c.cmd.Process.Pid, wait)
+	}
 }
 
 // waitReady dials the frontend until it answers and knows co's namespace,
@@ -258,27 +338,6 @@ func dial(ctx context.Context, co client.Options) (client.Client, error) {
 // HostPort is the frontend's address.
 func (p *Process) HostPort() string { return p.hostPort }
 
-// Pid is the server process's id, for a bench that reads its CPU time.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
-// Done is closed once the server has exited, whoever stopped it: a caller
-// that runs alongside the server watches it to notice a server that died.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
-// ExitErr is why the server exited, once Done is closed: its wait error,
-// or "exit status 0" (never nil, so that it can be wrapped into a message
-// saying the server is gone). Before that it is nil.
-func (p *Process) ExitErr() error {
-	select {
-	case <-p.done:
-	default:
-		return nil
-	}
-	if p.err == nil {
-		return errors.New("exit status 0")
-	}
-	return p.err
-}
 
 // Stop interrupts the server as Ctrl-C would and waits for it to exit; it
 // kills it after the options' StopGrace. An exit already over, or caused by

@@ -110,7 +110,7 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	// that the interrupt is sent to a server that ignores it.
 	ignoring := filepath.Join(t.TempDir(), "ignoring")
 	cli, _ := fakeCLI(t, fmt.Sprintf(`trap "" INT; echo $$ > %q; exec sleep 60`, ignoring))
-	p := &Process{cmd: exec.Command(cli), grace: 500 * time.Millisecond, done: make(chan struct{})}
+	p := &Process{Child: Child{cmd: exec.Command(cli), done: make(chan struct{})}, grace: 500 * time.Millisecond}
 	require.NoError(t, p.start(false))
 	readPid(t, ignoring)
 	err := p.Stop()
@@ -123,6 +123,26 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	assert.Error(t, p.ExitErr())
 }
 
+// StartChild's Kill kills the process and waits for it; Done and ExitErr
+// then say it is gone, and a second Kill is no error.
+func TestChildKill(t *testing.T) {
+	cli, pidFile := fakeCLI(t, `trap "" INT TERM; exec sleep 60`)
+	c, err := StartChild(exec.Command(cli), ChildOptions{})
+	require.NoError(t, err)
+	pid := readPid(t, pidFile)
+	require.Equal(t, c.Pid(), pid)
+	require.NoError(t, c.ExitErr())
+	require.NoError(t, c.Kill(10*time.Second))
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("Done is not closed after Kill")
+	}
+	assert.Error(t, c.ExitErr())
+	assert.False(t, alive(pid))
+	assert.NoError(t, c.Kill(time.Second))
+}
+
 // OwnProcessGroup puts the server in a group of its own, which the
 // terminal's Ctrl-C to the caller's group does not reach.
 func TestOwnProcessGroup(t *testing.T) {
@@ -130,7 +150,7 @@ func TestOwnProcessGroup(t *testing.T) {
 		cli, pidFile := fakeCLI(t, `exec sleep 60`)
 		cmd := exec.Command(cli)
 		cmd.SysProcAttr = sysProcAttr(own, false)
-		p := &Process{cmd: cmd, grace: 5 * time.Second, done: make(chan struct{})}
+		p := &Process{Child: Child{cmd: cmd, done: make(chan struct{})}, grace: 5 * time.Second}
 		require.NoError(t, p.start(false))
 		pid := readPid(t, pidFile)
 		pgid, err := syscall.Getpgid(pid)
@@ -147,20 +167,26 @@ func TestOwnProcessGroup(t *testing.T) {
 // DieWithParent: a caller that dies without stopping its server takes the
 // server with it. The caller is this test binary run again as a helper
 // that launches and exits at once.
+// StartChild's DieWithParent is the same: a process that is not a dev
+// server (the production topology's temporal-server) dies with its caller.
 func TestDieWithParent(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the parent-death signal is Linux's")
 	}
-	cli, pidFile := fakeCLI(t, `exec sleep 60`)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDieWithParentHelper$")
-	cmd.Env = append(os.Environ(), "DEVLAUNCH_HELPER_CLI="+cli, "DEVLAUNCH_HELPER_PIDFILE="+pidFile)
-	out, err := cmd.CombinedOutput()
-	require.Error(t, err, "the helper exits 7 without stopping its server: %s", out)
-	pid := readPid(t, pidFile)
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		require.True(t, time.Now().Before(deadline), "the server (pid %d) outlived its caller", pid)
-		time.Sleep(50 * time.Millisecond)
+	for _, how := range []string{"launch", "child"} {
+		t.Run(how, func(t *testing.T) {
+			cli, pidFile := fakeCLI(t, `exec sleep 60`)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestDieWithParentHelper$")
+			cmd.Env = append(os.Environ(), "DEVLAUNCH_HELPER_CLI="+cli, "DEVLAUNCH_HELPER_PIDFILE="+pidFile, "DEVLAUNCH_HELPER_HOW="+how)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "the helper exits 7 without stopping its server: %s", out)
+			pid := readPid(t, pidFile)
+			deadline := time.Now().Add(10 * time.Second)
+			for alive(pid) {
+				require.True(t, time.Now().Before(deadline), "the server (pid %d) outlived its caller", pid)
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }
 
@@ -171,9 +197,14 @@ func TestDieWithParentHelper(t *testing.T) {
 	if cli == "" {
 		t.Skip("helper of TestDieWithParent")
 	}
-	go func() {
-		_, _, _ = Launch(context.Background(), Options{CLI: cli, HostPort: "127.0.0.1:1", DieWithParent: true})
-	}()
+	if os.Getenv("DEVLAUNCH_HELPER_HOW") == "child" {
+		_, err := StartChild(exec.Command(cli), ChildOptions{DieWithParent: true})
+		require.NoError(t, err)
+	} else {
+		go func() {
+			_, _, _ = Launch(context.Background(), Options{CLI: cli, HostPort: "127.0.0.1:1", DieWithParent: true})
+		}()
+	}
 	readPid(t, os.Getenv("DEVLAUNCH_HELPER_PIDFILE"))
 	os.Exit(7)
 }

@@ -86,7 +86,7 @@ type Server struct {
 	opts     Options
 	cliPath  string
 	hostPort string
-	log      *logBuffer
+	log      *devlaunch.TailBuffer
 
 	mu     sync.Mutex
 	proc   *devlaunch.Process // nil while stopped
@@ -182,7 +182,7 @@ func newServer(opts Options) (*Server, error) {
 		}
 		opts.DBFile = abs
 	}
-	s := &Server{opts: opts, cliPath: cli, hostPort: opts.HostPort, log: newLogBuffer(4 << 20)}
+	s := &Server{opts: opts, cliPath: cli, hostPort: opts.HostPort, log: devlaunch.NewTailBuffer(4 << 20)}
 	if s.opts.Logger == nil {
 		zl, err := logging.New(s.log, "info", logging.FormatConsole)
 		if err != nil {
@@ -337,9 +337,9 @@ func (s *Server) Stop() error {
 	if proc == nil {
 		return nil
 	}
-	s.log.mark("stopping server")
+	devlaunch.Mark(s.log, "stopping server")
 	err := proc.Stop()
-	s.log.mark("server stopped")
+	devlaunch.Mark(s.log, "server stopped")
 	return err
 }
 
@@ -381,49 +381,3 @@ func (s *Server) shutdown() error {
 // temporal in each GOPATH's bin. The error says how to install it. It is
 // temporalcli.Path, which the worker's --dev mode uses too.
 func CLIPath() (string, error) { return temporalcli.Path() }
-
-// logBuffer is a concurrency-safe buffer keeping the last max bytes.
-type logBuffer struct {
-	mu      sync.Mutex
-	buf     []byte
-	max     int
-	dropped int
-}
-
-func newLogBuffer(max int) *logBuffer { return &logBuffer{max: max} }
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		// Drop whole lines from the front where possible.
-		cut := over
-		if i := indexByteFrom(b.buf, '\n', over); i >= 0 {
-			cut = i + 1
-		}
-		b.dropped += cut
-		b.buf = append(b.buf[:0], b.buf[cut:]...)
-	}
-	return len(p), nil
-}
-
-func indexByteFrom(p []byte, c byte, from int) int {
-	for i := from; i < len(p); i++ {
-		if p[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func (b *logBuffer) mark(msg string) { devlaunch.Mark(b, msg) }
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dropped > 0 {
-		return fmt.Sprintf("[... %d earlier bytes dropped ...]\n%s", b.dropped, b.buf)
-	}
-	return string(b.buf)
-}

@@ -199,7 +199,7 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 		m.URLs[spec.Name] = sa.url
 	}
 
-	f := meshfile.File{Address: srv.HostPort(), TaskQueue: o.TaskQueue, Compression: srv.Compression, StateDir: filepath.Join(dir, "state")}
+	f := meshfile.File{Address: srv.HostPort(), Namespace: srv.Namespace, TaskQueue: o.TaskQueue, Compression: srv.Compression, StateDir: filepath.Join(dir, "state")}
 	if srv.LocalPush {
 		f.Push = "{local_activity: true}"
 	}
@@ -301,7 +301,7 @@ func (m *Mesh) Deps() workerapp.Deps {
 
 // StartWorker runs the real worker (workerapp.New) in this process.
 func (m *Mesh) StartWorker(ctx context.Context) error {
-	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), "default", m.log); err != nil {
+	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), m.srv.Namespace, m.log); err != nil {
 		return err
 	}
 	w := workerapp.New(m.srv.Client(), m.Config, m.Repo, m.Deps(), m.log)

@@ -128,7 +128,7 @@ type WorkerProcess struct{ *child }
 // StartWorkerProcess re-executes this binary as a worker process for the
 // mesh and waits until it polls. pprofDir, when set, receives its profiles.
 func (m *Mesh) StartWorkerProcess(ctx context.Context, pprofDir string) (*WorkerProcess, error) {
-	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), "default", m.log); err != nil {
+	if err := workerapp.EnsureSearchAttributes(ctx, m.srv.Client(), m.srv.Namespace, m.log); err != nil {
 		return nil, err
 	}
 	c, err := startChild(ctx, "bench worker process", filepath.Join(m.dir, "worker.log"),

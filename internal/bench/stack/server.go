@@ -1,5 +1,6 @@
-// Package stack starts what the benchmark measures: a Temporal dev server of
-// its own, and meshes of in-process host agents (the noop runtime, each on
+// Package stack starts what the benchmark measures: a Temporal server of
+// its own (the CLI's dev server, or the production topology's
+// temporal-server on PostgreSQL), and meshes of in-process host agents (the noop runtime, each on
 // its own loopback listener) with their mesh config, catalogue and worker.
 //
 // It is the dev stack's pieces put together for measuring rather than for
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
@@ -22,27 +24,64 @@ import (
 	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devlaunch"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/prodserver"
 	"github.com/meshroll/meshroll/internal/temporalcli"
 	"github.com/meshroll/meshroll/internal/temporalx"
 )
 
-// Server is a Temporal dev server the bench started and stops.
+// Server kinds, ServerOptions.Kind.
+const (
+	// ServerDev is the Temporal CLI's dev server (`temporal server
+	// start-dev`), in memory: what the tests and the dev stack run.
+	ServerDev = "dev"
+	// ServerProduction is the production topology's temporal-server on
+	// PostgreSQL, configured as deploy/ configures it (package
+	// prodserver): what an operator runs.
+	ServerProduction = "production"
+)
+
+// Namespace is the namespace the bench's meshes run in, on either server.
+const Namespace = config.DefaultTemporalNamespace
+
+// Server is a Temporal server the bench started and stops.
 type Server struct {
 	dev      *devlaunch.Process
+	prod     *prodserver.Server
 	client   client.Client
 	hostPort string
+	// Kind is ServerDev or ServerProduction.
+	Kind string
+	// Namespace is the namespace the bench's meshes, and its client, use.
+	Namespace string
 	// Compression is the temporal.grpc_compression the bench's workers
 	// are configured with.
 	Compression string
 	// LocalPush is the push.local_activity of the bench's meshes.
 	LocalPush bool
-	// CLI is the temporal binary that runs it; CLIVersion its version line.
+	// CLI is the temporal binary that runs the dev server; CLIVersion
+	// its version line.
 	CLI        string
 	CLIVersion string
+	// ServerVersion is the production server's release
+	// ("temporal-server v1.29.1") and PostgresVersion the version of the
+	// PostgreSQL it runs on; empty on the dev server.
+	ServerVersion   string
+	PostgresVersion string
 }
 
 // ServerOptions are the settings an A/B of the engine's costs toggles.
 type ServerOptions struct {
+	// Kind is the server to start: ServerDev (the default) or
+	// ServerProduction.
+	Kind string
+	// Postgres is the production server's PostgreSQL, the DSN of a role
+	// that may create databases (the server's are created for the run
+	// and dropped after it).
+	Postgres string
+	// Root is the meshroll repository whose deploy/ configures the
+	// production server (default: prodserver.DefaultRoot, found from the
+	// working directory).
+	Root string
 	// Compression is the workers' temporal.grpc_compression (default:
 	// auto, which is none on the loopback address the server listens on).
 	Compression string
@@ -72,16 +111,69 @@ type ServerOptions struct {
 	SACache bool
 }
 
-// StartServer starts `temporal server start-dev` (in memory unless
+// PostgresEnv is where the production server's PostgreSQL DSN is read
+// from when ServerOptions.Postgres is empty: the variable the production
+// test reads, which scripts/postgres-test.sh prints the value of.
+const PostgresEnv = "MESHROLL_TEST_POSTGRES_DSN"
+
+// Check says what is wrong with so before a server starts: an unknown
+// kind, a dev server's option with the production server (whose settings
+// are deploy/temporal/dynamicconfig.yaml's, as an operator runs it), or the
+// production server without PostgreSQL. Flags name the options, for the
+// command line's error.
+func (so ServerOptions) Check() error {
+	switch so.Kind {
+	case "", ServerDev:
+		return nil
+	case ServerProduction:
+	default:
+		return fmt.Errorf("-server: %q is not %s or %s", so.Kind, ServerDev, ServerProduction)
+	}
+	var devOnly []string
+	for _, o := range []struct {
+		flag string
+		set  bool
+	}{
+		{"-server-db", so.DBFile != ""}, {"-old-matcher", so.OldMatcher}, {"-sa-cache", so.SACache}, {"-no-eager-activities", so.NoEagerActivities},
+	} {
+		if o.set {
+			devOnly = append(devOnly, o.flag)
+		}
+	}
+	if len(devOnly) > 0 {
+		return fmt.Errorf("%s set the dev server's options and cannot be combined with -server %s, which runs deploy/temporal/dynamicconfig.yaml as it is (change that file, or drop them)",
+			strings.Join(devOnly, ", "), ServerProduction)
+	}
+	if so.Postgres == "" {
+		return fmt.Errorf("-server %s needs PostgreSQL: pass -postgres DSN or set %s (as root: export %s=\"$(bash scripts/postgres-test.sh)\")",
+			ServerProduction, PostgresEnv, PostgresEnv)
+	}
+	return nil
+}
+
+// StartServer starts the server so.Kind names with meshroll's search
+// attributes on namespace Namespace: the dev server (startDev), or the
+// production topology's (startProduction).
+func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (*Server, error) {
+	if err := so.Check(); err != nil {
+		return nil, err
+	}
+	if so.Kind == ServerProduction {
+		return startProduction(ctx, log, out, so)
+	}
+	return startDev(ctx, log, out, so)
+}
+
+// startDev starts `temporal server start-dev` (in memory unless
 // so.DBFile) on a free loopback port with meshroll's search attributes and
 // the same fast-matching settings the tests and the dev stack use, so that
 // what is measured is what they run.
-func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (*Server, error) {
+func startDev(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (*Server, error) {
 	cli, err := temporalcli.Path()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--namespace", "default", "--headless", "--log-level", "warn",
+	args := []string{"--namespace", Namespace, "--headless", "--log-level", "warn",
 		"--dynamic-config-value", "frontend.enableServerVersionCheck=false"}
 	args = append(append(args, temporalcli.FastDynamicConfig...), temporalcli.SearchAttributeArgs(meshapi.SearchAttributeTypes)...)
 	if so.NoEagerActivities {
@@ -100,11 +192,7 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if so.SACache {
 		args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
 	}
-	// The client the in-process worker runs on is dialled as the worker
-	// dials (temporalx.Options: compression as temporal.grpc_compression
-	// resolves for a loopback address, which every address the server is
-	// started on is).
-	co, err := temporalx.Options(config.Temporal{Address: "127.0.0.1:0", Namespace: "default", GrpcCompression: so.Compression}, log.With().Str("component", "sdk").Logger())
+	co, err := clientOptions(log, so)
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +201,55 @@ func StartServer(ctx context.Context, log zerolog.Logger, out io.Writer, so Serv
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}
-	s := &Server{dev: dev, client: c, hostPort: dev.HostPort(), CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush}
+	s := &Server{dev: dev, client: c, hostPort: dev.HostPort(), Kind: ServerDev, Namespace: Namespace, CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush}
 	if v, err := exec.CommandContext(ctx, cli, "--version").Output(); err == nil {
 		s.CLIVersion = strings.TrimSpace(string(v))
 	}
 	return s, nil
+}
+
+// clientOptions are how the bench's client, which the in-process worker
+// runs on, is dialled: as the worker dials (temporalx.Options: compression
+// as temporal.grpc_compression resolves for a loopback address, which
+// every address a server is started on is).
+func clientOptions(log zerolog.Logger, so ServerOptions) (client.Options, error) {
+	return temporalx.Options(config.Temporal{Address: "127.0.0.1:0", Namespace: Namespace, GrpcCompression: so.Compression}, log.With().Str("component", "sdk").Logger())
+}
+
+// startProduction starts the production topology's temporal-server on
+// so.Postgres (package prodserver: fresh databases with deploy/'s schema,
+// the compose file's configuration, the server dying with the bench) and
+// registers Namespace with deploy/temporal/create-namespace.sh, as an
+// operator sets a cluster up. Its output, and a line per step, go to out.
+func startProduction(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerOptions) (_ *Server, err error) {
+	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(out, "--- prodserver: "+format+"\n", args...) }
+	ps, err := prodserver.Start(ctx, prodserver.Options{Postgres: so.Postgres, Root: so.Root, Out: out, Logf: logf})
+	if err != nil {
+		return nil, fmt.Errorf("start the production Temporal server: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = ps.Close()
+		}
+	}()
+	if err := ps.RegisterNamespace(ctx, Namespace); err != nil {
+		return nil, err
+	}
+	co, err := clientOptions(log, so)
+	if err != nil {
+		return nil, err
+	}
+	co.HostPort = ps.Frontend()
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dctx, co)
+	if err != nil {
+		return nil, fmt.Errorf("dial the production Temporal server on %s: %w", ps.Frontend(), err)
+	}
+	return &Server{
+		prod: ps, client: c, hostPort: ps.Frontend(), Kind: ServerProduction, Namespace: Namespace,
+		Compression: so.Compression, LocalPush: so.LocalPush, ServerVersion: ps.Version(), PostgresVersion: ps.PostgresVersion(),
+	}, nil
 }
 
 // Client is the bench's client of the server; Stop closes it.
@@ -126,13 +258,26 @@ func (s *Server) Client() client.Client { return s.client }
 // HostPort is the frontend's address.
 func (s *Server) HostPort() string { return s.hostPort }
 
-// Usage is the server process's peak RSS and CPU time so far: what a plan
-// costs the engine, which bounds plans on a small box.
-func (s *Server) Usage() (Usage, error) { return ReadUsage(s.dev.Pid()) }
+// Usage is the server process's peak RSS and CPU time so far (the dev
+// server's, or temporal-server's): what a plan costs the engine, which
+// bounds plans on a small box.
+func (s *Server) Usage() (Usage, error) {
+	if s.prod != nil {
+		return ReadUsage(s.prod.Pid())
+	}
+	return ReadUsage(s.dev.Pid())
+}
 
-// Stop stops the server and waits for it.
+// Stop stops the server and waits for it; the production server's
+// databases are dropped.
 func (s *Server) Stop() error {
 	s.client.Close()
+	if s.prod != nil {
+		if err := s.prod.Close(); err != nil {
+			return fmt.Errorf("stop the production Temporal server: %w", err)
+		}
+		return nil
+	}
 	if err := s.dev.Stop(); err != nil {
 		return fmt.Errorf("stop the Temporal dev server: %w", err)
 	}
