@@ -231,7 +231,11 @@ func (b *bench) header(started time.Time) {
 	if b.srv.Kind == stack.ServerProduction {
 		// The figures keep their names across servers, so that two
 		// tables read side by side.
-		b.t.Header = append(b.t.Header, `note: the figures named "dev server CPU" are temporal-server's CPU here (PostgreSQL's is not counted)`)
+		counted := "temporal-server's CPU here (PostgreSQL's is not counted: it runs elsewhere)"
+		if b.srv.CountsPostgres() {
+			counted = "temporal-server's and PostgreSQL's CPU together here (the postmaster and its backends)"
+		}
+		b.t.Header = append(b.t.Header, `note: the figures named "dev server CPU" are `+counted)
 	}
 }
 

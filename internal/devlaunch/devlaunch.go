@@ -338,7 +338,6 @@ func dial(ctx context.Context, co client.Options) (client.Client, error) {
 // HostPort is the frontend's address.
 func (p *Process) HostPort() string { return p.hostPort }
 
-
 // Stop interrupts the server as Ctrl-C would and waits for it to exit; it
 // kills it after the options' StopGrace. An exit already over, or caused by
 // the interrupt, is no error.

@@ -195,7 +195,6 @@ func TestTail(t *testing.T) {
 	}
 }
 
-
 // Start runs the server on fresh databases, RegisterNamespace registers a
 // namespace on it, and Close leaves neither the process nor a database
 // behind. It needs what the production test needs, and skips without it

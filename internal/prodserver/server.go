@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +89,7 @@ type Server struct {
 	admin     *sql.DB
 	dbs       map[string]string // role -> database name
 	pgVersion string
+	pgPid     int
 	schemaOut string
 	proc      *devlaunch.Child
 	out       *devlaunch.TailBuffer
@@ -171,6 +173,10 @@ func (s *Server) createDatabases(ctx context.Context) error {
 	s.admin = admin
 	if err := admin.QueryRowContext(ctx, "SELECT current_setting('server_version')").Scan(&s.pgVersion); err != nil {
 		return fmt.Errorf("PostgreSQL at %s does not answer (start it: scripts/postgres-test.sh): %w", sqlcat.RedactDSN(s.o.Postgres), err)
+	}
+	var backend int
+	if err := admin.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&backend); err == nil {
+		s.pgPid = parentPid(backend)
 	}
 	for _, role := range s.o.ExtraDatabases {
 		if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+s.dbs[role]); err != nil {
@@ -298,6 +304,28 @@ func (s *Server) Version() string { return "temporal-server " + Version }
 
 // PostgresVersion is the PostgreSQL server's version, as it reports it.
 func (s *Server) PostgresVersion() string { return s.pgVersion }
+
+// PostgresPid is the PostgreSQL postmaster's process id when it runs on
+// this machine (the parent of this server's own connection), for a bench
+// that counts what the store costs beside temporal-server; 0 when it is
+// elsewhere or cannot be read.
+func (s *Server) PostgresPid() int { return s.pgPid }
+
+// parentPid is pid's parent by /proc, or 0: a backend's postmaster, when
+// PostgreSQL runs here.
+func parentPid(pid int) int {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if rest, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ := strconv.Atoi(strings.TrimSpace(rest))
+			return ppid
+		}
+	}
+	return 0
+}
 
 // Binaries are the server and SQL tool that run.
 func (s *Server) Binaries() Binaries { return s.bins }

@@ -254,28 +254,81 @@ func ReadUsage(pid int) (Usage, error) {
 			}
 		}
 	}
+	f, err := readStat(pid)
+	if err != nil {
+		return u, err
+	}
+	u.CPU = f.ticks(statUtime, statStime)
+	return u, nil
+}
+
+// ReadTreeCPU is the CPU time so far of pid and of its children, those
+// running and those it has reaped: what a server made of processes costs,
+// such as PostgreSQL's postmaster and its backends.
+func ReadTreeCPU(pid int) (time.Duration, error) {
+	f, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	cpu := f.ticks(statUtime, statStime, statCutime, statCstime)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("read usage: %w", err)
+	}
+	want := strconv.Itoa(pid)
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		cf, err := readStat(child)
+		if err != nil || len(cf) <= statPpid || cf[statPpid] != want {
+			continue // gone since the listing, or not pid's
+		}
+		cpu += cf.ticks(statUtime, statStime)
+	}
+	return cpu, nil
+}
+
+// statFields are /proc/<pid>/stat's fields after the command name, which
+// is in parentheses and may hold spaces: index 0 is field 3 (state).
+type statFields []string
+
+// Indexes into statFields of the fields read: man 5 proc's numbers less 3.
+const (
+	statPpid   = 1
+	statUtime  = 11
+	statStime  = 12
+	statCutime = 13
+	statCstime = 14
+)
+
+func readStat(pid int) (statFields, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return u, fmt.Errorf("read usage: %w", err)
+		return nil, fmt.Errorf("read usage: %w", err)
 	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14, stime 15.
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return u, errors.New("read usage: malformed stat")
+		return nil, errors.New("read usage: malformed stat")
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return u, errors.New("read usage: short stat")
+	f := statFields(strings.Fields(s[i+1:]))
+	if len(f) <= statCstime {
+		return nil, errors.New("read usage: short stat")
 	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	stt, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return u, fmt.Errorf("read usage: %w", err)
+	return f, nil
+}
+
+// ticks sums the fields at idx, clock ticks in USER_HZ, which Linux fixes
+// at 100 for /proc; a field that does not parse counts 0.
+func (f statFields) ticks(idx ...int) time.Duration {
+	var n int64
+	for _, i := range idx {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		n += v
 	}
-	u.CPU = time.Duration(ut+stt) * (time.Second / 100)
-	return u, nil
+	return time.Duration(n) * (time.Second / 100)
 }
 
 // Stop ends the child (SIGTERM; a worker stops its worker and writes its

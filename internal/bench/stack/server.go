@@ -258,15 +258,26 @@ func (s *Server) Client() client.Client { return s.client }
 // HostPort is the frontend's address.
 func (s *Server) HostPort() string { return s.hostPort }
 
-// Usage is the server process's peak RSS and CPU time so far (the dev
-// server's, or temporal-server's): what a plan costs the engine, which
-// bounds plans on a small box.
+// Usage is the server's peak RSS and CPU time so far: what a plan costs
+// the engine, which bounds plans on a small box. On the production
+// topology the CPU is temporal-server's and, when PostgreSQL runs on this
+// machine, its store's (the postmaster and its backends, which other users
+// of that PostgreSQL would add to); the RSS is temporal-server's.
 func (s *Server) Usage() (Usage, error) {
-	if s.prod != nil {
-		return ReadUsage(s.prod.Pid())
+	if s.prod == nil {
+		return ReadUsage(s.dev.Pid())
 	}
-	return ReadUsage(s.dev.Pid())
+	u, err := ReadUsage(s.prod.Pid())
+	if err != nil || s.prod.PostgresPid() == 0 {
+		return u, err
+	}
+	pg, err := ReadTreeCPU(s.prod.PostgresPid())
+	u.CPU += pg
+	return u, err
 }
+
+// CountsPostgres is whether Usage's CPU includes PostgreSQL's.
+func (s *Server) CountsPostgres() bool { return s.prod != nil && s.prod.PostgresPid() != 0 }
 
 // Stop stops the server and waits for it; the production server's
 // databases are dropped.
