@@ -91,10 +91,7 @@ func TestDevstackPortInUse(t *testing.T) {
 		t.Skip("builds the worker binary; skipped with -short")
 	}
 	bins := dsBuild(t, "worker")
-	m := dsScratchMesh(t)
-	l, err := net.Listen("tcp", m.temporal)
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
+	m, _ := dsScratchMeshHolding(t, true)
 	state := filepath.Join(t.TempDir(), "state")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -103,7 +100,7 @@ func TestDevstackPortInUse(t *testing.T) {
 	cmd.Env = dsEnv("")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
 	require.Equal(t, 1, exit.ExitCode())
@@ -215,6 +212,16 @@ type dsMesh struct {
 
 func dsScratchMesh(t *testing.T) *dsMesh {
 	t.Helper()
+	m, _ := dsScratchMeshHolding(t, false)
+	return m
+}
+
+// dsScratchMeshHolding is dsScratchMesh; with holdTemporal, its
+// temporal.address stays listened on by the listener returned (closed at
+// the test's end), so that no other test can take the port between its
+// pick and the test's use of it as a port in use.
+func dsScratchMeshHolding(t *testing.T, holdTemporal bool) (*dsMesh, net.Listener) {
+	t.Helper()
 	m := &dsMesh{repo: t.TempDir(), hosts: map[string]string{}}
 	for _, mod := range []string{"controller", "host", "metrics"} {
 		src, err := os.ReadFile(filepath.Join("..", "examples", mod, "main.go"))
@@ -246,6 +253,11 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 	}
 	free := func() string { return fmt.Sprintf("127.0.0.1:%d", port()) }
 	m.temporal = free()
+	var temporal net.Listener
+	if holdTemporal {
+		temporal, held = held[0], held[1:]
+		t.Cleanup(func() { _ = temporal.Close() })
+	}
 	m.ui = port()
 	registryAddr := free()
 	repl := []string{"127.0.0.1:7233", m.temporal, "127.0.0.1:5000", registryAddr, "repo: ..,", "repo: .,"}
@@ -270,7 +282,7 @@ func dsScratchMesh(t *testing.T) *dsMesh {
 		m.fleet, m.hook, m.hookSecret, free(), m.hookSecret)
 	m.config = filepath.Join(m.repo, "mesh.yaml")
 	require.NoError(t, os.WriteFile(m.config, []byte(cfg), 0o644))
-	return m
+	return m, temporal
 }
 
 // dsFreePort is a port free on loopback when asked (the stack binds it
