@@ -281,3 +281,34 @@ func TestCheckPath(t *testing.T) {
 		})
 	}
 }
+
+// Git works on the repository it is pointed at even when the worker's
+// environment names another, as a git hook's or `git bisect run`'s does:
+// the commit is looked up, and the checkout made, in the module's own.
+func TestGitIgnoresTheCallersRepository(t *testing.T) {
+	mine := newRepo(t)
+	commit := mine.commit("one", map[string]string{"a.txt": "1"})
+	other := newRepo(t)
+	other.commit("x", map[string]string{"b.txt": "1"})
+	other.commit("y", map[string]string{"b.txt": "2"})
+	t.Setenv("GIT_DIR", filepath.Join(other.dir, ".git"))
+	t.Setenv("GIT_WORK_TREE", other.dir)
+	t.Setenv("GIT_INDEX_FILE", filepath.Join(other.dir, ".git", "index"))
+
+	gen, err := Generation(context.Background(), mine.dir, "", commit)
+	if err != nil {
+		t.Fatalf("Generation with GIT_DIR set elsewhere: %v", err)
+	}
+	if gen != 1 {
+		t.Errorf("generation %d, want 1 (the module's repository has one commit; the other has two)", gen)
+	}
+}
+
+func TestWithoutGitRepo(t *testing.T) {
+	got := withoutGitRepo([]string{"PATH=/bin", "GIT_DIR=/x/.git", "GIT_WORK_TREE=/x", "GIT_INDEX_FILE=/x/i",
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.bare", "GIT_CONFIG_VALUE_0=true", "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -i k"})
+	want := []string{"PATH=/bin", "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -i k"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("withoutGitRepo = %q, want %q", got, want)
+	}
+}

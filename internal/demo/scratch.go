@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/meshroll/meshroll/internal/agent"
+	"github.com/meshroll/meshroll/internal/build"
 	"github.com/meshroll/meshroll/internal/registry"
 )
 
@@ -130,7 +131,7 @@ func (r *repo) commit(ctx context.Context, msg string) (string, error) {
 
 func (r *repo) git(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", r.dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=meshroll demo", "GIT_AUTHOR_EMAIL=demo@example.invalid",
+	cmd.Env = build.GitEnv("GIT_AUTHOR_NAME=meshroll demo", "GIT_AUTHOR_EMAIL=demo@example.invalid",
 		"GIT_COMMITTER_NAME=meshroll demo", "GIT_COMMITTER_EMAIL=demo@example.invalid")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -284,7 +284,7 @@ func (m *Mesh) git(ctx context.Context, args ...string) error {
 
 func (m *Mesh) gitOut(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", m.Repo}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=meshroll-bench", "GIT_AUTHOR_EMAIL=bench@example.invalid",
+	cmd.Env = build.GitEnv("GIT_AUTHOR_NAME=meshroll-bench", "GIT_AUTHOR_EMAIL=bench@example.invalid",
 		"GIT_COMMITTER_NAME=meshroll-bench", "GIT_COMMITTER_EMAIL=bench@example.invalid")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
