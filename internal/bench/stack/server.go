@@ -141,8 +141,12 @@ func (so ServerOptions) Check() error {
 		}
 	}
 	if len(devOnly) > 0 {
-		return fmt.Errorf("%s set the dev server's options and cannot be combined with -server %s, which runs deploy/temporal/dynamicconfig.yaml as it is (change that file, or drop them)",
-			strings.Join(devOnly, ", "), ServerProduction)
+		what := "is a dev server option: it"
+		if len(devOnly) > 1 {
+			what = "are dev server options: they"
+		}
+		return fmt.Errorf("%s %s cannot be combined with -server %s, which runs deploy/temporal/dynamicconfig.yaml as it is (change that file instead)",
+			strings.Join(devOnly, ", "), what, ServerProduction)
 	}
 	if so.Postgres == "" {
 		return fmt.Errorf("-server %s needs PostgreSQL: pass -postgres DSN or set %s (as root: export %s=\"$(bash scripts/postgres-test.sh)\")",
