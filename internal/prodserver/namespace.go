@@ -52,11 +52,11 @@ func (s *Server) RegisterNamespace(ctx context.Context, namespace string) error 
 		return err
 	}
 	defer c.Close()
-	want, err := WantSearchAttributes()
+	want, err := wantSearchAttributes()
 	if err != nil {
 		return err
 	}
-	got, err := SearchAttributes(ctx, c, namespace)
+	got, err := searchAttributes(ctx, c, namespace)
 	if err != nil {
 		return err
 	}
@@ -88,10 +88,10 @@ func (s *Server) RegisterNamespace(ctx context.Context, namespace string) error 
 	return fmt.Errorf("namespace %s does not start a workflow with meshroll's search attributes within %v: %w", namespace, NamespaceTimeout, lastErr)
 }
 
-// WantSearchAttributes is meshapi.SearchAttributeTypes as the server names
+// wantSearchAttributes is meshapi.SearchAttributeTypes as the server names
 // the types (enumspb.IndexedValueType's String), to compare with
-// SearchAttributes.
-func WantSearchAttributes() (map[string]string, error) {
+// searchAttributes.
+func wantSearchAttributes() (map[string]string, error) {
 	want := map[string]string{}
 	for name, typ := range meshapi.SearchAttributeTypes {
 		v, err := enumspb.IndexedValueTypeFromString(typ)
@@ -103,9 +103,9 @@ func WantSearchAttributes() (map[string]string, error) {
 	return want, nil
 }
 
-// SearchAttributes are the namespace's custom search attributes named
+// searchAttributes are the namespace's custom search attributes named
 // Meshroll*, with their types, as the server lists them.
-func SearchAttributes(ctx context.Context, c client.Client, namespace string) (map[string]string, error) {
+func searchAttributes(ctx context.Context, c client.Client, namespace string) (map[string]string, error) {
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
 		return nil, fmt.Errorf("list the search attributes of namespace %s: %w", namespace, err)

@@ -203,7 +203,7 @@ func TestStartAndClose(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts temporal-server")
 	}
-	dsn := os.Getenv("MESHROLL_TEST_POSTGRES_DSN")
+	dsn := os.Getenv(PostgresEnv)
 	if dsn == "" {
 		t.Skip("MESHROLL_TEST_POSTGRES_DSN is not set (scripts/postgres-test.sh)")
 	}

@@ -17,10 +17,13 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver, for the databases' creation
+	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
 
 	"github.com/meshroll/meshroll/internal/catalogue/sqlcat"
+	"github.com/meshroll/meshroll/internal/config"
 	"github.com/meshroll/meshroll/internal/devlaunch"
+	"github.com/meshroll/meshroll/internal/temporalx"
 )
 
 // Timeouts of Start's steps, as the production test has always allowed
@@ -68,6 +71,11 @@ type Options struct {
 	// schema set up, the server answering, the namespace registered.
 	Logf func(format string, args ...any)
 }
+
+// PostgresEnv names the variable holding the DSN of a PostgreSQL role that
+// may create databases, which scripts/postgres-test.sh prints the value of:
+// where the production test and the bench find Options.Postgres.
+const PostgresEnv = "MESHROLL_TEST_POSTGRES_DSN"
 
 // Databases' roles in Server.Database, beside Options.ExtraDatabases.
 const (
@@ -253,7 +261,11 @@ func (s *Server) start(ctx context.Context) error {
 	if s.proc, err = devlaunch.StartChild(cmd, devlaunch.ChildOptions{DieWithParent: true}); err != nil {
 		return fmt.Errorf("start temporal-server (%s): %w", s.bins.Server, err)
 	}
-	c, err := client.NewLazyClient(client.Options{HostPort: s.frontend, Namespace: "temporal-system", Logger: nopLogger{}})
+	co, err := temporalx.Options(config.Temporal{Address: s.frontend, Namespace: "temporal-system"}, zerolog.Nop())
+	if err != nil {
+		return fmt.Errorf("a client of temporal-server's frontend: %w", err)
+	}
+	c, err := client.NewLazyClient(co)
 	if err != nil {
 		return fmt.Errorf("a client of temporal-server's frontend: %w", err)
 	}
@@ -380,11 +392,3 @@ func (s *Server) logf(format string, args ...any) {
 		s.o.Logf(format, args...)
 	}
 }
-
-// nopLogger silences the SDK client that waits for the frontend.
-type nopLogger struct{}
-
-func (nopLogger) Debug(string, ...any) {}
-func (nopLogger) Info(string, ...any)  {}
-func (nopLogger) Warn(string, ...any)  {}
-func (nopLogger) Error(string, ...any) {}

@@ -112,9 +112,9 @@ type ServerOptions struct {
 }
 
 // PostgresEnv is where the production server's PostgreSQL DSN is read
-// from when ServerOptions.Postgres is empty: the variable the production
-// test reads, which scripts/postgres-test.sh prints the value of.
-const PostgresEnv = "MESHROLL_TEST_POSTGRES_DSN"
+// from when ServerOptions.Postgres is empty, as the production test reads
+// it.
+const PostgresEnv = prodserver.PostgresEnv
 
 // Check says what is wrong with so before a server starts: an unknown
 // kind, a dev server's option with the production server (whose settings
