@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/parallel"
 )
 
 // ComposeTargets composes every target's declaration (see compose), several
@@ -25,7 +26,7 @@ func (a *Activities) ComposeTargets(ctx context.Context, in meshapi.ComposeTarge
 	out := meshapi.ComposeTargetsResult{Results: make([]meshapi.ComposedTarget, len(in.Targets))}
 	var mu sync.Mutex
 	done := 0
-	err := inParallel(len(in.Targets), fanOut, func(i int) error {
+	err := parallel.Each(len(in.Targets), fanOut, func(i int) error {
 		res, err := a.compose(ctx, in.Plan, in.Targets[i], in.Build)
 		var appErr *temporal.ApplicationError
 		switch {

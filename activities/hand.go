@@ -2,10 +2,8 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -14,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/parallel"
 )
 
 // fanOut bounds how many machines one activity works on at once (composing
@@ -33,7 +32,7 @@ const fanOut = 16
 // it is waiting on or pushing, and answers one it has answered again.
 func (a *Activities) HandPushes(ctx context.Context, in meshapi.HandPushesInput) (meshapi.HandPushesResult, error) {
 	queue := activity.GetInfo(ctx).TaskQueue
-	if err := inParallel(len(in.Requests), fanOut, func(i int) error {
+	if err := parallel.Each(len(in.Requests), fanOut, func(i int) error {
 		return a.handPush(ctx, queue, in.Requests[i])
 	}); err != nil {
 		return meshapi.HandPushesResult{}, err
@@ -82,21 +81,4 @@ func (a *Activities) machineSummary(machine string) string {
 		return "machine " + machine
 	}
 	return fmt.Sprintf("machine %s (tier %d: %s)", machine, m.Tier, strings.Join(m.Modules, ", "))
-}
-
-// inParallel calls fn for 0..n-1, at most limit at once, and joins their
-// errors: the fan-out composing and handing out share.
-func inParallel(n, limit int, fn func(i int) error) error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = fn(i)
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -17,7 +17,8 @@ import (
 
 // ceiling measures what the dev server itself allows on this machine, with
 // a worker of the same options as meshroll's: no-op activities one after
-// another, as many at once as the largest fan-out plan ran, and as many
+// another, as many at once as the largest fan-out plan ran, the same
+// spread over as many workflows as its machines (spread), and as many
 // one-activity workflows at once as the footprint scenario's plans.
 func (b *bench) ceiling(ctx context.Context, run int) error {
 	c := b.srv.Client()
@@ -61,7 +62,14 @@ func (b *bench) ceiling(ctx context.Context, run int) error {
 	b.t.Add("engine", "server tasks a second, same workflow (the fan-out plans' ceiling)", "/s", "", rate)
 	cpuPerTask := (after.CPU - before.CPU) / time.Duration(max(hist.Tasks(events), 1))
 	b.t.Add("engine", "dev server CPU per server task, same workflow (user+system)", "ms", "", millis(cpuPerTask))
-	b.readCeilings(rate, cpuPerTask)
+	spread, err := b.spread(ctx, c, queue, run)
+	if err != nil {
+		return err
+	}
+	b.t.Add("engine", fmt.Sprintf("server tasks a second, spread over %d workflows each started by a signal (the first plans' ceiling)", spread.machines), "/s", "", spread.first)
+	b.t.Add("engine", fmt.Sprintf("server tasks a second, spread over %d running workflows each signalled (the next plans' ceiling)", spread.machines), "/s", "", spread.next)
+	b.t.Add("engine", fmt.Sprintf("dev server CPU per server task, spread over %d running workflows (user+system)", spread.machines), "ms", "", millis(spread.cpuPerTask))
+	b.readCeilings(rate, cpuPerTask, spread)
 
 	p := b.sz.footprint
 	t0 := time.Now()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -54,6 +55,8 @@ const stickyNote = "each goes to the task queue and replays its workflow from th
 // be read against its engine ceiling.
 type pendingCeiling struct {
 	scenario, figure string
+	machines         int
+	next             bool // the next plan, machine workflows running
 	whole            time.Duration
 	tasks            int
 	// cpuFigure reads serverCPU, the dev server's CPU over the plan,
@@ -120,6 +123,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	if b.runs("engine") {
 		// Filled in once this run's engine scenario has measured its rate.
 		b.t.Add(scenario, "whole / engine ceiling", "×", engineCeilingNote(n, false))
+		b.addSpreadRow(scenario, n, false)
 		b.t.Add(scenario, firstCPUFigure, "×", cpuCeilingNote)
 	}
 	for k, d := range tierTimes(events) {
@@ -149,7 +153,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 	b.costs = append(b.costs, co)
 	b.maxPlanActivities = max(b.maxPlanActivities, acts)
-	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "whole / engine ceiling", whole: whole, tasks: co.tasks,
+	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "whole / engine ceiling", machines: n, whole: whole, tasks: co.tasks,
 		cpuFigure: firstCPUFigure, serverCPU: afterFirst.server.CPU - atStart.server.CPU})
 
 	// The next plan finds every machine workflow running: what a plan
@@ -170,6 +174,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	b.pushToHealthy(scenario, "next plan", events)
 	if b.runs("engine") {
 		b.t.Add(scenario, "next plan / engine ceiling", "×", engineCeilingNote(n, true))
+		b.addSpreadRow(scenario, n, true)
 		b.t.Add(scenario, nextCPUFigure, "×", cpuCeilingNote)
 	}
 	planBytes = max(planBytes, hist.Bytes(events))
@@ -190,7 +195,7 @@ func (b *bench) fanoutOne(ctx context.Context, run, n int) error {
 	}
 	b.t.Add(scenario, "dev server CPU per machine pushed, first plan (user+system)", "ms", "", millis((afterFirst.server.CPU-atStart.server.CPU)/time.Duration(n)))
 	b.t.Add(scenario, "dev server CPU per machine pushed, next plan (user+system)", "ms", "", millis((afterNext.server.CPU-beforeNext.server.CPU)/time.Duration(n)))
-	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "next plan / engine ceiling", whole: next, tasks: cn.tasks,
+	b.ceilings = append(b.ceilings, pendingCeiling{scenario: scenario, figure: "next plan / engine ceiling", machines: n, next: true, whole: next, tasks: cn.tasks,
 		cpuFigure: nextCPUFigure, serverCPU: afterNext.server.CPU - beforeNext.server.CPU})
 
 	b.t.Add("cost", fmt.Sprintf("history events, %d machines, first plan (plan + machine workflows)", n), "", "", float64(co.events))
@@ -375,15 +380,39 @@ func engineCeilingNote(n int, next bool) string {
 // ceiling: the time the engine needs, at rate server tasks a second, for
 // the tasks the plan made; and the server's CPU over the plan against
 // cpuPerTask, what a no-op task cost it.
-func (b *bench) readCeilings(rate float64, cpuPerTask time.Duration) {
+func (b *bench) readCeilings(rate float64, cpuPerTask time.Duration, spread spreadRates) {
 	for _, p := range b.ceilings {
 		ceiling := float64(p.tasks) / rate
 		b.t.Add(p.scenario, p.figure, "×", "", p.whole.Seconds()/ceiling)
 		if cpuPerTask > 0 && p.tasks > 0 {
 			b.t.Add(p.scenario, p.cpuFigure, "×", "", float64(p.serverCPU)/float64(cpuPerTask*time.Duration(p.tasks)))
 		}
+		if r := spread.rate(p.next); p.machines == spread.machines && r > 0 {
+			b.t.Add(p.scenario, spreadFigure(p.next), "×", "", p.whole.Seconds()/(float64(p.tasks)/r))
+		}
 	}
 	b.ceilings = nil
+}
+
+// addSpreadRow puts a plan's row against the spread ceiling in place, to
+// be filled in by readCeilings: only the largest plan's, the size the
+// spread ceiling is measured at.
+func (b *bench) addSpreadRow(scenario string, n int, next bool) {
+	if n != slices.Max(b.sz.fanout) {
+		return
+	}
+	note := "ceiling: the plan's server tasks at the engine's rate over as many one-activity workflows as machines, each started by a signal"
+	if next {
+		note = "ceiling: the plan's server tasks at the engine's rate over as many running workflows as machines, each signalled to run one activity"
+	}
+	b.t.Add(scenario, spreadFigure(next), "×", note)
+}
+
+func spreadFigure(next bool) string {
+	if next {
+		return "next plan / spread ceiling"
+	}
+	return "whole / spread ceiling"
 }
 
 // fanoutWorker is a fan-out's worker: in a process of its own on the noop

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -16,6 +15,7 @@ import (
 	"github.com/meshroll/meshroll/internal/machines"
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
+	"github.com/meshroll/meshroll/internal/parallel"
 	"github.com/meshroll/meshroll/internal/plans"
 )
 
@@ -155,24 +155,20 @@ func (r Reader) Plans(ctx context.Context) ([]Plan, error) {
 		return nil, err
 	}
 	out := make([]Plan, len(sums))
-	sem := make(chan struct{}, planQueries)
-	var wg sync.WaitGroup
-	for i, s := range sums {
-		out[i].Summary = s
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			qctx, cancel := context.WithTimeout(ctx, planStateTimeout)
-			defer cancel()
-			st, err := plans.State(qctx, r.Client, s.Plan)
-			if err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			out[i].State = &st
-		})
-	}
-	wg.Wait()
+	// A plan that does not answer is shown with its error, not dropped:
+	// each call keeps its own and returns none.
+	_ = parallel.Each(len(sums), planQueries, func(i int) error {
+		out[i].Summary = sums[i]
+		qctx, cancel := context.WithTimeout(ctx, planStateTimeout)
+		defer cancel()
+		st, err := plans.State(qctx, r.Client, sums[i].Plan)
+		if err != nil {
+			out[i].Error = err.Error()
+			return nil
+		}
+		out[i].State = &st
+		return nil
+	})
 	return out, nil
 }
 

@@ -26,10 +26,12 @@ const (
 	RequesterWorkflowType = "bench.Requester"
 	FanOutWorkflowType    = "bench.FanOut"
 	SingleWorkflowType    = "bench.Single"
+	HolderWorkflowType    = "bench.Holder"
 
 	SignalRequest = "bench-request"
 	SignalGrant   = "bench-grant"
 	SignalRelease = "bench-release"
+	SignalWork    = "bench-work"
 )
 
 // MutexInput starts the mutex workflow; Acquisitions is how many grants it
@@ -154,6 +156,26 @@ func Single(ctx workflow.Context, in SingleInput) error {
 	return nil
 }
 
+// HolderInput is how many requests a Holder serves before it ends.
+type HolderInput struct{ Requests int }
+
+// Holder is the engine's ceiling for a plan's machine workflows: one
+// workflow per machine that runs a no-op activity for each request signal
+// (SignalWork), as a machine workflow runs a push for each request the
+// plan hands it, one after the other, and ends after in.Requests.
+func Holder(ctx workflow.Context, in HolderInput) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	work := workflow.GetSignalChannel(ctx, SignalWork)
+	var a *Activities
+	for range in.Requests {
+		work.Receive(ctx, nil)
+		if err := workflow.ExecuteActivity(actx, a.Noop).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Activities are the bench workflows' activities.
 type Activities struct {
 	Client client.Client
@@ -191,5 +213,6 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterWorkflowWithOptions(Requester, workflow.RegisterOptions{Name: RequesterWorkflowType})
 	w.RegisterWorkflowWithOptions(FanOut, workflow.RegisterOptions{Name: FanOutWorkflowType})
 	w.RegisterWorkflowWithOptions(Single, workflow.RegisterOptions{Name: SingleWorkflowType})
+	w.RegisterWorkflowWithOptions(Holder, workflow.RegisterOptions{Name: HolderWorkflowType})
 	w.RegisterActivity(a)
 }

@@ -1,11 +1,15 @@
 package benchwf
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
 )
 
 func TestWindowedKeepsAtMostSizePending(t *testing.T) {
@@ -43,4 +47,25 @@ func TestWindowedStopsAtTheFirstError(t *testing.T) {
 	})
 	assert.ErrorIs(t, err, boom)
 	assert.Equal(t, 4, starts, "nothing is started after the failed wait")
+}
+
+// A Holder runs one activity per request and ends after its last: the
+// spread ceiling's rounds are its two requests.
+func TestHolderRunsAnActivityPerRequest(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	var a *Activities
+	env.RegisterActivity(a)
+	runs := 0
+	env.OnActivity(a.Noop, mock.Anything).Return(func(context.Context) error { runs++; return nil })
+	for k := range 2 {
+		env.RegisterDelayedCallback(func() {
+			assert.Equal(t, k, runs, "no activity before its request")
+			env.SignalWorkflow(SignalWork, nil)
+		}, time.Duration(k+1)*time.Minute)
+	}
+	env.ExecuteWorkflow(Holder, HolderInput{Requests: 2})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, 2, runs)
 }
