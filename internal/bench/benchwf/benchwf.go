@@ -1,9 +1,8 @@
 // Package benchwf holds the workflows the benchmark compares meshroll with,
 // run on the same dev server: a classic signal-based mutex (the contention
 // baseline), plain no-op activity workflows and a holder per machine that
-// runs one on each signal (the engine's ceilings). They
-// are the bench's own and never run in production, so they carry no
-// versioning.
+// runs one on each signal (the engine's ceilings). They are the bench's
+// own and never run in production, so they carry no versioning.
 package benchwf
 
 import (
