@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -398,7 +397,7 @@ func (b *bench) readCeilings(rate float64, cpuPerTask time.Duration, spread spre
 // be filled in by readCeilings: only the largest plan's, the size the
 // spread ceiling is measured at.
 func (b *bench) addSpreadRow(scenario string, n int, next bool) {
-	if n != slices.Max(b.sz.fanout) {
+	if n != b.spreadMachines() {
 		return
 	}
 	note := "ceiling: the plan's server tasks at the engine's rate over as many one-activity workflows as machines, each started by a signal"

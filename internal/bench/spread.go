@@ -33,6 +33,10 @@ type spreadRates struct {
 	cpuPerTask  time.Duration
 }
 
+// spreadMachines is the size the spread ceiling is measured at, and the
+// one fan-out plan read against it: the largest.
+func (b *bench) spreadMachines() int { return slices.Max(b.sz.fanout) }
+
 // rate is the first or the next round's.
 func (r spreadRates) rate(next bool) float64 {
 	if next {
@@ -48,7 +52,7 @@ func (r spreadRates) rate(next bool) float64 {
 // workflow task) and also runs the tasks of many workflows at once: on a
 // box where the server is the bound this is what a plan can approach.
 func (b *bench) spread(ctx context.Context, c client.Client, queue string, run int) (spreadRates, error) {
-	n := slices.Max(b.sz.fanout)
+	n := b.spreadMachines()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("bench-engine-spread-%d-%05d", run, i)
