@@ -57,11 +57,13 @@ func pollPage(ctx context.Context, js string, d time.Duration) error {
 }
 
 // openPage loads page in the tab and waits, within d, until the
-// JavaScript expression js is true there. A single-page UI that has
-// rendered nothing a third of the way in is loaded again, once, as a
-// person would: its scripts never started (seen once in CI on a busy box,
-// the Web UI's page blank for 90 s), which is the UI's own start, not
-// what a test reads on it.
+// JavaScript expression js is true there. A single-page UI that a third of
+// the way in has rendered nothing, or the Web UI's own error page, is
+// loaded again, once, as a person would (the error page says "Try a
+// refresh"). Both were seen in CI on a busy box: the page blank for 90 s
+// (its scripts never started), and "Uh oh. There's an error. Internal
+// Error" when the UI's own request for a workflow's run failed. That is
+// the UI's start, not what a test reads on it; a second failure fails.
 func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duration) error {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
@@ -71,9 +73,9 @@ func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duratio
 	if err := pollPage(ctx, js, first); err == nil {
 		return nil
 	}
-	blank, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === ""`))
-	if err == nil && blank {
-		t.Logf("%s rendered nothing in %s; loading it again", page, first)
+	stuck, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === "" || document.body.innerText.includes("There's an error")`))
+	if err == nil && stuck {
+		t.Logf("%s rendered nothing or the UI's error page in %s (%s); loading it again", page, first, pageShows(ctx))
 		if _, err := chromedp.Run(ctx, chromedp.Reload()); err != nil {
 			return fmt.Errorf("reload %s: %w", page, err)
 		}
