@@ -122,15 +122,17 @@ func (p *plan) setup(ctx workflow.Context) error {
 	if err := p.setControls(ctx); err != nil {
 		return err
 	}
-	p.takeHoldLifted(ctx)
-	p.takeMeasurements(ctx)
-	onSignal(ctx, meshapi.SignalPushResult, p.take)
-	onSignal(ctx, meshapi.SignalPushResults, func(b meshapi.PushResults) {
+	sig := newPlanSignals(ctx)
+	p.takeHoldLifted(ctx, sig)
+	p.takeMeasurements(ctx, sig)
+	onSignal(ctx, sig, meshapi.SignalPushResult, p.take)
+	onSignal(ctx, sig, meshapi.SignalPushResults, func(b meshapi.PushResults) {
 		for _, r := range b.Results {
 			p.take(r)
 		}
 	})
-	onSignal(ctx, meshapi.SignalNotifyTrouble, func(t meshapi.NotifyTrouble) { p.noteNotifyTrouble(ctx, t) })
+	onSignal(ctx, sig, meshapi.SignalNotifyTrouble, func(t meshapi.NotifyTrouble) { p.noteNotifyTrouble(ctx, t) })
+	sig.start(ctx)
 	return nil
 }
 

@@ -20,8 +20,8 @@ const analyseBy = "meshroll analysis"
 // signals, so that the plan's state shows it at once, and what a check
 // asks, announced before its first measurement (waiting out its initial
 // delay).
-func (p *plan) takeMeasurements(ctx workflow.Context) {
-	onSignal(ctx, meshapi.SignalAnalysisStarted, func(s meshapi.AnalysisStarted) {
+func (p *plan) takeMeasurements(ctx workflow.Context, sig *planSignals) {
+	onSignal(ctx, sig, meshapi.SignalAnalysisStarted, func(s meshapi.AnalysisStarted) {
 		if c := p.check(s.Tier, s.Check.Check); c != nil && len(c.Measurements) == 0 &&
 			(c.Verdict == meshapi.AnalysisWaiting || c.Verdict == meshapi.AnalysisRunning) {
 			*c = s.Check
@@ -29,7 +29,7 @@ func (p *plan) takeMeasurements(ctx workflow.Context) {
 			p.showDetails(p.ctx)
 		}
 	})
-	onSignal(ctx, meshapi.SignalMeasured, func(m meshapi.Measured) {
+	onSignal(ctx, sig, meshapi.SignalMeasured, func(m meshapi.Measured) {
 		c := p.check(m.Tier, m.Check.Check)
 		if c == nil || c.Verdict.Decided() || c.Verdict == meshapi.AnalysisFailed {
 			return

@@ -161,22 +161,6 @@ func (p *plan) take(r meshapi.PushResult) {
 	p.inFlight[at.tier]--
 }
 
-// onSignal hands take every value of the signal name, in arrival order, in
-// a coroutine of its own: how the plan takes what machines, analyses and
-// levers tell it.
-func onSignal[T any](ctx workflow.Context, name string, take func(T)) {
-	ch := workflow.GetSignalChannel(ctx, name)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var v T
-			if !ch.Receive(gctx, &v) {
-				return
-			}
-			take(v)
-		}
-	})
-}
-
 // waiting says whether the machine at at still waits for the answer to
 // the request that put it there.
 func (p *plan) waiting(at place) bool {

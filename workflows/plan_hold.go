@@ -12,8 +12,8 @@ import (
 
 // takeHoldLifted counts hold-lifted signals, so that a held plan wakes when
 // one arrives; a plan that is not held only counts them.
-func (p *plan) takeHoldLifted(ctx workflow.Context) {
-	onSignal(ctx, meshapi.SignalHoldLifted, func(m meshapi.HoldLifted) {
+func (p *plan) takeHoldLifted(ctx workflow.Context, sig *planSignals) {
+	onSignal(ctx, sig, meshapi.SignalHoldLifted, func(m meshapi.HoldLifted) {
 		p.liftedSignals++
 		workflow.GetLogger(ctx).Info("hold lifted", "by", m.By, "scope", m.Scope)
 	})
