@@ -270,8 +270,11 @@ func TestCaptureSignalBudgetHistory(t *testing.T) {
 
 // TestCaptureRelayHistories records a plan that hears its answers through
 // relays: a host plan over a tier 1 of 120 machines (two hand-over
-// activities, one relay) and the control node, and its first relay. Like
-// the others it runs only with MESHROLL_WRITE_HISTORIES=1.
+// activities, each scheduled in a coroutine of its own since the
+// plan-hand-apart change, one relay) and the control node, and its first
+// relay. plan-relayed.json, recorded before that change, stays until the
+// change is retired. Like the others it runs only with
+// MESHROLL_WRITE_HISTORIES=1.
 func TestCaptureRelayHistories(t *testing.T) {
 	t.Parallel()
 	capturing(t)
@@ -284,7 +287,7 @@ func TestCaptureRelayHistories(t *testing.T) {
 	require.Equal(t, 121, h.answers)
 
 	s.writeHistories(
-		capturedRun{"plan-relayed", st.Plan, ""},
+		capturedRun{"plan-relayed.plan-hand-apart", st.Plan, ""},
 		capturedRun{"relay-passed-on", meshapi.RelayID(st.Plan, 0), ""},
 	)
 }

@@ -34,18 +34,44 @@ func handOver(ctx workflow.Context, reqs []meshapi.PushRequest) error {
 	if len(reqs) <= handLocally {
 		return workflow.ExecuteLocalActivity(handOptions(ctx), acts.HandPushes, meshapi.HandPushesInput{Requests: reqs}).Get(ctx, nil)
 	}
-	var fs []workflow.Future
+	var parts [][]meshapi.PushRequest
 	for from := 0; from < len(reqs); from += handBatch {
-		part := reqs[from:min(from+handBatch, len(reqs))]
-		fs = append(fs, workflow.ExecuteActivity(handActivityOptions(ctx, part), acts.HandPushes, meshapi.HandPushesInput{Requests: part}))
+		parts = append(parts, reqs[from:min(from+handBatch, len(reqs))])
 	}
-	var first error
-	for _, f := range fs {
-		if err := f.Get(ctx, nil); err != nil && first == nil {
-			first = err
+	hand := func(ctx workflow.Context, part []meshapi.PushRequest) workflow.Future {
+		return workflow.ExecuteActivity(handActivityOptions(ctx, part), acts.HandPushes, meshapi.HandPushesInput{Requests: part})
+	}
+	errs := make([]error, len(parts))
+	if len(parts) > 1 && workflow.GetVersion(ctx, changePlanHandApart, workflow.DefaultVersion, 1) >= 1 {
+		// Each part in a coroutine of its own, which encodes its input
+		// (see changePlanHandApart).
+		handed := make([]workflow.Future, len(parts))
+		for i, part := range parts {
+			f, settle := workflow.NewFuture(ctx)
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				errs[i] = hand(ctx, part).Get(ctx, nil)
+				settle.SetValue(nil)
+			})
+			handed[i] = f
+		}
+		for _, f := range handed {
+			_ = f.Get(ctx, nil) // settled with no error: the part's is in errs
+		}
+	} else {
+		fs := make([]workflow.Future, len(parts))
+		for i, part := range parts {
+			fs[i] = hand(ctx, part)
+		}
+		for i, f := range fs {
+			errs[i] = f.Get(ctx, nil)
 		}
 	}
-	return first
+	for _, err := range errs {
+		if err != nil {
+			return err // the first part's that failed
+		}
+	}
+	return nil
 }
 
 // relayed says whether the plan's answers are relayed, once its tiers are

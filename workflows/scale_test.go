@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -199,4 +200,40 @@ func TestMachinesOf(t *testing.T) {
 	}
 	assert.Equal(t, "1 machine, control-node", machinesOf(reqs("control-node")))
 	assert.Equal(t, "3 machines, edge-1 to edge-3", machinesOf(reqs("edge-1", "edge-2", "edge-3")))
+}
+
+// slowHandOvers is a data converter for which a hand-over's input costs
+// d to encode: a box where one part of a large hand-over costs a good part
+// of the deadlock detector's second, as compressing a hundred machines'
+// requests did under the race detector on a loaded CI box.
+type slowHandOvers struct {
+	converter.DataConverter
+	d time.Duration
+}
+
+func (c slowHandOvers) ToPayloads(values ...any) (*commonpb.Payloads, error) {
+	for _, v := range values {
+		if _, ok := v.(meshapi.HandPushesInput); ok {
+			time.Sleep(c.d)
+		}
+	}
+	return c.DataConverter.ToPayloads(values...)
+}
+
+// A plan schedules each part of a large hand-over in a coroutine of its
+// own, which encodes that part's input, so that no step of its coroutines,
+// which the SDK's deadlock detector times, grows with the tier. Here a
+// tier's three parts cost 1.8 s against a detector of 1.5 s: scheduled by
+// one coroutine, as a plan did, its workflow task fails (TMPRL1101) every
+// time it runs, and the plan never ends.
+func TestPlanHandsEachPartOverInACoroutineOfItsOwn(t *testing.T) {
+	const perTier = 3 * handBatch
+	h := newPlanHarness(t, fleetOf(perTier)...)
+	h.env.SetDataConverter(slowHandOvers{DataConverter: converter.GetDefaultDataConverter(), d: 600 * time.Millisecond})
+	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 1500 * time.Millisecond})
+	h.env.SetTestTimeout(time.Minute) // the plan's hand-overs take 3.6 s, past the default 3 s
+	st := h.run(meshapi.PlanInput{})
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	assert.Equal(t, 2*3, h.handedByActivity, "each tier in three parts")
+	assert.Len(t, h.requests, 2*perTier, "every machine handed once")
 }

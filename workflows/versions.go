@@ -5,13 +5,25 @@ package workflows
 // alters the commands a workflow issues declares its ID here
 // (TestVersionsAreDeclared holds the code to that).
 var liveChanges = map[string]string{
-	changePlanRehand: "changePlanRehand",
+	changePlanRehand:    "changePlanRehand",
+	changePlanHandApart: "changePlanHandApart",
 }
 
 // changePlanRehand: a tier that hears no answer for a while hands its
 // unanswered pushes again (see plan.awaitAnswers). It adds a timer to
 // every hand-over's wait.
 const changePlanRehand = "plan-rehand"
+
+// changePlanHandApart: a hand-over of more than one part schedules each
+// part's activity in a coroutine of its own. The SDK's deadlock detector
+// times each step of a coroutine (from when it wakes until it blocks), not
+// the workflow task, and fails the task when a step passes a second.
+// Scheduling an activity encodes (and compresses) its input in the
+// coroutine that schedules it, and one coroutine scheduling every part of
+// a tier grew its step with the tier: about a second at 100,000 machines
+// on an idle box, and past it at 600 under the race detector on a loaded
+// one. It adds a marker to such a plan's history.
+const changePlanHandApart = "plan-hand-apart"
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is
 // the only code, and the histories recorded before it were dropped from the
