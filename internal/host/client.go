@@ -92,13 +92,36 @@ func NewHTTPClient(baseURL, token string, hc *http.Client) (*HTTPClient, error) 
 	}
 	if hc == nil {
 		hc = &http.Client{
-			Timeout: DefaultTimeout,
+			Timeout:   DefaultTimeout,
+			Transport: sharedTransport,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},
 		}
 	}
 	return &HTTPClient{base: strings.TrimRight(u.String(), "/"), token: token, hc: hc}, nil
+}
+
+// sharedTransport carries the requests of every client made without an
+// *http.Client of its own, so that they share their connections.
+var sharedTransport = newTransport()
+
+// idleConnsPerHost is how many idle connections a client keeps to each
+// host: its report's long poll, a declaration and a push's wait for
+// health may be open at once.
+const idleConnsPerHost = 4
+
+// newTransport is http.DefaultTransport with no cap on idle connections
+// across hosts. The default keeps at most 100 across all of them, and a
+// worker long-polls every host of the fleet (package fleetwatch): when
+// more than 100 answers came at once, as when a tier's pushes change that
+// many hosts' reports together, the connections past 100 were closed, and
+// each was dialled again for the next poll (with TLS, a handshake each).
+func newTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0 // no cap across hosts
+	tr.MaxIdleConnsPerHost = idleConnsPerHost
+	return tr
 }
 
 // HTTPClientWithCA is the default client trusting the CAs in the PEM file
@@ -109,7 +132,7 @@ func HTTPClientWithCA(caFile string) (*http.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host CA file: %w", err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := newTransport()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{
 		Timeout:   DefaultTimeout,

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,4 +348,45 @@ func reportServer(t *testing.T, rev string) (*httptest.Server, <-chan url.Values
 	}))
 	t.Cleanup(srv.Close)
 	return srv, seen
+}
+
+// A client made without an *http.Client of its own keeps its connection to
+// each host between requests, however many hosts answer at once: a worker
+// long-polls every host of its fleet, and a tier's pushes change hundreds
+// of hosts' reports together. http.DefaultTransport keeps 100 idle
+// connections across all hosts, and closed the rest, each dialled again
+// for the next request. Here 150 hosts answer before any is asked again.
+func TestClientsKeepAConnectionPerHostAcrossAFleet(t *testing.T) {
+	const hosts = 150
+	dialled := make([]atomic.Int32, hosts)
+	clients := make([]*host.HTTPClient, hosts)
+	for i := range hosts {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"machine":"m1"}`)
+		}))
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				dialled[i].Add(1)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		c, err := host.NewHTTPClient(srv.URL, "", nil)
+		require.NoError(t, err)
+		clients[i] = c
+	}
+	for range 3 {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() {
+				_, err := c.Report(context.Background())
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+	}
+	for i := range hosts {
+		assert.EqualValues(t, 1, dialled[i].Load(), "connections to host %d over three rounds", i)
+	}
 }
