@@ -68,7 +68,8 @@ var (
 // optional path prefix, no credentials, query or fragment). token, when not
 // empty, is sent as a bearer token. hc nil gets a client with DefaultTimeout
 // that does not follow redirects, since a redirected POST would silently
-// turn into a GET.
+// turn into a GET, and that shares its connections with every other such
+// client (see newTransport).
 func NewHTTPClient(baseURL, token string, hc *http.Client) (*HTTPClient, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
