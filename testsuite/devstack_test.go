@@ -236,29 +236,15 @@ func dsScratchMeshHolding(t *testing.T, holdTemporal bool) (*dsMesh, net.Listene
 
 	y, err := os.ReadFile(filepath.Join("..", "examples", "mesh.yaml"))
 	require.NoError(t, err)
-	// Every port is held until all are picked: a port closed at once can
-	// be handed out again by the next pick (seen: the Web UI's and the
-	// enrollment endpoint's).
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			_ = l.Close()
-		}
-	}()
-	port := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		held = append(held, l)
-		return l.Addr().(*net.TCPAddr).Port
-	}
-	free := func() string { return fmt.Sprintf("127.0.0.1:%d", port()) }
+	free := func() string { return fmt.Sprintf("127.0.0.1:%d", pickPort(t)) }
 	m.temporal = free()
 	var temporal net.Listener
 	if holdTemporal {
-		temporal, held = held[0], held[1:]
+		temporal, err = net.Listen("tcp", m.temporal)
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = temporal.Close() })
 	}
-	m.ui = port()
+	m.ui = pickPort(t)
 	registryAddr := free()
 	repl := []string{"127.0.0.1:7233", m.temporal, "127.0.0.1:5000", registryAddr, "repo: ..,", "repo: .,"}
 	for machine, port := range map[string]string{"control-node": "7400", "edge-1": "7401", "edge-2": "7402"} {
@@ -283,17 +269,6 @@ func dsScratchMeshHolding(t *testing.T, holdTemporal bool) (*dsMesh, net.Listene
 	m.config = filepath.Join(m.repo, "mesh.yaml")
 	require.NoError(t, os.WriteFile(m.config, []byte(cfg), 0o644))
 	return m, temporal
-}
-
-// dsFreePort is a port free on loopback when asked (the stack binds it
-// later, so another process could take it in between; on a test box that is
-// rare enough).
-func dsFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (m *dsMesh) git(t *testing.T, args ...string) string {

@@ -294,7 +294,7 @@ func (p *prodStack) startRegistry() {
 // flight.
 func (p *prodStack) startHost(machine string) {
 	t := p.t
-	addr := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", pickPort(t))
 	p.hosts[machine] = "http://" + addr
 	p.spawn("host "+machine, []string{"MESHROLL_HOST_TOKEN=" + prodToken}, filepath.Join(p.bins, "host"),
 		"--machine", machine, "--listen", addr, "--state", filepath.Join(p.dir, "hosts", machine),
@@ -356,7 +356,7 @@ func prodEnvName(name string) string {
 // /readyz answers 200, the probe the compose file's health check asks.
 func (p *prodStack) startWorker(name string) *prodProc {
 	t := p.t
-	probe := fmt.Sprintf("127.0.0.1:%d", dsFreePort(t))
+	probe := fmt.Sprintf("127.0.0.1:%d", pickPort(t))
 	env := append(p.env(filepath.Join(p.dir, name)), "MESHROLL_WORKER_METRICS_LISTEN="+probe)
 	w := p.spawn(name, env, filepath.Join(p.bins, "worker"), "--log-level", "info", "--log-format", "json")
 	w.readyz = "http://" + probe + "/readyz"

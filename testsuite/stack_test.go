@@ -423,14 +423,15 @@ func openCatalogue(t *testing.T, dsn string) *sqlcat.Catalogue {
 }
 
 // startRegistry serves the embedded registry from its directory, on the
-// address it had before (a free one the first time).
+// address it had before (a picked one the first time, so that no outgoing
+// connection takes it while the registry is down).
 func (s *stack) startRegistry() {
 	s.t.Helper()
 	srv, err := registry.New(s.regDir, registry.WithAccess(s.access))
 	require.NoError(s.t, err)
 	addr := s.regAddr
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		addr = "127.0.0.1:" + freePort(s.t)
 	}
 	var url string
 	deadline := time.Now().Add(30 * time.Second)

@@ -3,12 +3,10 @@ package testsuite
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,25 +34,6 @@ func chromium(t *testing.T) string {
 	}
 	t.Skip(msg)
 	return ""
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	return freePorts(t, 1)[0]
-}
-
-// freePorts is n distinct free loopback ports: each is held until all are
-// picked, so that none is picked twice.
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var ports []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer l.Close()
-		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	}
-	return ports
 }
 
 // A person who only has the Web UI finds the plan and reads the truth: the
