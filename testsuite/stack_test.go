@@ -2,14 +2,12 @@ package testsuite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -433,15 +431,7 @@ func (s *stack) startRegistry() {
 	if addr == "" {
 		addr = "127.0.0.1:" + freePort(s.t)
 	}
-	var url string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		url, err = srv.Start(addr)
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the old listener's port is being released
-	}
+	url, err := srv.Start(addr)
 	require.NoError(s.t, err, "registry on %s", addr)
 	s.regAddr = strings.TrimPrefix(url, "http://")
 	s.reg = srv

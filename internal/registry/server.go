@@ -36,6 +36,7 @@ type Server struct {
 
 	srvMu sync.Mutex
 	srv   *http.Server
+	l     net.Listener // what srv serves on, closed by Close itself
 	addr  string
 }
 
@@ -198,7 +199,7 @@ func (s *Server) register(l net.Listener) (*http.Server, error) {
 		return nil, errors.New("registry: already serving (or closed)")
 	}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	s.addr = l.Addr().String()
+	s.l, s.addr = l, l.Addr().String()
 	return s.srv, nil
 }
 
@@ -210,10 +211,12 @@ func (s *Server) Addr() string {
 }
 
 // Close stops serving and the registry's background upload purger.
-// Everything acknowledged is already on disk.
+// Everything acknowledged is already on disk, and the address is free
+// again when Close returns, so that a registry restarted on it at once
+// finds it free.
 func (s *Server) Close() error {
 	s.srvMu.Lock()
-	srv := s.srv
+	srv, l := s.srv, s.l
 	if srv == nil {
 		// Never served: mark closed so that a later Start is refused.
 		s.srv = &http.Server{}
@@ -222,6 +225,14 @@ func (s *Server) Close() error {
 	var err error
 	if srv != nil {
 		err = srv.Close()
+	}
+	if l != nil {
+		// srv.Close closes only the listeners Serve has begun on: a Close
+		// right after Start may come first, and Serve would close it
+		// later, in its own goroutine.
+		if lerr := l.Close(); !errors.Is(lerr, net.ErrClosed) {
+			err = errors.Join(err, lerr)
+		}
 	}
 	return errors.Join(err, s.app.Shutdown())
 }

@@ -559,3 +559,26 @@ func TestServerListsRepositoriesAndTags(t *testing.T) {
 		}
 	}
 }
+
+// A registry closed right after it started leaves its address free when
+// Close returns: restarted on the same address at once, it serves. (A
+// Close before Serve had begun left the port to be let go later, by
+// Serve's own goroutine.)
+func TestCloseFreesTheAddressAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	addr := "127.0.0.1:0"
+	for i := range 50 {
+		s, err := New(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url, err := s.Start(addr)
+		if err != nil {
+			t.Fatalf("start %d on %s: %v", i, addr, err)
+		}
+		addr = strings.TrimPrefix(url, "http://")
+		if err := s.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
+	}
+}
