@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/meshroll/meshroll/internal/agent"
 )
 
 // Ports a test picks and binds later, or binds again after a restart, come
@@ -32,7 +34,9 @@ func pickPort(t *testing.T) int {
 	p.Lock()
 	defer p.Unlock()
 	if p.given == nil {
-		p.low, p.high = 10000, ephemeralLow()
+		// Below the host agents' container ports too (agent.DefaultPorts),
+		// which the exec and docker tests' agents hand out.
+		p.low, p.high = 10000, min(ephemeralLow(), agent.DefaultPorts.Min)
 		if p.high-p.low < 1000 {
 			t.Fatalf("the kernel's ephemeral ports start at %d, leaving no room below for test ports; raise net.ipv4.ip_local_port_range's low end above 11000", p.high)
 		}

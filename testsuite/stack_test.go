@@ -2,12 +2,14 @@ package testsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -431,7 +433,15 @@ func (s *stack) startRegistry() {
 	if addr == "" {
 		addr = "127.0.0.1:" + freePort(s.t)
 	}
-	url, err := srv.Start(addr)
+	var url string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		url, err = srv.Start(addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // another process on the box may hold it a moment
+	}
 	require.NoError(s.t, err, "registry on %s", addr)
 	s.regAddr = strings.TrimPrefix(url, "http://")
 	s.reg = srv
