@@ -113,7 +113,7 @@ func (a *Activities) targets(in meshapi.TargetsInput) (meshapi.TargetsResult, er
 		}
 		ts = []meshapi.Target{{Machine: in.Remove, Tier: m.Tier}}
 	}
-	res := meshapi.TargetsResult{Targets: ts, RelayAbove: cfg.Push.RelayAbove, RehandAfter: cfg.Push.RehandAfter, Notify: a.notifies(in.Module)}
+	res := meshapi.TargetsResult{Targets: ts, RelayAbove: cfg.Push.RelayAbove, RehandAfter: cfg.Push.RehandAfter, HandWindow: cfg.Push.HandWindow, Notify: a.notifies(in.Module)}
 	size := map[int]int{}
 	for _, t := range ts {
 		if size[t.Tier] == 0 {

@@ -292,6 +292,24 @@ func TestCaptureRelayHistories(t *testing.T) {
 	)
 }
 
+// TestCaptureHandWindowHistory records a plan whose tier is larger than
+// its push.hand_window: 150 machines handed over 60 at a time, as their
+// answers (through a relay) make room. Like the others it runs only with
+// MESHROLL_WRITE_HISTORIES=1.
+func TestCaptureHandWindowHistory(t *testing.T) {
+	t.Parallel()
+	capturing(t)
+	o := largeTierMesh(150)
+	o.push = "{relay_above: 100, hand_window: 60}"
+	s := captureStack(t, o)
+	st := s.converge("host", s.commit("host"))
+	h := s.planHistoryOf(st.Plan)
+	require.Contains(t, h.markers, "plan-hand-window")
+	require.Equal(t, 60, h.mostOpen)
+
+	s.writeHistories(capturedRun{"plan-hand-window", st.Plan, ""})
+}
+
 // captureStack stands up a stack on a Temporal server of its own for a
 // capture test, its worker named meshroll-capture: the identity every
 // committed history carries.

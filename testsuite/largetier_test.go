@@ -45,6 +45,12 @@ type planHistory struct {
 	// 50 MB limit; plainHands, the hand-overs whose input was not
 	// compressed.
 	bytes, plainHands int
+	// handed is the requests its hand-overs gave (a regular activity's
+	// when scheduled, a local one's when recorded), and mostOpen the most
+	// of them handed and not yet answered at any point of the history.
+	handed, mostOpen int
+	// markers is the GetVersion change IDs its history records.
+	markers []string
 }
 
 // planHistoryOf reads a plan's history from the server.
@@ -60,6 +66,25 @@ func (s *stack) planHistoryOf(id string) planHistory {
 				h.handActivities++
 				if string(a.GetInput().GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]) != "binary/zlib" {
 					h.plainHands++
+				}
+				var in meshapi.HandPushesInput
+				require.NoError(s.t, payloads.Converter.FromPayloads(a.GetInput(), &in))
+				h.handed += len(in.Requests)
+			}
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			a := e.GetMarkerRecordedEventAttributes()
+			switch a.GetMarkerName() {
+			case versionMarker:
+				var id string
+				require.NoError(s.t, payloads.Converter.FromPayloads(a.GetDetails()[versionMarkerChangeID], &id))
+				h.markers = append(h.markers, id)
+			case localActivityMarker:
+				var data struct{ ActivityType string }
+				require.NoError(s.t, payloads.Converter.FromPayloads(a.GetDetails()["data"], &data))
+				if res, ok := a.GetDetails()["result"]; ok && data.ActivityType == "HandPushes" {
+					var r meshapi.HandPushesResult
+					require.NoError(s.t, payloads.Converter.FromPayloads(res, &r))
+					h.handed += r.Enqueued
 				}
 			}
 		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
@@ -82,6 +107,7 @@ func (s *stack) planHistoryOf(id string) planHistory {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 			h.failedTasks++
 		}
+		h.mostOpen = max(h.mostOpen, h.handed-h.answers)
 	})
 	return h
 }
@@ -122,4 +148,27 @@ func TestLargeTierHandedOverOnce(t *testing.T) {
 	for _, m := range st.Tiers[0].Machines {
 		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
 	}
+}
+
+// A tier larger than push.hand_window (here 150 machines, a window of 60)
+// is handed over as its answers make room: on a real server, its plan's
+// history never has more than the window's requests handed and
+// unanswered, every machine is handed its push once and answers once,
+// and the plan records the change that paces it.
+func TestLargeTierHandedOverInWindows(t *testing.T) {
+	t.Parallel()
+	const n, window = 150, 60
+	o := largeTierMesh(n)
+	o.push = fmt.Sprintf("{relay_above: 100, hand_window: %d}", window)
+	s := newStack(t, o)
+	st := s.converge("host", s.commit("host"))
+	for _, m := range st.Tiers[0].Machines {
+		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
+	}
+	h := s.planHistoryOf(st.Plan)
+	t.Logf("the plan's history: %d events, %d hand-over activities, most handed and unanswered %d", h.events, h.handActivities, h.mostOpen)
+	assert.Equal(t, n+1, h.handed, "every machine handed its push once")
+	assert.Equal(t, n+1, h.answers, "and answered once")
+	assert.Equal(t, window, h.mostOpen, "the window full, never more")
+	assert.Contains(t, h.markers, "plan-hand-window")
 }

@@ -13,8 +13,13 @@ import (
 )
 
 // localActivityMarker is the name the Go SDK gives the marker that records
-// a local activity's result in a history.
-const localActivityMarker = "LocalActivity"
+// a local activity's result in a history, and versionMarker the one that
+// records a GetVersion, its change ID under versionMarkerChangeID.
+const (
+	localActivityMarker   = "LocalActivity"
+	versionMarker         = "Version"
+	versionMarkerChangeID = "change-id"
+)
 
 // With push.local_activity, plans converge as they do with regular
 // activities, under the same invariants, and the machine workflows the

@@ -91,12 +91,17 @@ type plan struct {
 	// than relayAbove machines); relaysStarted counts them, for their IDs,
 	// and relaysOpen those not yet ended; relayLost says why one ended
 	// short of its answers. rehandAfter is how long a tier hears no answer
-	// before it hands its unanswered pushes again (see awaitAnswers).
+	// before it hands its unanswered pushes again, and handWindow how
+	// many it has handed and unanswered at most (see awaitAnswers).
 	relayAbove                int           // from its targets
 	rehandAfter               time.Duration // from its targets
+	handWindow                int           // from its targets
 	relays                    bool
 	relaysStarted, relaysOpen int
 	relayLost                 string
+	// unhanded are the requests of the hand-over in progress that wait
+	// for room in its window (see hand), by request ID.
+	unhanded map[string]bool
 
 	// groups says tiers with group_by are pushed by group (groupedPlan).
 	groups bool
@@ -235,6 +240,7 @@ func (p *plan) targets(ctx workflow.Context) ([]meshapi.Target, error) {
 	p.publishMachines(ctx, tr.Targets)
 	p.relayAbove = tr.RelayAbove
 	p.rehandAfter = meshapi.Rehand(tr.RehandAfter)
+	p.handWindow = meshapi.Window(tr.HandWindow)
 	for _, t := range tr.Targets {
 		if n := len(p.st.Tiers); n == 0 || p.st.Tiers[n-1].Tier != t.Tier {
 			p.st.Tiers = append(p.st.Tiers, meshapi.TierState{Tier: t.Tier, State: meshapi.TierWaiting})

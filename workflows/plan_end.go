@@ -81,6 +81,12 @@ func (p *plan) withdraw(ctx workflow.Context) {
 				continue
 			}
 			req := meshapi.RequestID(p.st.Plan, m.Machine)
+			if p.unhanded[req] {
+				// Never handed over: nothing to withdraw.
+				m.State, m.Reason = meshapi.MachineCancelled, p.abortReason+" (its push was never handed over)"
+				p.inFlight[ti]--
+				continue
+			}
 			fs = append(fs, workflow.SignalExternalWorkflow(dctx, meshapi.MachineID(m.Machine), "", meshapi.SignalCancelPush,
 				meshapi.CancelPush{Request: req, Reason: p.abortReason}))
 			m.State, m.Reason = meshapi.MachineCancelled, p.abortReason+" (a push already sending finishes)"
@@ -95,7 +101,7 @@ func (p *plan) withdraw(ctx workflow.Context) {
 }
 
 // end sets the terminal state, marks the tiers not reached and the
-// machines never pushed skipped, and shows it.
+// machines never pushed (or never handed over) skipped, and shows it.
 func (p *plan) end(state meshapi.PlanStatus, reason string) {
 	p.st.State, p.st.Reason = state, reason
 	for ti := range p.st.Tiers {
@@ -104,8 +110,11 @@ func (p *plan) end(state meshapi.PlanStatus, reason string) {
 		}
 	}
 	p.eachMachine(func(m *meshapi.MachineProgress) {
-		if m.State == meshapi.MachineWaiting {
+		switch {
+		case m.State == meshapi.MachineWaiting:
 			m.State = meshapi.MachineSkipped
+		case len(p.unhanded) > 0 && m.State == meshapi.MachinePushing && p.unhanded[meshapi.RequestID(p.st.Plan, m.Machine)]:
+			m.State, m.Reason = meshapi.MachineSkipped, "never handed over: the plan ended first"
 		}
 	})
 	p.details(p.ctx, string(state)+": "+reason)

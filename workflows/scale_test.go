@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,6 +55,10 @@ func TestPlanTakesTenThousandAnswersInOneTask(t *testing.T) {
 			// detector above.
 			h.env.SetTestTimeout(2 * time.Minute)
 			h.together = true
+			// push.hand_window above the tier: every request handed at once.
+			h.targetsFn = func() (meshapi.TargetsResult, error) {
+				return meshapi.TargetsResult{Targets: h.targets, HandWindow: 4 * n}, nil
+			}
 			relays := 0
 			if relayed {
 				h.env.OnWorkflow(meshapi.RelayWorkflowType, mock.Anything, mock.Anything).Return(
@@ -64,7 +69,7 @@ func TestPlanTakesTenThousandAnswersInOneTask(t *testing.T) {
 			} else {
 				// push.relay_above above the plan: it hears every answer itself.
 				h.targetsFn = func() (meshapi.TargetsResult, error) {
-					return meshapi.TargetsResult{Targets: h.targets, RelayAbove: 4 * n}, nil
+					return meshapi.TargetsResult{Targets: h.targets, RelayAbove: 4 * n, HandWindow: 4 * n}, nil
 				}
 			}
 			st := h.run(meshapi.PlanInput{})
@@ -236,4 +241,122 @@ func TestPlanHandsEachPartOverInACoroutineOfItsOwn(t *testing.T) {
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	assert.Equal(t, 2*3, h.handedByActivity, "each tier in three parts")
 	assert.Len(t, h.requests, 2*perTier, "every machine handed once")
+}
+
+// A batch larger than push.hand_window is handed over a window at a time:
+// at most the window's pushes are handed and unanswered at once, the
+// others handed as answers make room, every machine once. A full window
+// that hears nothing for push.rehand_after (its machines waiting in line
+// behind other plans) hands the next window over anyway, as well as its
+// own quiet pushes again, so that a few slow machines do not hold up
+// their tier. An abort withdraws the pushes handed over and cancels the
+// others, which no machine workflow heard of.
+func TestPlanHandsALargeBatchOverInItsWindow(t *testing.T) {
+	const perTier, window = 1000, 300
+	cases := []struct {
+		name string
+		// stuck are tier 1's first machines, which answer only at
+		// answerStuck (never, when 0), however often handed.
+		stuck       int
+		answerStuck time.Duration
+		// trickle answers this many of the oldest unanswered pushes a
+		// minute, instead of each push at once.
+		trickle int
+		abortAt time.Duration
+	}{
+		{name: "answers as they come", trickle: 100},
+		{name: "a full window that hears nothing hands the next anyway", stuck: window, answerStuck: 25 * time.Minute},
+		{name: "an abort withdraws what was handed and cancels the rest", stuck: window, abortAt: 5 * time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newPlanHarness(t, fleetOf(perTier)...)
+			h.env.SetTestTimeout(time.Minute)
+			h.targetsFn = func() (meshapi.TargetsResult, error) {
+				return meshapi.TargetsResult{Targets: h.targets, HandWindow: window}, nil
+			}
+			stuck := map[string]bool{}
+			for i := range c.stuck {
+				stuck[fmt.Sprintf("t1-m%05d", i)] = true
+			}
+			h.outcome = func(m string) *meshapi.PushResult {
+				if c.trickle > 0 || stuck[m] {
+					return nil
+				}
+				return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
+			}
+			requests := func() []meshapi.PushRequest {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return slices.Clone(h.requests)
+			}
+			answer := func(r meshapi.PushRequest) {
+				h.answer(meshapi.PushResult{Request: r.Request, Plan: r.Plan, ReplyTo: r.ReplyTo, Machine: r.Machine, Outcome: meshapi.MachineConverged, Seq: 1})
+			}
+			answered, most := 0, 0
+			if c.trickle > 0 {
+				for m := 1; m <= 2*perTier/c.trickle+5; m++ {
+					h.env.RegisterDelayedCallback(func() {
+						reqs := requests()
+						most = max(most, len(reqs)-answered)
+						for ; answered < min(len(reqs), m*c.trickle); answered++ {
+							answer(reqs[answered])
+						}
+					}, time.Duration(m)*time.Minute)
+				}
+			}
+			handedBefore := 0
+			if c.answerStuck > 0 {
+				h.env.RegisterDelayedCallback(func() {
+					handedBefore = len(setOf(h.handed()))
+					for _, r := range requests() {
+						if stuck[r.Machine] {
+							answer(r)
+						}
+					}
+				}, c.answerStuck)
+			}
+			var abort *updateResult
+			if c.abortAt > 0 {
+				h.env.RegisterDelayedCallback(func() {
+					abort = h.update(meshapi.UpdateAbort, meshapi.AbortInput{Reason: "stop"})
+				}, c.abortAt)
+			}
+			st := h.run(meshapi.PlanInput{})
+			handed := map[string]int{}
+			for _, m := range h.handed() {
+				handed[m]++
+			}
+			if c.abortAt > 0 {
+				abort.ok(t)
+				require.Equal(t, meshapi.PlanAborted, st.State, st.Reason)
+				assert.Equal(t, window, len(h.cancelled), "a withdrawal for each push handed over, none for the others")
+				assert.Equal(t, window, len(handed), "the first window handed, nothing after")
+				for _, m := range st.Tiers[0].Machines[window:] {
+					assert.Equal(t, meshapi.MachineCancelled, m.State, m.Machine)
+					assert.Equal(t, "aborted: stop (its push was never handed over)", m.Reason, m.Machine)
+				}
+				assert.Equal(t, meshapi.TierSkipped, st.Tiers[1].State)
+				return
+			}
+			require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+			assert.Equal(t, 2*perTier, len(handed), "every machine handed its push")
+			for m, n := range handed {
+				if stuck[m] {
+					assert.Equal(t, 2, n, "%s: a quiet push handed again once", m)
+				} else {
+					assert.Equal(t, 1, n, "%s: handed once", m)
+				}
+			}
+			for _, e := range h.enqueued {
+				assert.LessOrEqual(t, len(e), handBatch)
+			}
+			if c.trickle > 0 {
+				assert.Equal(t, window, most, "the window full, and never more, between answers")
+			}
+			if c.answerStuck > 0 {
+				assert.Equal(t, 2*window, handedBefore, "the next window handed after push.rehand_after, while the first waits")
+			}
+		})
+	}
 }

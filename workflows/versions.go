@@ -5,8 +5,9 @@ package workflows
 // alters the commands a workflow issues declares its ID here
 // (TestVersionsAreDeclared holds the code to that).
 var liveChanges = map[string]string{
-	changePlanRehand:    "changePlanRehand",
-	changePlanHandApart: "changePlanHandApart",
+	changePlanRehand:     "changePlanRehand",
+	changePlanHandApart:  "changePlanHandApart",
+	changePlanHandWindow: "changePlanHandWindow",
 }
 
 // changePlanRehand: a tier that hears no answer for a while hands its
@@ -24,6 +25,13 @@ const changePlanRehand = "plan-rehand"
 // on an idle box, and past it at 600 under the race detector on a loaded
 // one. It adds a marker to such a plan's history.
 const changePlanHandApart = "plan-hand-apart"
+
+// changePlanHandWindow: a hand-over of more than push.hand_window
+// requests hands that many at once and the others as answers make room
+// (see plan.hand), where it handed every request at once. It schedules
+// more, smaller hand-over activities, later, and adds a marker to such a
+// plan's history.
+const changePlanHandWindow = "plan-hand-window"
 
 // Retired is a change ID whose GetVersion branch is gone: its new path is
 // the only code, and the histories recorded before it were dropped from the

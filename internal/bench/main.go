@@ -66,6 +66,7 @@ func main() {
 	flag.BoolVar(&o.Server.OldMatcher, "old-matcher", false, "turn the dev server's priority task matcher off (matching.useNewMatcher=false, as servers up to 1.31 ship it)")
 	flag.BoolVar(&o.Server.SACache, "sa-cache", false, "have the dev server keep search attributes and namespaces in its caches, as a production server does, instead of reading them from its store on every use (system.forceSearchAttributesCacheRefreshOnRead=false)")
 	flag.BoolVar(&o.Server.LocalPush, "local-push", false, "set push.local_activity in the meshes: machine workflows push by local activities")
+	flag.IntVar(&o.Server.HandWindow, "hand-window", 0, "set push.hand_window in the meshes (default: the config's default, 1000); above the largest tier, every push is handed over at once")
 	flag.StringVar(&o.Runtime, "runtime", agent.RuntimeNoop, "the fan-out agents' runtime: noop, or exec or docker to run a real Go build's image (the other scenarios run noop)")
 	flag.StringVar(&o.DockerSocket, "docker-socket", cmp.Or(os.Getenv("MESHROLL_TEST_DOCKER_SOCKET"), agent.DefaultDockerSocket), "the engine of -runtime docker (default $MESHROLL_TEST_DOCKER_SOCKET, which scripts/docker-test.sh prints, else the system's)")
 	flag.Parse()

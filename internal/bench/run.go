@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -213,7 +214,7 @@ func (b *bench) header(started time.Time) {
 	if o.Server.DBFile != "" {
 		store = "in a SQLite file"
 	}
-	workers := "workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush)
+	workers := "workers' grpc_compression " + cmp.Or(o.Server.Compression, config.CompressionAuto) + "; push.local_activity " + onOff(o.Server.LocalPush) + "; push.hand_window " + strconv.Itoa(meshapi.Window(o.Server.HandWindow))
 	server := b.srv.CLIVersion + " (dev server, " + store + ", one task-queue partition, eager activities " + onOff(!o.Server.NoEagerActivities) +
 		"; " + workers + "; priority matcher " + onOff(!o.Server.OldMatcher) + "; search-attribute cache " + onOff(o.Server.SACache) + ")"
 	if b.srv.Kind == stack.ServerProduction {

@@ -238,6 +238,10 @@ type Push struct {
 	// meshapi.RehandAfter says why; it doubles after each quiet hand-over,
 	// up to an hour).
 	RehandAfter time.Duration `mapstructure:"rehand_after"`
+	// HandWindow is the most pushes of a batch a plan has handed over and
+	// not yet answered at once; a larger batch is handed over as answers
+	// make room (default 1000, meshapi.HandWindow says why).
+	HandWindow int `mapstructure:"hand_window"`
 	// MaxUnavailable is the fleet's budget: how many machines, a count
 	// (1) or a percentage of every machine the file names ("5%"), may be
 	// unavailable at once across every plan, batch and rollback, a
@@ -347,6 +351,7 @@ func Default() *Config {
 			RetryBudget:    meshapi.DefaultPushPolicy.RetryBudget,
 			RelayAbove:     meshapi.RelayAbove,
 			RehandAfter:    meshapi.RehandAfter,
+			HandWindow:     meshapi.HandWindow,
 		},
 		Modules:  map[string]Module{},
 		Machines: map[string]Machine{},

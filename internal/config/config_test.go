@@ -111,7 +111,7 @@ func TestDefault(t *testing.T) {
 	d := Default()
 	assert.Equal(t, Temporal{Address: "127.0.0.1:7233", Namespace: "default", TaskQueue: meshapi.DefaultTaskQueue}, d.Temporal)
 	assert.Equal(t, ".meshroll", d.StateDir)
-	assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 2 * time.Minute, RelayAbove: meshapi.RelayAbove, RehandAfter: meshapi.RehandAfter}, d.Push)
+	assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 2 * time.Minute, RelayAbove: meshapi.RelayAbove, RehandAfter: meshapi.RehandAfter, HandWindow: meshapi.HandWindow}, d.Push)
 	assert.Empty(t, d.Modules)
 	assert.Empty(t, d.Machines)
 	assert.Equal(t, meshapi.DefaultPushPolicy, d.PushPolicy())
@@ -218,7 +218,7 @@ tiers:
 	require.NoError(t, err)
 	assert.Equal(t, Temporal{Address: "temporal.internal:7233", Namespace: "mesh", TaskQueue: "mesh-q"}, c.Temporal)
 	assert.Equal(t, "/var/lib/meshroll", c.StateDir)
-	assert.Equal(t, Push{RunningTimeout: 90 * time.Second, RetryBudget: 90 * time.Second, LocalActivity: true, RelayAbove: meshapi.RelayAbove, RehandAfter: meshapi.RehandAfter}, c.Push)
+	assert.Equal(t, Push{RunningTimeout: 90 * time.Second, RetryBudget: 90 * time.Second, LocalActivity: true, RelayAbove: meshapi.RelayAbove, RehandAfter: meshapi.RehandAfter, HandWindow: meshapi.HandWindow}, c.Push)
 	assert.Equal(t, map[string]Module{"mesh-controller": {
 		Repo:         "git@example.com:meshroll/meshroll.git",
 		Path:         "examples/controller",
@@ -291,7 +291,7 @@ machines:
 			name: "duration of a section absent from the file",
 			env:  map[string]string{"MESHROLL_PUSH_RETRY_BUDGET": "30s"},
 			check: func(t *testing.T, c *Config) {
-				assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 30 * time.Second, RelayAbove: meshapi.RelayAbove, RehandAfter: meshapi.RehandAfter}, c.Push)
+				assert.Equal(t, Push{RunningTimeout: 5 * time.Minute, RetryBudget: 30 * time.Second, RelayAbove: meshapi.RelayAbove, RehandAfter: meshapi.RehandAfter, HandWindow: meshapi.HandWindow}, c.Push)
 				assert.Equal(t, 30*time.Second, c.PushPolicy().RetryBudget)
 			},
 		},
@@ -665,14 +665,15 @@ machines:
 				{"machines.edge-1.tiers", "unknown key; known keys: host, tier, labels, modules, token, ca_file, env (line 7)"},
 				{"modlues", "unknown key; known keys: temporal, state_dir, push, catalogue, registry, modules, machines, tiers, worker, analysis, windows, notify, enroll (line 1)"},
 				{"modules.host.control-plane", "unknown key; known keys: repo, path, source, control_plane, main, builder, branch, command, digest_file, args, env, network, volumes, memory, cpus, user, stop_grace, health (line 5)"},
-				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above, rehand_after, max_unavailable (line 3)"},
+				{"push.timeout", "unknown key; known keys: running_timeout, retry_budget, local_activity, relay_above, rehand_after, hand_window, max_unavailable (line 3)"},
 				{"temporal.adress", "unknown key; known keys: address, namespace, task_queue, tls, api_key, grpc_compression, ui_url (line 2)"},
 			},
 		},
 		{
 			name: "push durations",
-			src:  "push: {running_timeout: 0s, retry_budget: -1m, rehand_after: -1s}\n" + valid,
+			src:  "push: {running_timeout: 0s, retry_budget: -1m, rehand_after: -1s, hand_window: -5}\n" + valid,
 			want: []Problem{
+				{"push.hand_window", "must be a number of pushes, 1 or more (leave it out for the default, 1000), got -5 (line 1)"},
 				{"push.rehand_after", "must be a positive duration such as 90s or 5m (leave it out for the default, 10m0s), got -1s (line 1)"},
 				{"push.retry_budget", "must be a positive duration such as 90s or 5m, got -1m0s (line 1)"},
 				{"push.running_timeout", "must be a positive duration such as 90s or 5m, got 0s (line 1)"},

@@ -205,6 +205,9 @@ func (c *Config) problems(sk *skip) []Problem {
 	if c.Push.RehandAfter < 0 {
 		ps.add("push.rehand_after", "must be a positive duration such as 90s or 5m (leave it out for the default, %s), got %s", meshapi.RehandAfter, c.Push.RehandAfter)
 	}
+	if c.Push.HandWindow < 0 {
+		ps.add("push.hand_window", "must be a number of pushes, 1 or more (leave it out for the default, %d), got %d", meshapi.HandWindow, c.Push.HandWindow)
+	}
 	if c.Push.RelayAbove < 0 {
 		ps.add("push.relay_above", "must be a number of machines, 1 or more (leave it out for the default, %d), got %d", meshapi.RelayAbove, c.Push.RelayAbove)
 	}

@@ -200,8 +200,15 @@ func NewMesh(ctx context.Context, srv *Server, o MeshOptions) (_ *Mesh, err erro
 	}
 
 	f := meshfile.File{Address: srv.HostPort(), Namespace: srv.Namespace, TaskQueue: o.TaskQueue, Compression: srv.Compression, StateDir: filepath.Join(dir, "state")}
+	var push []string
 	if srv.LocalPush {
-		f.Push = "{local_activity: true}"
+		push = append(push, "local_activity: true")
+	}
+	if srv.HandWindow > 0 {
+		push = append(push, fmt.Sprintf("hand_window: %d", srv.HandWindow))
+	}
+	if len(push) > 0 {
+		f.Push = "{" + strings.Join(push, ", ") + "}"
 	}
 	for _, mod := range o.Modules {
 		mf := meshfile.Module{Name: mod, Repo: m.Repo, Health: fmt.Sprintf("{min_healthy: %s}", o.MinHealthy)}

@@ -58,6 +58,9 @@ type Server struct {
 	Compression string
 	// LocalPush is the push.local_activity of the bench's meshes.
 	LocalPush bool
+	// HandWindow is the push.hand_window of the bench's meshes (0: the
+	// default).
+	HandWindow int
 	// CLI is the temporal binary that runs the dev server; CLIVersion
 	// its version line.
 	CLI        string
@@ -92,6 +95,10 @@ type ServerOptions struct {
 	// that machine workflows push by local activities (a push's server
 	// tasks: the request's signal, one workflow task, the answer).
 	LocalPush bool
+	// HandWindow sets push.hand_window in every mesh on this server (0
+	// leaves the default): above a plan's largest tier, every push is
+	// handed over at once.
+	HandWindow int
 	// DBFile, when set, is the server's SQLite file (--db-filename)
 	// instead of memory, so that the store can be read after a run. It
 	// does not keep the server up: under 10,000 machines the store wedged
@@ -205,7 +212,7 @@ func startDev(ctx context.Context, log zerolog.Logger, out io.Writer, so ServerO
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", cli, err)
 	}
-	s := &Server{dev: dev, client: c, hostPort: dev.HostPort(), Kind: ServerDev, Namespace: Namespace, CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush}
+	s := &Server{dev: dev, client: c, hostPort: dev.HostPort(), Kind: ServerDev, Namespace: Namespace, CLI: cli, Compression: so.Compression, LocalPush: so.LocalPush, HandWindow: so.HandWindow}
 	if v, err := exec.CommandContext(ctx, cli, "--version").Output(); err == nil {
 		s.CLIVersion = strings.TrimSpace(string(v))
 	}
@@ -252,7 +259,7 @@ func startProduction(ctx context.Context, log zerolog.Logger, out io.Writer, so 
 	}
 	return &Server{
 		prod: ps, client: c, hostPort: ps.Frontend(), Kind: ServerProduction, Namespace: Namespace,
-		Compression: so.Compression, LocalPush: so.LocalPush, ServerVersion: ps.Version(), PostgresVersion: ps.PostgresVersion(),
+		Compression: so.Compression, LocalPush: so.LocalPush, HandWindow: so.HandWindow, ServerVersion: ps.Version(), PostgresVersion: ps.PostgresVersion(),
 	}, nil
 }
 
