@@ -253,23 +253,24 @@ func countActivities(events []*historypb.HistoryEvent) int {
 // tierTimes is, for each hand-out, the time from the plan handing pushes
 // to the machine workflows to the last machine's answer (the last signal,
 // child's end or activity's end before the next hand-out, or the plan's
-// end). A hand-out is the relays it starts and the HandPushes it runs
-// (local for a few machines, regular for more) before the first answer
-// comes: the next hand event after an answer is the next hand-out. The
-// plan hands out once per batch, so a tier pushed whole, as in fan-out,
-// is one entry, and a batched tier one entry per batch.
+// end). A hand-out is a batch's relays and HandPushes (local for a few
+// machines, regular for more), the first after the Holds check the plan
+// makes before every batch: a batch larger than push.hand_window hands
+// over more as answers make room, all one hand-out. The plan hands out
+// once per batch, so a tier pushed whole, as in fan-out, is one entry,
+// and a batched tier one entry per batch.
 func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 	var starts []int
 	lastTaskStarted := 0
-	answered := true // since the last hand event: the next one starts a hand-out
+	checked := true // the Holds check since the last hand event: the next one starts a hand-out
 	handScheduled := hist.ActivityScheduled("HandPushes")
 	for i, e := range events {
 		hand := -1
 		switch {
 		case e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			lastTaskStarted = i
-		case e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			answered = true
+		case hist.LocalActivityType(e) == "Holds":
+			checked = true
 		case isChildTier(e) || handScheduled(e):
 			hand = i
 		case hist.LocalActivityType(e) == "HandPushes":
@@ -277,9 +278,9 @@ func tierTimes(events []*historypb.HistoryEvent) []time.Duration {
 			// closes: the hand-out began when that task started.
 			hand = lastTaskStarted
 		}
-		if hand >= 0 && answered {
+		if hand >= 0 && checked {
 			starts = append(starts, hand)
-			answered = false
+			checked = false
 		}
 	}
 	out := make([]time.Duration, len(starts))
