@@ -166,6 +166,8 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 	if len(reqs) > p.handWindow && workflow.GetVersion(ctx, changePlanHandWindow, workflow.DefaultVersion, 1) >= 1 {
 		first = p.handWindow
 		p.holdBack(reqs[first:])
+		p.st.Tiers[ti].Window = p.handWindow
+		p.showDetails(ctx)
 	}
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		if err := p.startRelays(sctx, reqs); err != nil {

@@ -294,9 +294,14 @@ func TestPlanHandsALargeBatchOverInItsWindow(t *testing.T) {
 				h.answer(meshapi.PushResult{Request: r.Request, Plan: r.Plan, ReplyTo: r.ReplyTo, Machine: r.Machine, Outcome: meshapi.MachineConverged, Seq: 1})
 			}
 			answered, most := 0, 0
+			var notes, waiting string // tier 1's notes and its last machine's reason, at the first minute
 			if c.trickle > 0 {
 				for m := 1; m <= 2*perTier/c.trickle+5; m++ {
 					h.env.RegisterDelayedCallback(func() {
+						if m == 1 {
+							tier := h.query().Tiers[0]
+							notes, waiting = tier.Notes(), tier.Machines[perTier-1].Reason
+						}
 						reqs := requests()
 						most = max(most, len(reqs)-answered)
 						for ; answered < min(len(reqs), m*c.trickle); answered++ {
@@ -353,6 +358,9 @@ func TestPlanHandsALargeBatchOverInItsWindow(t *testing.T) {
 			}
 			if c.trickle > 0 {
 				assert.Equal(t, window, most, "the window full, and never more, between answers")
+				assert.Equal(t, " (handed over 300 at a time)", notes)
+				assert.Equal(t, "waits its turn: the plan has 300 pushes handed over and unanswered at most (push.hand_window)", waiting)
+				assert.Empty(t, st.Tiers[0].Machines[perTier-1].Reason, "its answer says what happened")
 			}
 			if c.answerStuck > 0 {
 				assert.Equal(t, 2*window, handedBefore, "the next window handed after push.rehand_after, while the first waits")

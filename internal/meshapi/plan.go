@@ -170,6 +170,9 @@ type TierState struct {
 	// tier is pushing in more than one.
 	Batch   int `json:"batch,omitempty"`
 	Batches int `json:"batches,omitempty"`
+	// Window is the push.hand_window the tier's batch is handed over in
+	// when it is larger (the others wait their turn), else 0.
+	Window int `json:"window,omitempty"`
 	// Failed counts the tier's machines that failed (within its budget,
 	// or the one that halted it).
 	Failed int `json:"failed,omitempty"`
@@ -187,6 +190,9 @@ func (t TierState) Notes() string {
 	var notes []string
 	if t.Batches > 0 && t.State == TierPushing {
 		notes = append(notes, fmt.Sprintf("batch %d of %d", t.Batch, t.Batches))
+	}
+	if t.Window > 0 && t.State == TierPushing {
+		notes = append(notes, fmt.Sprintf("handed over %d at a time", t.Window))
 	}
 	switch {
 	case t.Policy != nil && len(t.Policy.Groups) > 0:
