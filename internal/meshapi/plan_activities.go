@@ -78,12 +78,14 @@ func Rehand(after time.Duration) time.Duration {
 
 // HandWindow is how many of a batch's pushes a plan has handed over and
 // not yet answered at most, by default: a larger batch is handed over as
-// answers make room. Every workflow a hand-over wakes at once costs the
-// Temporal server more per task than the same work spread out: 10,000
-// workflows signalled at once took the dev server 6.7 and 5.5 ms of CPU
-// per task, the same 10,000 with at most 1,000 in flight 5.1 and 5.2 ms
-// (docs/benchmarks.md). Pacing changes when a machine's push is handed
-// over, never whether: every machine of a batch is pushed.
+// answers make room. Thousands of machine workflows woken at once cost
+// the Temporal server and the worker more per push than the same pushes
+// spread out, and their tasks wait out the worker's sticky queue: a
+// 10,000-machine plan in tiers of 3,333 took 364 and 400 s handed over
+// 1,000 at a time, 473 and 541 s all at once, its next plan 336 and 356 s
+// against 394 and 398 s (docs/benchmarks.md, "Handing a large tier over
+// in windows"). Pacing changes when a machine's push is handed over,
+// never whether: every machine of a batch is pushed.
 const HandWindow = 1000
 
 // Window is how many pushes a batch has handed over and unanswered at
