@@ -250,7 +250,8 @@ func TestPlanHandsEachPartOverInACoroutineOfItsOwn(t *testing.T) {
 // behind other plans) hands the next window over anyway, as well as its
 // own quiet pushes again, so that a few slow machines do not hold up
 // their tier. An abort withdraws the pushes handed over and cancels the
-// others, which no machine workflow heard of.
+// others, which no machine workflow heard of; a plan that halts mid-batch
+// skips them.
 func TestPlanHandsALargeBatchOverInItsWindow(t *testing.T) {
 	const perTier, window = 1000, 300
 	cases := []struct {
@@ -263,17 +264,31 @@ func TestPlanHandsALargeBatchOverInItsWindow(t *testing.T) {
 		// minute, instead of each push at once.
 		trickle int
 		abortAt time.Duration
+		// relayFails ends the plan's relays at once, short of their
+		// answers: the plan halts mid-batch.
+		relayFails bool
 	}{
 		{name: "answers as they come", trickle: 100},
 		{name: "a full window that hears nothing hands the next anyway", stuck: window, answerStuck: 25 * time.Minute},
 		{name: "an abort withdraws what was handed and cancels the rest", stuck: window, abortAt: 5 * time.Minute},
+		{name: "a plan that halts mid-batch skips the rest", stuck: window, relayFails: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newPlanHarness(t, fleetOf(perTier)...)
 			h.env.SetTestTimeout(time.Minute)
 			h.targetsFn = func() (meshapi.TargetsResult, error) {
-				return meshapi.TargetsResult{Targets: h.targets, HandWindow: window}, nil
+				tr := meshapi.TargetsResult{Targets: h.targets, HandWindow: window}
+				if c.relayFails {
+					tr.RelayAbove = perTier
+				}
+				return tr, nil
+			}
+			if c.relayFails {
+				h.env.OnWorkflow(meshapi.RelayWorkflowType, mock.Anything, mock.Anything).Return(
+					func(workflow.Context, meshapi.RelayInput) (meshapi.RelayResult, error) {
+						return meshapi.RelayResult{}, errors.New("terminated by hand")
+					})
 			}
 			stuck := map[string]bool{}
 			for i := range c.stuck {
@@ -331,6 +346,15 @@ func TestPlanHandsALargeBatchOverInItsWindow(t *testing.T) {
 			handed := map[string]int{}
 			for _, m := range h.handed() {
 				handed[m]++
+			}
+			if c.relayFails {
+				require.Equal(t, meshapi.PlanHalted, st.State, st.Reason)
+				assert.Equal(t, window, len(handed), "the first window handed, nothing after")
+				for _, m := range st.Tiers[0].Machines[window:] {
+					assert.Equal(t, meshapi.MachineSkipped, m.State, m.Machine)
+					assert.Equal(t, "never handed over: the plan ended first", m.Reason, m.Machine)
+				}
+				return
 			}
 			if c.abortAt > 0 {
 				abort.ok(t)
