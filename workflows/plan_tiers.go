@@ -188,9 +188,11 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 	return p.interrupted(ctx, err, haltPrefix)
 }
 
-// waitsItsTurn is the reason a machine's push shows while it waits for
-// room in its plan's hand-over window.
-const waitsItsTurn = "waits its turn: the plan has %d pushes handed over and unanswered at most (push.hand_window)"
+// turnWords is the reason a machine's push shows while it waits for room
+// in its plan's hand-over window.
+func (p *plan) turnWords() string {
+	return fmt.Sprintf("%s: the plan has %d pushes handed over and unanswered at most (push.hand_window)", meshapi.WaitsItsTurn, p.handWindow)
+}
 
 // holdBack marks requests as waiting for room in the hand-over window: a
 // withdrawal has nothing to withdraw from their machine workflows, a plan
@@ -198,7 +200,7 @@ const waitsItsTurn = "waits its turn: the plan has %d pushes handed over and una
 // has not started.
 func (p *plan) holdBack(reqs []meshapi.PushRequest) {
 	p.unhanded = make(map[string]bool, len(reqs))
-	why := fmt.Sprintf(waitsItsTurn, p.handWindow)
+	why := p.turnWords()
 	for _, r := range reqs {
 		p.unhanded[r.Request] = true
 		if at := p.byRequest[r.Request]; !at.putBack {
@@ -209,7 +211,7 @@ func (p *plan) holdBack(reqs []meshapi.PushRequest) {
 
 // handedOut marks requests held back as handed over.
 func (p *plan) handedOut(reqs []meshapi.PushRequest) {
-	why := fmt.Sprintf(waitsItsTurn, p.handWindow)
+	why := p.turnWords()
 	for _, r := range reqs {
 		delete(p.unhanded, r.Request)
 		if m := p.progress(p.byRequest[r.Request]); m.Reason == why {

@@ -309,6 +309,10 @@ func TestTierLine(t *testing.T) {
 		{"in batches", meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Machines: ms, Batch: 2, Batches: 3}, "tier 1: pushing (batch 2 of 3)  e1=converged e2=pushing"},
 		{"a failure within budget", meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Machines: ms, Failed: 1, Policy: &meshapi.TierPolicy{MaxFailed: 1}}, "tier 1: pushing (1 failed of 1 allowed)  e1=converged e2=pushing"},
 		{"baking", meshapi.TierState{Tier: 1, State: meshapi.TierBaking, Machines: ms, BakeUntil: &until}, "tier 1: baking (until 14:05:00 UTC)  e1=converged e2=pushing"},
+		{"handed over in windows", meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Window: 1, Machines: []meshapi.MachineProgress{
+			{Machine: "e1", State: meshapi.MachinePushing},
+			{Machine: "e2", State: meshapi.MachinePushing, Reason: meshapi.WaitsItsTurn + ": the plan has 1 pushes handed over and unanswered at most (push.hand_window)"},
+		}}, "tier 1: pushing (handed over 1 at a time)  e1=pushing e2=waiting-turn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tierLine(tc.tier); got != tc.want {

@@ -214,14 +214,19 @@ func formatElapsed(d time.Duration) string {
 }
 
 // tierLine is one tier's progress: "tier 1: pushing  edge-1=converged
-// edge-2=pushing", with, where the tier's policy makes them matter, its
+// edge-2=pushing" (a push waiting for room in the plan's hand-over window
+// reads waiting-turn), with, where the tier's policy makes them matter, its
 // batch ("batch 2 of 3"), its failures against its budget ("1 failed of 1
 // allowed") and when its bake ends ("baking until 14:05:00 UTC").
 func tierLine(t meshapi.TierState) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
 	for _, m := range t.Machines {
-		fmt.Fprintf(&b, " %s=%s", m.Machine, m.State)
+		state := string(m.State)
+		if m.WaitingTurn() {
+			state = "waiting-turn" // not yet handed to its machine workflow
+		}
+		fmt.Fprintf(&b, " %s=%s", m.Machine, state)
 	}
 	return b.String()
 }

@@ -209,6 +209,17 @@ func (t TierState) Notes() string {
 	return " (" + strings.Join(notes, ", ") + ")"
 }
 
+// WaitsItsTurn begins the reason of a machine whose push waits for room
+// in its plan's hand-over window (push.hand_window): still to be handed
+// to its machine workflow, though its state reads pushing.
+const WaitsItsTurn = "waits its turn"
+
+// WaitingTurn says the machine's push waits for room in its plan's
+// hand-over window, so that a reader does not take it for one being sent.
+func (m MachineProgress) WaitingTurn() bool {
+	return m.State == MachinePushing && strings.HasPrefix(m.Reason, WaitsItsTurn)
+}
+
 // MachineProgress is one machine within a plan's tier.
 type MachineProgress struct {
 	Machine string        `json:"machine"`
