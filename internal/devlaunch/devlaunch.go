@@ -390,6 +390,14 @@ func output(out io.Writer) (io.Writer, func() bool) {
 			}
 		}
 	}
+	return WatchBind(out)
+}
+
+// WatchBind passes writes on to out and returns a function that says
+// whether the server writing through it has said it could not bind an
+// address: for a caller that starts a server on ports it picked and
+// starts again on others when one was taken in between.
+func WatchBind(out io.Writer) (io.Writer, func() bool) {
 	w := &phraseWatch{w: out, phrase: bindFailPhrase}
 	return w, w.seen
 }

@@ -75,10 +75,14 @@ type ports struct {
 	metrics                                    int
 }
 
-// pickPorts picks free loopback ports. The server stores membership ports
+// pickPorts picks the ports of a start; a variable so that a test can hand
+// out a taken one.
+var pickPorts = freePorts
+
+// freePorts picks free loopback ports. The server stores membership ports
 // as a PostgreSQL smallint, so they must be below 32768 (lowPort), where
 // the kernel's ephemeral ports (freePort) are not.
-func pickPorts() (ports, error) {
+func freePorts() (ports, error) {
 	var p ports
 	var err error
 	for _, f := range []struct {

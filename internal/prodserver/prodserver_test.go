@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -195,10 +196,12 @@ func TestTail(t *testing.T) {
 	}
 }
 
-// Start runs the server on fresh databases, RegisterNamespace registers a
-// namespace on it, and Close leaves neither the process nor a database
-// behind. It needs what the production test needs, and skips without it
-// (the production test is the one CI insists on).
+// Start runs the server on fresh databases, starting again on other ports
+// when one it picked was taken before the server bound it,
+// RegisterNamespace registers a namespace on it, and Close leaves neither
+// the process nor a database behind. It needs what the production test
+// needs, and skips without it (the production test is the one CI insists
+// on).
 func TestStartAndClose(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts temporal-server")
@@ -212,6 +215,21 @@ func TestStartAndClose(t *testing.T) {
 		t.Skip(err)
 	}
 	require.NoError(t, err)
+	// The first start's frontend port is one this test holds, as another
+	// program on the box might take it between the pick and the bind.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = taken.Close() }()
+	picks := 0
+	pickPorts = func() (ports, error) {
+		picks++
+		p, err := freePorts()
+		if picks == 1 {
+			p.frontend = taken.Addr().(*net.TCPAddr).Port
+		}
+		return p, err
+	}
+	t.Cleanup(func() { pickPorts = freePorts })
 	var logged []string
 	s, err := Start(t.Context(), Options{Postgres: dsn, Binaries: bins, ExtraDatabases: []string{"extra"},
 		Logf: func(format string, args ...any) {
@@ -225,7 +243,9 @@ func TestStartAndClose(t *testing.T) {
 			_ = s.Close()
 		}
 	})
-	require.Len(t, logged, 2, "a line for the schema and one for the server: %q", logged)
+	require.Len(t, logged, 3, "a line for the schema, one for the taken port and one for the server: %q", logged)
+	assert.Contains(t, logged[1], "attempt 1 of")
+	assert.Equal(t, 2, picks, "started again on fresh ports once")
 	assert.Contains(t, s.SchemaOutput(), "setup-schema: done")
 	dbs := []string{s.Database(DBTemporal), s.Database(DBVisibility), s.Database("extra")}
 	for _, db := range dbs {

@@ -155,7 +155,17 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := s.createDatabases(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.start(ctx); err != nil {
+	// The ports are picked free, then closed, then bound by the server:
+	// something else on the box can take one in between, so a start that
+	// could not bind goes again on fresh ports, as devlaunch does.
+	for attempt := 1; ; attempt++ {
+		err = s.start(ctx)
+		if err == nil || attempt == devlaunch.Attempts || !errors.Is(err, devlaunch.ErrAddressInUse) {
+			break
+		}
+		s.logf("temporal-server could not bind a port picked free a moment before (attempt %d of %d); starting again on others: %v", attempt, devlaunch.Attempts, err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -255,6 +265,7 @@ func (s *Server) start(ctx context.Context) error {
 	if s.o.Out != nil {
 		out = io.MultiWriter(s.out, s.o.Out)
 	}
+	out, bindFailed := devlaunch.WatchBind(out)
 	cmd.Stdout, cmd.Stderr = out, out
 	// The server dies with its caller, even a SIGKILLed one or a test
 	// binary that timed out: no orphan keeps the ports and the databases.
@@ -280,7 +291,11 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		select {
 		case <-s.proc.Done():
-			return fmt.Errorf("temporal-server exited before its frontend answered (%v):\n%s", s.proc.ExitErr(), s.Output(40))
+			err := fmt.Errorf("temporal-server exited before its frontend answered (%v):\n%s", s.proc.ExitErr(), s.Output(40))
+			if bindFailed() {
+				err = fmt.Errorf("%w: %w", devlaunch.ErrAddressInUse, err)
+			}
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("temporal-server was starting: %w", ctx.Err())
 		default:
