@@ -286,15 +286,17 @@ func TestShowTable(t *testing.T) {
 		Tiers: []meshapi.TierState{{Tier: 1, State: meshapi.TierHalted, Machines: []meshapi.MachineProgress{
 			{Machine: "edge-1", State: meshapi.MachineConverged, Seq: 7, Rebased: []string{"proxy"}},
 			{Machine: "edge-2", State: meshapi.MachineFailed, Reason: "host unreachable"},
+			{Machine: "edge-3", State: meshapi.MachinePushing, Reason: meshapi.WaitsItsTurn + ": the plan has 1 pushes handed over and unanswered at most (push.hand_window)"},
 		}}},
 	}, "", measurementLimit{n: DefaultMeasurements}))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	require.Len(t, lines, 5)
+	require.Len(t, lines, 6)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state halted  reason tier 1 halted", lines[0])
 	assert.Empty(t, lines[1])
 	assert.Regexp(t, `^TIER\s+MACHINE\s+STATE\s+SEQ\s+REASON$`, lines[2])
 	assert.Regexp(t, `^1 \(halted\)\s+edge-1\s+converged\s+7\s+rebased proxy$`, lines[3])
 	assert.Regexp(t, `^1 \(halted\)\s+edge-2\s+failed\s+-\s+host unreachable$`, lines[4])
+	assert.Regexp(t, `^1 \(halted\)\s+edge-3\s+waiting-turn\s+-\s+waits its turn: `, lines[5], "a push not yet handed over does not read pushing")
 }
 
 func TestTierLine(t *testing.T) {

@@ -107,7 +107,7 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 			if why == "" {
 				why = "-"
 			}
-			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, m.State, seq, oneLine(why))
+			fmt.Fprintf(tw, "%d (%s)\t%s\t%s\t%s\t%s\n", t.Tier, t.State, m.Machine, m.StateWord(), seq, oneLine(why))
 		}
 	}
 	if err := tw.Flush(); err != nil {

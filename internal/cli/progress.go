@@ -222,11 +222,7 @@ func tierLine(t meshapi.TierState) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
 	for _, m := range t.Machines {
-		state := string(m.State)
-		if m.WaitingTurn() {
-			state = "waiting-turn" // not yet handed to its machine workflow
-		}
-		fmt.Fprintf(&b, " %s=%s", m.Machine, state)
+		fmt.Fprintf(&b, " %s=%s", m.Machine, m.StateWord())
 	}
 	return b.String()
 }

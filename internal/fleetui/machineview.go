@@ -199,7 +199,7 @@ func buildMachine(name string, d machines.Detail, why machines.JournalPage, page
 				continue
 			}
 			if mp, ok := p.State.Machine(name); ok {
-				v.Plans = append(v.Plans, machinePlan{ID: p.Summary.Plan, Anchor: anchor(p.Summary.Plan), PlanState: string(p.State.State), State: string(mp.State), Reason: mp.Reason})
+				v.Plans = append(v.Plans, machinePlan{ID: p.Summary.Plan, Anchor: anchor(p.Summary.Plan), PlanState: string(p.State.State), State: mp.StateWord(), Reason: mp.Reason})
 			}
 		}
 		for _, f := range s.Freezes {

@@ -364,7 +364,7 @@ func pushingNow(s *Snapshot) map[string]string {
 		}
 		for _, t := range p.State.Tiers {
 			for _, m := range t.Machines {
-				if m.State == meshapi.MachinePushing {
+				if m.State == meshapi.MachinePushing && !m.WaitingTurn() {
 					out[m.Machine+"\x00"+p.State.Module] = p.Summary.Plan
 				}
 			}

@@ -162,11 +162,12 @@ func planWhat(id, module, commit string) string {
 	return ""
 }
 
-// machineOrder ranks a machine's states in a plan for the tier's counts:
-// where it is going, then how it ended.
-var machineOrder = []meshapi.MachineStatus{
-	meshapi.MachineFailed, meshapi.MachineRefused, meshapi.MachineReverting, meshapi.MachinePushing, meshapi.MachineWaiting,
-	meshapi.MachineReverted, meshapi.MachineConverged, meshapi.MachineSuperseded, meshapi.MachineCancelled, meshapi.MachineSkipped,
+// machineOrder ranks a machine's states in a plan (as StateWord words
+// them) for the tier's counts: where it is going, then how it ended.
+var machineOrder = []string{
+	string(meshapi.MachineFailed), string(meshapi.MachineRefused), string(meshapi.MachineReverting), string(meshapi.MachinePushing),
+	meshapi.WaitingTurnWord, string(meshapi.MachineWaiting), string(meshapi.MachineReverted), string(meshapi.MachineConverged),
+	string(meshapi.MachineSuperseded), string(meshapi.MachineCancelled), string(meshapi.MachineSkipped),
 }
 
 func tierOf(t meshapi.TierState) planTier {
@@ -184,13 +185,14 @@ func tierOf(t meshapi.TierState) planTier {
 		}
 		v.Policy = strings.Join(words, ", ")
 	}
-	counts := map[meshapi.MachineStatus]int{}
+	counts := map[string]int{}
 	for _, m := range t.Machines {
-		counts[m.State]++
+		state := m.StateWord()
+		counts[state]++
 		if m.State != meshapi.MachineWaiting && m.State != meshapi.MachinePushing && m.State != meshapi.MachineReverting {
 			v.Done++
 		}
-		title := []string{string(m.State)}
+		title := []string{state}
 		if m.Seq > 0 {
 			title = append(title, fmt.Sprintf("sequence %d", m.Seq))
 		}
@@ -200,11 +202,11 @@ func tierOf(t meshapi.TierState) planTier {
 		if m.Reason != "" {
 			title = append(title, m.Reason)
 		}
-		v.Machines = append(v.Machines, planMachine{Name: m.Machine, State: string(m.State), Title: strings.Join(title, "; ")})
+		v.Machines = append(v.Machines, planMachine{Name: m.Machine, State: state, Title: strings.Join(title, "; ")})
 	}
 	for _, s := range machineOrder {
 		if n := counts[s]; n > 0 {
-			v.Counts = append(v.Counts, stateCount{State: string(s), N: n})
+			v.Counts = append(v.Counts, stateCount{State: s, N: n})
 		}
 	}
 	v.Open = len(t.Machines) <= openPlanTierMax

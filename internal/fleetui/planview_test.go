@@ -212,3 +212,26 @@ func TestTierCountsPutBackMachines(t *testing.T) {
 	assert.Equal(t, []stateCount{{State: "reverting", N: 1}, {State: "reverted", N: 1}, {State: "skipped", N: 1}}, v.Counts)
 	assert.Equal(t, 2, v.Done, "a machine being put back is not done")
 }
+
+// A tier handed over a window at a time counts the pushes still waiting
+// for room apart from those handed over, names them so on their chips,
+// and the matrix does not call them pushed by the plan yet.
+func TestTierCountsPushesWaitingTheirTurn(t *testing.T) {
+	waits := meshapi.WaitsItsTurn + ": the plan has 1 pushes handed over and unanswered at most (push.hand_window)"
+	tier := meshapi.TierState{Tier: 1, State: meshapi.TierPushing, Window: 1, Machines: []meshapi.MachineProgress{
+		{Machine: "e1", State: meshapi.MachinePushing}, {Machine: "e2", State: meshapi.MachinePushing, Reason: waits},
+		{Machine: "e3", State: meshapi.MachinePushing, Reason: waits},
+	}}
+	v := tierOf(tier)
+	assert.Equal(t, []stateCount{{State: "pushing", N: 1}, {State: "waiting-turn", N: 2}}, v.Counts)
+	assert.Zero(t, v.Done)
+	assert.Equal(t, "handed over 1 at a time", v.Notes)
+	require.Len(t, v.Machines, 3)
+	assert.Equal(t, "pushing", v.Machines[0].State)
+	assert.Equal(t, "waiting-turn", v.Machines[1].State)
+	assert.True(t, strings.HasPrefix(v.Machines[1].Title, "waiting-turn; waits its turn"), v.Machines[1].Title)
+
+	now := pushingNow(&Snapshot{Plans: []Plan{{Summary: plans.Summary{Plan: "plan/host/c"},
+		State: &meshapi.PlanState{Module: "host", Tiers: []meshapi.TierState{tier}}}}})
+	assert.Equal(t, map[string]string{"e1\x00host": "plan/host/c"}, now)
+}

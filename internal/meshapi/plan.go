@@ -220,6 +220,21 @@ func (m MachineProgress) WaitingTurn() bool {
 	return m.State == MachinePushing && strings.HasPrefix(m.Reason, WaitsItsTurn)
 }
 
+// WaitingTurnWord is how the CLI and the fleet page show a push that waits
+// for room in its plan's hand-over window (WaitingTurn).
+const WaitingTurnWord = "waiting-turn"
+
+// StateWord is the machine's state as people read it: its State, but
+// WaitingTurnWord for a push not yet handed to its machine workflow, so
+// that a tier of thousands handed over a window at a time does not read
+// as thousands being sent at once.
+func (m MachineProgress) StateWord() string {
+	if m.WaitingTurn() {
+		return WaitingTurnWord
+	}
+	return string(m.State)
+}
+
 // MachineProgress is one machine within a plan's tier.
 type MachineProgress struct {
 	Machine string        `json:"machine"`
