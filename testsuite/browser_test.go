@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -64,8 +67,17 @@ func pollPage(ctx context.Context, js string, d time.Duration) error {
 // (its scripts never started), and "Uh oh. There's an error. Internal
 // Error" when the UI's own request for a workflow's run failed. That is
 // the UI's start, not what a test reads on it; a second failure fails.
+//
+// What went wrong in the tab on the way (requests refused or failed,
+// uncaught exceptions, console errors) is logged with a page that did not
+// render and wrapped into the error, so that a failure on a CI box says
+// which of the UI's requests broke.
 func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duration) error {
 	t.Helper()
+	trouble, err := watchTrouble(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", page, err)
+	}
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
 		return fmt.Errorf("open %s: %w", page, err)
 	}
@@ -75,12 +87,83 @@ func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duratio
 	}
 	stuck, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === "" || document.body.innerText.includes("There's an error")`))
 	if err == nil && stuck {
-		t.Logf("%s rendered nothing or the UI's error page in %s (%s); loading it again", page, first, pageShows(ctx))
+		t.Logf("%s rendered nothing or the UI's error page in %s (%s); what went wrong in the tab: %s; loading it again", page, first, pageShows(ctx), trouble)
 		if _, err := chromedp.Run(ctx, chromedp.Reload()); err != nil {
 			return fmt.Errorf("reload %s: %w", page, err)
 		}
 	}
-	return pollPage(ctx, js, d-first)
+	if err := pollPage(ctx, js, d-first); err != nil {
+		return fmt.Errorf("%w; what went wrong in the tab: %s", err, trouble)
+	}
+	return nil
+}
+
+// tabTrouble keeps what went wrong in a tab, in order: requests answered
+// 400 or more or that failed, uncaught exceptions and console errors.
+type tabTrouble struct {
+	mu    sync.Mutex
+	urls  map[network.RequestID]string
+	lines []string
+}
+
+// maxTrouble bounds what a tabTrouble keeps.
+const maxTrouble = 40
+
+// watchTrouble starts keeping what goes wrong in the tab of ctx (chromedp
+// enables the network and runtime events of every tab it opens).
+func watchTrouble(ctx context.Context) (*tabTrouble, error) {
+	tr := &tabTrouble{urls: map[network.RequestID]string{}}
+	err := chromedp.Listen(ctx, func(ev any) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			tr.urls[e.RequestID] = e.Request.URL
+		case *network.EventResponseReceived:
+			if e.Response.Status >= 400 {
+				tr.add(fmt.Sprintf("%d %s", e.Response.Status, e.Response.URL))
+			}
+		case *network.EventLoadingFailed:
+			tr.add(fmt.Sprintf("request %s failed: %s", tr.urls[e.RequestID], e.ErrorText))
+		case *runtime.EventExceptionThrown:
+			x := e.ExceptionDetails
+			text := x.Text
+			if x.Exception != nil && x.Exception.Description != "" {
+				text += " " + x.Exception.Description
+			}
+			tr.add("exception: " + text)
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var args []string
+				for _, a := range e.Args {
+					if a.Description != "" {
+						args = append(args, a.Description)
+					} else {
+						args = append(args, string(a.Value))
+					}
+				}
+				tr.add("console error: " + strings.Join(args, " "))
+			}
+		}
+	})
+	return tr, err
+}
+
+// add keeps a line; the caller holds mu.
+func (tr *tabTrouble) add(line string) {
+	if len(tr.lines) < maxTrouble {
+		tr.lines = append(tr.lines, strings.TrimSpace(line))
+	}
+}
+
+// String is the lines kept, or "nothing seen".
+func (tr *tabTrouble) String() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.lines) == 0 {
+		return "nothing seen"
+	}
+	return fmt.Sprintf("%q", tr.lines)
 }
 
 // pageShows is the tab's address and the start of its text, for an error.
