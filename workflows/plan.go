@@ -17,9 +17,9 @@ import (
 //
 // The plan is told apart by concern: its flow is here, its operator controls
 // in plan_control.go, composing in plan_compose.go, tiers in plan_tiers.go,
-// handing pushes over and taking their answers in plan_answers.go, how it
-// ends in plan_end.go (its words in reasons.go), and what the Web UI shows of
-// it in plan_details.go.
+// a batch's hand-over and its window in plan_hand.go, sending pushes and
+// taking their answers in plan_answers.go, how it ends in plan_end.go (its
+// words in reasons.go), and what the Web UI shows of it in plan_details.go.
 func Plan(ctx workflow.Context, in meshapi.PlanInput) (meshapi.PlanState, error) {
 	p := &plan{
 		ctx:          ctx,
