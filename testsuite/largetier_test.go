@@ -42,9 +42,9 @@ type planHistory struct {
 	// failedTasks is its workflow tasks failed or timed out.
 	failedTasks int
 	// bytes is its history's size, as the server counts it against its
-	// 50 MB limit; plainHands, the hand-overs whose input was not
-	// compressed.
-	bytes, plainHands int
+	// 50 MB limit; plainHands and plainComposes, the hand-overs and
+	// compose batches whose input was not compressed.
+	bytes, plainHands, plainComposes int
 	// handed is the requests its hand-overs gave (a regular activity's
 	// when scheduled, a local one's when recorded), and mostOpen the most
 	// of them handed and not yet answered at any point of the history.
@@ -62,14 +62,23 @@ func (s *stack) planHistoryOf(id string) planHistory {
 		h.bytes += proto.Size(e)
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if a := e.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == "HandPushes" {
+			a := e.GetActivityTaskScheduledEventAttributes()
+			plain := string(a.GetInput().GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]) != "binary/zlib"
+			switch a.GetActivityType().GetName() {
+			case "HandPushes":
 				h.handActivities++
-				if string(a.GetInput().GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]) != "binary/zlib" {
+				if plain {
 					h.plainHands++
 				}
 				var in meshapi.HandPushesInput
 				require.NoError(s.t, payloads.Converter.FromPayloads(a.GetInput(), &in))
 				h.handed += len(in.Requests)
+			case "ComposeTargets":
+				var in meshapi.ComposeTargetsInput
+				require.NoError(s.t, payloads.Converter.FromPayloads(a.GetInput(), &in))
+				if plain && len(in.Targets) == 100 {
+					h.plainComposes++
+				}
 			}
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
 			a := e.GetMarkerRecordedEventAttributes()
@@ -142,9 +151,11 @@ func TestLargeTierHandedOverOnce(t *testing.T) {
 		h.events, h.bytes, n+1, h.signals, h.failedTasks)
 	assert.Less(t, h.events, n/2, "the plan's history grows with bundles, not machines")
 	// Its bytes grow with machines, but compressed: a hand-over's hundred
-	// requests, a compose batch's declarations, a bundle's answers.
+	// requests, a compose batch's targets and declarations, a bundle's
+	// answers.
 	assert.Zero(t, h.plainHands, "every hand-over of a hundred machines is stored compressed")
-	assert.Less(t, h.bytes/(n+1), 300, "history bytes per machine (1,756 with nothing compressed)")
+	assert.Zero(t, h.plainComposes, "every compose batch of a hundred machines is stored compressed")
+	assert.Less(t, h.bytes/(n+1), 100, "history bytes per machine (1,756 with nothing compressed, 120 with compose batches plain)")
 	for _, m := range st.Tiers[0].Machines {
 		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
 	}

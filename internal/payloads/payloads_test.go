@@ -2,10 +2,12 @@ package payloads
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -28,21 +30,33 @@ func handOver(n int) meshapi.HandPushesInput {
 	return in
 }
 
+// composeBatch is a compose batch's input of n targets, as a plan sends it.
+func composeBatch(n int) meshapi.ComposeTargetsInput {
+	in := meshapi.ComposeTargetsInput{Plan: meshapi.PlanID("app", strings.Repeat("5e", 20)), Build: handOver(1).Requests[0].Build}
+	for i := range n {
+		in.Targets = append(in.Targets, meshapi.Target{Machine: fmt.Sprintf("f10000r0-h%04d", i), Tier: 1, Modules: []string{"app"}})
+	}
+	return in
+}
+
 func TestLargePayloadsAreCompressedAndReadBack(t *testing.T) {
 	cases := []struct {
 		name       string
-		requests   int
+		value      any
 		compressed bool
 	}{
-		{name: "a few machines' requests stay plain JSON", requests: 3},
-		{name: "a hundred machines' requests are compressed", requests: 100, compressed: true},
+		{name: "a few machines' requests stay plain JSON", value: handOver(3)},
+		{name: "one machine's answer stays plain JSON", value: meshapi.PushResult{Request: "plan/app/5e@f1000r0-h0001", Plan: "plan/app/5e", Machine: "f1000r0-h0001", Outcome: meshapi.MachineConverged, Seq: 4}},
+		{name: "a hundred machines' requests are compressed", value: handOver(100), compressed: true},
+		// Under 16 KiB: at 10,000 machines these were most of a plan's
+		// history bytes while the threshold was 16 KiB.
+		{name: "a compose batch of a hundred targets is compressed", value: composeBatch(100), compressed: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			in := handOver(c.requests)
-			plain, err := converter.GetDefaultDataConverter().ToPayload(in)
+			plain, err := converter.GetDefaultDataConverter().ToPayload(c.value)
 			require.NoError(t, err)
-			p, err := Converter.ToPayload(in)
+			p, err := Converter.ToPayload(c.value)
 			require.NoError(t, err)
 			if !c.compressed {
 				require.Less(t, len(plain.GetData()), CompressAbove)
@@ -51,18 +65,32 @@ func TestLargePayloadsAreCompressedAndReadBack(t *testing.T) {
 			} else {
 				require.GreaterOrEqual(t, len(plain.GetData()), CompressAbove)
 				require.Equal(t, "binary/zlib", string(p.GetMetadata()[converter.MetadataEncoding]))
-				require.Less(t, len(p.GetData())*5, len(plain.GetData()), "a hand-over's requests repeat themselves: %d bytes compressed of %d", len(p.GetData()), len(plain.GetData()))
+				require.Less(t, len(p.GetData())*5, len(plain.GetData()), "bulk payloads repeat themselves: %d bytes compressed of %d", len(p.GetData()), len(plain.GetData()))
 			}
-			var back meshapi.HandPushesInput
-			require.NoError(t, Converter.FromPayload(p, &back))
-			require.Equal(t, in, back)
+			back := reflect.New(reflect.TypeOf(c.value))
+			require.NoError(t, Converter.FromPayload(p, back.Interface()))
+			require.Equal(t, c.value, back.Elem().Interface())
 			// A payload written before compression, or by a plain
 			// converter, reads as it is.
-			var old meshapi.HandPushesInput
-			require.NoError(t, Converter.FromPayload(plain, &old))
-			require.Equal(t, in, old)
+			old := reflect.New(reflect.TypeOf(c.value))
+			require.NoError(t, Converter.FromPayload(plain, old.Interface()))
+			require.Equal(t, c.value, old.Elem().Interface())
 		})
 	}
+}
+
+// A workflow's metadata, which carries the current details the Web UI
+// shows (a plan's tiers and latest measurements), stays as the SDK wrote
+// it at any size: a person reads it without the codec endpoint.
+func TestWorkflowMetadataStaysPlain(t *testing.T) {
+	md := &sdkpb.WorkflowMetadata{CurrentDetails: strings.Repeat("- tier 1: pushing\n", CompressAbove/10)}
+	p, err := Converter.ToPayload(md)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(p.GetData()), CompressAbove)
+	require.Equal(t, converter.MetadataEncodingProtoJSON, string(p.GetMetadata()[converter.MetadataEncoding]))
+	var back sdkpb.WorkflowMetadata
+	require.NoError(t, Converter.FromPayload(p, &back))
+	require.Equal(t, md.GetCurrentDetails(), back.GetCurrentDetails())
 }
 
 // BenchmarkHandOverRoundTrip is what the converter costs a hand-over of a
