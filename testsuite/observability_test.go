@@ -247,12 +247,15 @@ func TestAnalysisMetrics(t *testing.T) {
 		fmt.Fprint(w, `{"error_rate": 0.01}`)
 	}))
 	defer srv.Close()
+	// A measurement may take its check's interval at most: at 100 ms, CI's
+	// box, loaded by the suite, timed five in a row out and the check
+	// ended inconclusive.
 	s := newStack(t, stackOptions{
 		modules:  []string{"svc"},
 		machines: []machineSpec{{name: "edge-1", tier: 1, modules: []string{"svc"}}},
 		tiers:    "{1: {analysis: [error-rate]}}",
 		analysis: fmt.Sprintf(`{providers: {status: {web: {url: "%s", json_path: "$.error_rate"}}},
-  checks: {error-rate: {provider: status, success: "result < 0.5", interval: 100ms, count: 2}}}`, srv.URL),
+  checks: {error-rate: {provider: status, success: "result < 0.5", interval: 1s, count: 2}}}`, srv.URL),
 	})
 	base, _ := observedWorker(t, s, tracetest.NewInMemoryExporter())
 	metrics := base + "/metrics"
