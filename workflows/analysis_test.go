@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -296,11 +295,7 @@ func (h *analysisHarness) snapshotAt(d time.Duration) (*meshapi.PlanState, *stri
 	st, details := new(meshapi.PlanState), new(string)
 	h.env.RegisterDelayedCallback(func() {
 		*st = h.query()
-		v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
-		require.NoError(h.t, err)
-		var md sdkpb.WorkflowMetadata
-		require.NoError(h.t, v.Get(&md))
-		*details = md.GetCurrentDetails()
+		*details = currentDetails(h.t, h.env)
 	}, d)
 	return st, details
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/meshroll/meshroll/internal/mesh"
 	"github.com/meshroll/meshroll/internal/meshapi"
@@ -56,11 +55,7 @@ func TestMachineServesRollbacksFirst(t *testing.T) {
 		v, err := h.env.QueryWorkflow(meshapi.QueryState)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&seen))
-		v, err = h.env.QueryWorkflow("__temporal_workflow_metadata")
-		require.NoError(t, err)
-		var md sdkpb.WorkflowMetadata
-		require.NoError(t, v.Get(&md))
-		details = md.GetCurrentDetails()
+		details = currentDetails(t, h.env)
 	}, 2*time.Second)
 	h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 6})
 

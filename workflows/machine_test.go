@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
@@ -416,11 +415,7 @@ func TestMachineDetailsSayWhatRunsAndWhatWaits(t *testing.T) {
 		details := map[time.Duration]string{}
 		for _, at := range []time.Duration{30 * time.Second, 90 * time.Second} {
 			h.env.RegisterDelayedCallback(func() {
-				v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
-				require.NoError(t, err)
-				var md sdkpb.WorkflowMetadata
-				require.NoError(t, v.Get(&md))
-				details[at] = md.GetCurrentDetails()
+				details[at] = currentDetails(t, h.env)
 			}, at)
 		}
 		next := h.run(meshapi.MachineInput{Machine: "m1", ContinueAfter: 2})

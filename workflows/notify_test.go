@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -242,11 +241,7 @@ func TestNotifierTriesUntilDelivered(t *testing.T) {
 	}, 0)
 	var details string
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow("__temporal_workflow_metadata")
-		require.NoError(t, err)
-		var md sdkpb.WorkflowMetadata
-		require.NoError(t, v.Get(&md))
-		details = md.GetCurrentDetails()
+		details = currentDetails(t, env)
 	}, 5*time.Second) // after the third failed try (at 0 s, 1 s and 3 s), before the fourth (7 s)
 	env.ExecuteWorkflow(Notifier, meshapi.NotifierInput{Target: "team", Plan: "plan/host/c0ffee"})
 	require.True(t, env.IsWorkflowCompleted())

@@ -84,6 +84,9 @@ type plan struct {
 	byMachine map[string]place
 	byRequest map[string]place
 	inFlight  []int
+	// unshown counts the answers taken since the current details were
+	// last written (see showAnswers).
+	unshown int
 	// liftedSignals counts hold-lifted signals, to wake a held plan.
 	liftedSignals int
 
@@ -137,7 +140,7 @@ func (p *plan) setup(ctx workflow.Context) error {
 		}
 	})
 	onSignal(ctx, sig, meshapi.SignalNotifyTrouble, func(t meshapi.NotifyTrouble) { p.noteNotifyTrouble(ctx, t) })
-	sig.start(ctx)
+	sig.start(ctx, func() { p.showAnswers(ctx) })
 	return nil
 }
 

@@ -185,6 +185,7 @@ func (p *plan) take(r meshapi.PushResult) {
 		m.State, m.Reason, m.Seq = meshapi.MachineFailed, "could not be put back: "+r.Reason, r.Seq
 	}
 	p.inFlight[at.tier]--
+	p.unshown++
 }
 
 // waiting says whether the machine at at still waits for the answer to

@@ -76,8 +76,10 @@ func (p *plan) details(ctx workflow.Context, now string) {
 }
 
 // showDetails writes the current details: the plan's last words (now)
-// over its tiers, each with its analysis checks. A measurement arriving
-// shows through it without changing the plan's words.
+// over its tiers, each with its machines counted by state, those a person
+// must look at named, and its analysis checks. A measurement arriving
+// shows through it without changing the plan's words, and so do answers
+// (see showAnswers). It walks the plan's machines once.
 func (p *plan) showDetails(ctx workflow.Context) {
 	now := p.now
 	var b strings.Builder
@@ -87,7 +89,14 @@ func (p *plan) showDetails(ctx workflow.Context) {
 	}
 	fmt.Fprintf(&b, ": %s\n\n", now)
 	for _, t := range p.st.Tiers {
-		fmt.Fprintf(&b, "- tier %d: %s%s\n", t.Tier, t.State, t.Notes())
+		fmt.Fprintf(&b, "- tier %d: %s%s; %s\n", t.Tier, t.State, t.Notes(), t.CountWords())
+		if named, more := t.ToLookAt(namedInReason); len(named) > 0 {
+			fmt.Fprintf(&b, "  - %s", strings.Join(named, " "))
+			if more > 0 {
+				fmt.Fprintf(&b, " and %d more (`starter plan show %s` lists each)", more, p.st.Plan)
+			}
+			b.WriteString("\n")
+		}
 		for _, c := range t.Analysis {
 			fmt.Fprintf(&b, "  - analysis %s\n", c.Summary())
 			ms := c.Measurements
@@ -108,4 +117,17 @@ func (p *plan) showDetails(ctx workflow.Context) {
 		fmt.Fprintf(&b, "- %s\n", t.Words())
 	}
 	workflow.SetCurrentDetails(ctx, b.String())
+}
+
+// showAnswers shows the answers taken since the details were last written
+// once they are a hundredth of the plan's machines (every answer of a plan
+// of up to a hundred): a tier's counts move in the Web UI while it pushes,
+// and the walks of showDetails stay a hundred per plan, not one per
+// answer. The plan's own steps write the details as a tier ends.
+func (p *plan) showAnswers(ctx workflow.Context) {
+	if p.unshown == 0 || p.unshown < len(p.byMachine)/100 {
+		return
+	}
+	p.unshown = 0
+	p.showDetails(ctx)
 }

@@ -22,8 +22,9 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 		first = p.handWindow
 		p.holdBack(reqs[first:])
 		p.st.Tiers[ti].Window = p.handWindow
-		p.showDetails(ctx)
 	}
+	// The details were written before the batch was marked pushing.
+	p.showDetails(ctx)
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		if err := p.startRelays(sctx, reqs); err != nil {
 			return err

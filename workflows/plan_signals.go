@@ -43,14 +43,16 @@ func onSignal[T any](ctx workflow.Context, s *planSignals, name string, take fun
 	})
 }
 
-// start runs the coroutine, for the life of the plan.
-func (s *planSignals) start(ctx workflow.Context) {
+// start runs the coroutine, for the life of the plan; drained is called
+// each time it has taken what came.
+func (s *planSignals) start(ctx workflow.Context, drained func()) {
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			s.sel.Select(gctx)
 			for _, drain := range s.drains {
 				drain()
 			}
+			drained()
 		}
 	})
 }

@@ -650,7 +650,7 @@ func TestPlanCancelledLeavesMachineQueues(t *testing.T) {
 	var canceled *temporal.CanceledError
 	require.ErrorAs(t, h.env.GetWorkflowError(), &canceled)
 	require.Len(t, h.cancelled, 1)
-	require.Equal(t, meshapi.RequestID("default-test-workflow-id", "edge-2"), h.cancelled[0].Request)
+	require.Equal(t, meshapi.RequestID(testPlanID, "edge-2"), h.cancelled[0].Request)
 }
 
 // A lever whose input does not validate fails for good before its

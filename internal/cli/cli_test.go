@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +280,56 @@ func TestProgressLines(t *testing.T) {
 	assert.Equal(t, "plan/host/c converged\n", b.String())
 }
 
+// largeTier is a pushing tier of n machines (m00, m01, ...): the last
+// three pushing, those at failed failed, the rest converged.
+func largeTier(n int, failed ...int) meshapi.TierState {
+	t := meshapi.TierState{Tier: 1, State: meshapi.TierPushing}
+	for i := range n {
+		m := meshapi.MachineProgress{Machine: fmt.Sprintf("m%02d", i), State: meshapi.MachineConverged}
+		switch {
+		case i >= n-3:
+			m.State = meshapi.MachinePushing
+		case slices.Contains(failed, i):
+			m.State = meshapi.MachineFailed
+		}
+		t.Machines = append(t.Machines, m)
+	}
+	return t
+}
+
+// A large tier's line prints again when a machine fails or the tier's
+// state moves, but when only its counts move at most every countsEvery:
+// following a tier of thousands, a line every poll would bury the ones
+// that matter.
+func TestProgressOfALargeTier(t *testing.T) {
+	var b bytes.Buffer
+	var elapsed time.Duration
+	p := newProgressPrinter(&b, func() time.Duration { return elapsed })
+	st := meshapi.PlanState{Plan: "plan/host/c", State: meshapi.PlanPushing}
+	lines := func() []string {
+		defer b.Reset()
+		return strings.Split(strings.TrimSpace(b.String()), "\n")
+	}
+	at := func(d time.Duration, tier meshapi.TierState) []string {
+		elapsed = d
+		st.Tiers = []meshapi.TierState{tier}
+		p.show(st)
+		return lines()
+	}
+	assert.Equal(t, []string{"[0.0s] plan/host/c pushing", "[0.0s] tier 1: pushing  30 machines: 3 pushing, 27 converged"}, at(0, largeTier(30)))
+	moved := largeTier(30)
+	moved.Machines[0].State = meshapi.MachinePushing
+	assert.Equal(t, []string{""}, at(time.Second, moved), "only its counts moved, a second later")
+	assert.Equal(t, []string{""}, at(countsEvery-time.Millisecond, moved))
+	assert.Equal(t, []string{"[10.0s] tier 1: pushing  30 machines: 4 pushing, 26 converged"}, at(countsEvery, moved), "its counts, countsEvery later")
+	assert.Equal(t, []string{"[11.0s] tier 1: pushing  30 machines: 1 failed, 3 pushing, 26 converged; m05=failed"}, at(11*time.Second, largeTier(30, 5)),
+		"a failure at once")
+	done := largeTier(30, 5)
+	done.State = meshapi.TierHalted
+	assert.Equal(t, []string{"[11.5s] tier 1: halted  30 machines: 1 failed, 3 pushing, 26 converged; m05=failed"}, at(11500*time.Millisecond, done),
+		"and the tier's end at once")
+}
+
 func TestShowTable(t *testing.T) {
 	var b bytes.Buffer
 	a := &app{stdout: &b}
@@ -297,6 +349,15 @@ func TestShowTable(t *testing.T) {
 	assert.Regexp(t, `^1 \(halted\)\s+edge-1\s+converged\s+7\s+rebased proxy$`, lines[3])
 	assert.Regexp(t, `^1 \(halted\)\s+edge-2\s+failed\s+-\s+host unreachable$`, lines[4])
 	assert.Regexp(t, `^1 \(halted\)\s+edge-3\s+waiting-turn\s+-\s+waits its turn: `, lines[5], "a push not yet handed over does not read pushing")
+
+	// A tier of more than listTierUpTo machines is counted under its rows.
+	b.Reset()
+	require.NoError(t, a.printState(meshapi.PlanState{Plan: "plan/host/c", Module: "host", Commit: "c", State: meshapi.PlanPushing,
+		Tiers: []meshapi.TierState{largeTier(listTierUpTo+5, 3, 9)}}, "", measurementLimit{n: DefaultMeasurements}))
+	lines = strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 3+listTierUpTo+5+1)
+	assert.Regexp(t, `^1 \(pushing\)\s+m24\s+pushing`, lines[len(lines)-2])
+	assert.Equal(t, "  tier 1: 25 machines: 2 failed, 3 pushing, 20 converged", lines[len(lines)-1])
 }
 
 func TestTierLine(t *testing.T) {
@@ -315,6 +376,8 @@ func TestTierLine(t *testing.T) {
 			{Machine: "e1", State: meshapi.MachinePushing},
 			{Machine: "e2", State: meshapi.MachinePushing, Reason: meshapi.WaitsItsTurn + ": the plan has 1 pushes handed over and unanswered at most (push.hand_window)"},
 		}}, "tier 1: pushing (handed over 1 at a time)  e1=pushing e2=waiting-turn"},
+		{"a tier too large to name each machine", largeTier(listTierUpTo+5, 3, 9), "tier 1: pushing  25 machines: 2 failed, 3 pushing, 20 converged; m03=failed m09=failed"},
+		{"and its failures past the first few", largeTier(listTierUpTo+5, 0, 1, 2, 3, 4, 5, 6), "tier 1: pushing  25 machines: 7 failed, 3 pushing, 15 converged; m00=failed m01=failed m02=failed m03=failed m04=failed and 2 more (plan show lists each)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tierLine(tc.tier); got != tc.want {

@@ -68,10 +68,10 @@ measurement included, whatever --measurements says.`,
 }
 
 // printState is plan show's table, under its header and the step the plan
-// waits on a person for (next, when not ""), with each tier's groups (how
-// many of each group's machines are done) and analysis checks under its
-// machines and as many of their measurements as limit
-// lets through.
+// waits on a person for (next, when not ""), with under each tier's
+// machines its counts by state (a tier of more than listTierUpTo), its
+// groups (how many of each group's machines are done) and its analysis
+// checks, with as many of their measurements as limit lets through.
 func (a *app) printState(st meshapi.PlanState, next string, limit measurementLimit) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)
@@ -122,6 +122,9 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 		n := min(len(t.Machines), len(rows))
 		b.WriteString(strings.Join(rows[:n], ""))
 		rows = rows[n:]
+		if len(t.Machines) > listTierUpTo {
+			fmt.Fprintf(&b, "  tier %d: %s\n", t.Tier, t.CountWords())
+		}
 		if groups := t.GroupNotes(); len(groups) > 0 {
 			fmt.Fprintf(&b, "  tier %d by %s: %s\n", t.Tier, strings.Join(t.Policy.GroupBy, ","), strings.Join(groups, ", "))
 		}

@@ -27,6 +27,13 @@ started:
   [2m41.0s] tier 1 error-rate: 0.012 passed (3 of 10)
   [6m11.0s] tier 1 check error-rate passed: 10 of 10 measured, 0 failed of 1 allowed, last 0.011
 
+A tier of more than 20 machines is counted by state instead, with its
+failed, refused and put-back machines named (the first five); its line is
+printed at once when one of them fails or the tier moves on, and every 10s
+while only its counts move:
+
+  [41.0s] tier 2: pushing  3333 machines: 1 failed, 998 pushing, 1500 waiting-turn, 834 converged; edge-0412=failed
+
 A plan that has already ended prints its final state at once. Like
 "starter merge --wait", watch exits 0 when the plan converged or was
 superseded and 3 when it halted, was refused or was aborted. With
@@ -136,7 +143,12 @@ type progressPrinter struct {
 	// none.
 	next     func(meshapi.PlanState) string
 	lastPlan string
+	// lastTier is, by tier, the line printed last, and lastKey and
+	// lastAt what of it must print at once when it changes and when it
+	// was printed (see countsEvery).
 	lastTier map[int]string
+	lastKey  map[int]string
+	lastAt   map[int]time.Duration
 	// lastMeasured and lastVerdict are, by analysisKey, how many of a
 	// check's measurements were printed and the verdict last printed.
 	lastMeasured map[string]int
@@ -144,7 +156,7 @@ type progressPrinter struct {
 }
 
 func newProgressPrinter(w io.Writer, elapsed func() time.Duration) *progressPrinter {
-	return &progressPrinter{w: w, elapsed: elapsed, lastTier: map[int]string{},
+	return &progressPrinter{w: w, elapsed: elapsed, lastTier: map[int]string{}, lastKey: map[int]string{}, lastAt: map[int]time.Duration{},
 		lastMeasured: map[string]int{}, lastVerdict: map[string]meshapi.Verdict{}}
 }
 
@@ -162,9 +174,7 @@ func (p *progressPrinter) show(st meshapi.PlanState) {
 		}
 	}
 	for _, t := range st.Tiers {
-		line := tierLine(t)
-		if p.lastTier[t.Tier] != line {
-			p.lastTier[t.Tier] = line
+		if line, ok := p.tierMoved(t); ok {
 			_ = p.println(line)
 		}
 		for _, line := range p.analysisLines(t) {
@@ -178,6 +188,26 @@ func (p *progressPrinter) show(st meshapi.PlanState) {
 			_ = p.println(next)
 		}
 	}
+}
+
+// tierMoved is the tier's line when it is to be printed: it changed, and,
+// when only a large tier's counts changed, countsEvery has passed since
+// its line was printed last (without a clock, at once).
+func (p *progressPrinter) tierMoved(t meshapi.TierState) (string, bool) {
+	line, key := tierLineKeyed(t)
+	if line == p.lastTier[t.Tier] {
+		return "", false
+	}
+	var now time.Duration
+	if p.elapsed != nil {
+		now = p.elapsed()
+		_, printed := p.lastTier[t.Tier]
+		if printed && key == p.lastKey[t.Tier] && now-p.lastAt[t.Tier] < countsEvery {
+			return "", false
+		}
+	}
+	p.lastTier[t.Tier], p.lastKey[t.Tier], p.lastAt[t.Tier] = line, key, now
+	return line, true
 }
 
 // final prints the plan's end: "[41.0s] plan/host/<commit> converged".
@@ -213,18 +243,57 @@ func formatElapsed(d time.Duration) string {
 	return fmt.Sprintf("%.1fs", s)
 }
 
+// listTierUpTo is the most machines a tier's progress line names one by
+// one. A larger tier's line counts its machines by state instead and names
+// only those a person must look at (see tierLine), so that following a
+// tier of thousands prints lines a person can read.
+const listTierUpTo = 20
+
+// namedOnLine is how many of a large tier's failed, refused or put-back
+// machines its line names; plan show lists every one.
+const namedOnLine = 5
+
+// countsEvery is how often a large tier's line is printed again when only
+// its counts moved: they move with every answer, and a line every poll
+// would scroll past the lines that matter. A change of the tier's state,
+// notes or named machines prints at once.
+const countsEvery = 10 * time.Second
+
 // tierLine is one tier's progress: "tier 1: pushing  edge-1=converged
 // edge-2=pushing" (a push waiting for room in the plan's hand-over window
 // reads waiting-turn), with, where the tier's policy makes them matter, its
 // batch ("batch 2 of 3"), its failures against its budget ("1 failed of 1
-// allowed") and when its bake ends ("baking until 14:05:00 UTC").
+// allowed") and when its bake ends ("baking until 14:05:00 UTC"). A tier
+// of more than listTierUpTo machines reads "tier 2: pushing  3333
+// machines: 1 failed, 521 pushing, 2811 converged; edge-7=failed".
 func tierLine(t meshapi.TierState) string {
+	line, _ := tierLineKeyed(t)
+	return line
+}
+
+// tierLineKeyed is tierLine and what of it must print at once when it
+// changes: the whole line for a tier named machine by machine; for a
+// larger one its state, batch, failures and named machines, not its
+// counts (nor its groups' counts in its notes).
+func tierLineKeyed(t meshapi.TierState) (line, key string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
-	for _, m := range t.Machines {
-		fmt.Fprintf(&b, " %s=%s", m.Machine, m.StateWord())
+	if len(t.Machines) <= listTierUpTo {
+		for _, m := range t.Machines {
+			fmt.Fprintf(&b, " %s=%s", m.Machine, m.StateWord())
+		}
+		return b.String(), b.String()
 	}
-	return b.String()
+	head := b.String()
+	names := ""
+	if named, more := t.ToLookAt(namedOnLine); len(named) > 0 {
+		names = "; " + strings.Join(named, " ")
+		if more > 0 {
+			names += fmt.Sprintf(" and %d more (plan show lists each)", more)
+		}
+	}
+	key = fmt.Sprintf("%s|%d|%d|%s", t.State, t.Batch, t.Failed, names)
+	return head + " " + t.CountWords() + names, key
 }
 
 // timeLayout is how tables print times: local, to the second.

@@ -58,7 +58,7 @@ type planTier struct {
 	Policy string
 	Done   int
 	Total  int
-	Counts []stateCount
+	Counts []meshapi.StateCount
 	// Machines are the tier's machines with their progress.
 	Machines []planMachine
 	Open     bool
@@ -162,14 +162,6 @@ func planWhat(id, module, commit string) string {
 	return ""
 }
 
-// machineOrder ranks a machine's states in a plan (as StateWord words
-// them) for the tier's counts: where it is going, then how it ended.
-var machineOrder = []string{
-	string(meshapi.MachineFailed), string(meshapi.MachineRefused), string(meshapi.MachineReverting), string(meshapi.MachinePushing),
-	meshapi.WaitingTurnWord, string(meshapi.MachineWaiting), string(meshapi.MachineReverted), string(meshapi.MachineConverged),
-	string(meshapi.MachineSuperseded), string(meshapi.MachineCancelled), string(meshapi.MachineSkipped),
-}
-
 func tierOf(t meshapi.TierState) planTier {
 	v := planTier{Tier: t.Tier, State: string(t.State), Notes: strings.TrimSuffix(strings.TrimPrefix(t.Notes(), " ("), ")"), Total: len(t.Machines)}
 	if p := t.Policy; p != nil {
@@ -185,10 +177,8 @@ func tierOf(t meshapi.TierState) planTier {
 		}
 		v.Policy = strings.Join(words, ", ")
 	}
-	counts := map[string]int{}
 	for _, m := range t.Machines {
 		state := m.StateWord()
-		counts[state]++
 		if m.State != meshapi.MachineWaiting && m.State != meshapi.MachinePushing && m.State != meshapi.MachineReverting {
 			v.Done++
 		}
@@ -204,11 +194,7 @@ func tierOf(t meshapi.TierState) planTier {
 		}
 		v.Machines = append(v.Machines, planMachine{Name: m.Machine, State: state, Title: strings.Join(title, "; ")})
 	}
-	for _, s := range machineOrder {
-		if n := counts[s]; n > 0 {
-			v.Counts = append(v.Counts, stateCount{State: s, N: n})
-		}
-	}
+	v.Counts = t.Counts()
 	v.Open = len(t.Machines) <= openPlanTierMax
 	for _, c := range t.Analysis {
 		v.Checks = append(v.Checks, checkOf(c))

@@ -209,7 +209,7 @@ func TestTierCountsPutBackMachines(t *testing.T) {
 		{Machine: "e3", State: meshapi.MachineSkipped},
 	}}
 	v := tierOf(tier)
-	assert.Equal(t, []stateCount{{State: "reverting", N: 1}, {State: "reverted", N: 1}, {State: "skipped", N: 1}}, v.Counts)
+	assert.Equal(t, []meshapi.StateCount{{State: "reverting", N: 1}, {State: "reverted", N: 1}, {State: "skipped", N: 1}}, v.Counts)
 	assert.Equal(t, 2, v.Done, "a machine being put back is not done")
 }
 
@@ -223,7 +223,7 @@ func TestTierCountsPushesWaitingTheirTurn(t *testing.T) {
 		{Machine: "e3", State: meshapi.MachinePushing, Reason: waits},
 	}}
 	v := tierOf(tier)
-	assert.Equal(t, []stateCount{{State: "pushing", N: 1}, {State: "waiting-turn", N: 2}}, v.Counts)
+	assert.Equal(t, []meshapi.StateCount{{State: "pushing", N: 1}, {State: "waiting-turn", N: 2}}, v.Counts)
 	assert.Zero(t, v.Done)
 	assert.Equal(t, "handed over 1 at a time", v.Notes)
 	require.Len(t, v.Machines, 3)

@@ -1,0 +1,88 @@
+package meshapi
+
+import (
+	"fmt"
+	"strings"
+)
+
+// StateCount is how many of a tier's machines read one state word
+// (MachineProgress.StateWord).
+type StateCount struct {
+	State string
+	N     int
+}
+
+// stateOrder ranks a machine's states in a plan, as StateWord words them,
+// for a tier's counts: what needs a person first, then where the rest are
+// going, then how they ended.
+var stateOrder = []string{
+	string(MachineFailed), string(MachineRefused), string(MachineReverting), string(MachinePushing),
+	WaitingTurnWord, string(MachineWaiting), string(MachineReverted), string(MachineConverged),
+	string(MachineSuperseded), string(MachineCancelled), string(MachineSkipped),
+}
+
+// Counts is the tier's machines counted by state word, in stateOrder, the
+// states none is in left out: how the fleet page, the CLI and the Web UI's
+// details show a tier of thousands, where a name per machine would bury
+// the few that matter. It walks the tier once: callers count per view,
+// never per answer.
+func (t TierState) Counts() []StateCount {
+	by := make(map[string]int, len(stateOrder))
+	for _, m := range t.Machines {
+		by[m.StateWord()]++
+	}
+	out := make([]StateCount, 0, len(by))
+	for _, s := range stateOrder {
+		if n := by[s]; n > 0 {
+			out = append(out, StateCount{State: s, N: n})
+		}
+	}
+	return out
+}
+
+// CountWords is the tier's counts in words: "3333 machines: 7 failed, 521
+// pushing, 2000 waiting-turn, 805 converged".
+func (t TierState) CountWords() string {
+	words := make([]string, 0, len(stateOrder))
+	for _, c := range t.Counts() {
+		words = append(words, fmt.Sprintf("%d %s", c.N, c.State))
+	}
+	head := fmt.Sprintf("%d %s", len(t.Machines), pluralWord(len(t.Machines), "machine", "machines"))
+	if len(words) == 0 {
+		return head
+	}
+	return head + ": " + strings.Join(words, ", ")
+}
+
+// NeedsNaming says whether a person reading a tier's counts needs the
+// machine named too: it failed, was refused, or is being or was put back.
+func (m MachineProgress) NeedsNaming() bool {
+	switch m.State {
+	case MachineFailed, MachineRefused, MachineReverting, MachineReverted:
+		return true
+	}
+	return false
+}
+
+// ToLookAt is the first n of the tier's machines a person must look at
+// (NeedsNaming), each as "edge-7=failed", and how many more there are.
+func (t TierState) ToLookAt(n int) (named []string, more int) {
+	for _, m := range t.Machines {
+		if !m.NeedsNaming() {
+			continue
+		}
+		if len(named) < n {
+			named = append(named, m.Machine+"="+m.StateWord())
+		} else {
+			more++
+		}
+	}
+	return named, more
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
