@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -165,14 +166,28 @@ func TestLargeTierHandedOverOnce(t *testing.T) {
 // is handed over as its answers make room: on a real server, its plan's
 // history never has more than the window's requests handed and
 // unanswered, every machine is handed its push once and answers once,
-// and the plan records the change that paces it.
+// and the plan records the change that paces it. Followed with `starter
+// merge --wait`, the tier reads as counts, not a name per machine.
 func TestLargeTierHandedOverInWindows(t *testing.T) {
 	t.Parallel()
 	const n, window = 150, 60
 	o := largeTierMesh(n)
 	o.push = fmt.Sprintf("{relay_above: 100, hand_window: %d}", window)
 	s := newStack(t, o)
-	st := s.converge("host", s.commit("host"))
+	commit := s.commit("host")
+	out, err := s.starter("merge", "--module", "host", "--commit", commit, "--wait")
+	require.NoError(t, err, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	t.Logf("starter merge --wait printed %d lines:\n%s", len(lines), out)
+	assert.Less(t, len(lines), 40, "lines a person can read, not one per answer:\n%s", out)
+	assert.Contains(t, out, "tier 1: converged  150 machines, all converged\n")
+	for _, l := range lines {
+		if strings.Contains(l, "tier 1:") {
+			assert.NotContains(t, l, "=", "no machine of the large tier named: none needs a person")
+		}
+	}
+	st := s.wait(meshapi.PlanID("host", commit))
+	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
 	for _, m := range st.Tiers[0].Machines {
 		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
 	}

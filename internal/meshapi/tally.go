@@ -41,17 +41,24 @@ func (t TierState) Counts() []StateCount {
 }
 
 // CountWords is the tier's counts in words: "3333 machines: 7 failed, 521
-// pushing, 2000 waiting-turn, 805 converged".
+// pushing, 2000 waiting-turn, 805 converged", and "3333 machines, all
+// converged" or "1 machine, waiting" when they are all in one state.
 func (t TierState) CountWords() string {
-	words := make([]string, 0, len(stateOrder))
-	for _, c := range t.Counts() {
+	counts := t.Counts()
+	n := len(t.Machines)
+	switch {
+	case len(counts) == 0:
+		return "0 machines"
+	case n == 1:
+		return "1 machine, " + counts[0].State
+	case len(counts) == 1:
+		return fmt.Sprintf("%d machines, all %s", n, counts[0].State)
+	}
+	words := make([]string, 0, len(counts))
+	for _, c := range counts {
 		words = append(words, fmt.Sprintf("%d %s", c.N, c.State))
 	}
-	head := fmt.Sprintf("%d %s", len(t.Machines), pluralWord(len(t.Machines), "machine", "machines"))
-	if len(words) == 0 {
-		return head
-	}
-	return head + ": " + strings.Join(words, ", ")
+	return fmt.Sprintf("%d machines: %s", n, strings.Join(words, ", "))
 }
 
 // NeedsNaming says whether a person reading a tier's counts needs the
@@ -78,11 +85,4 @@ func (t TierState) ToLookAt(n int) (named []string, more int) {
 		}
 	}
 	return named, more
-}
-
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

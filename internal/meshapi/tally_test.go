@@ -31,7 +31,8 @@ func TestTierCounts(t *testing.T) {
 		atMost int
 	}{
 		{name: "none", tier: tierOf(), words: "0 machines", atMost: 5},
-		{name: "one", tier: tierOf("converged"), words: "1 machine: 1 converged", atMost: 5},
+		{name: "one", tier: tierOf("converged"), words: "1 machine, converged", atMost: 5},
+		{name: "all in one state", tier: tierOf("waiting", "waiting", "waiting"), words: "3 machines, all waiting", atMost: 5},
 		{
 			name:  "what needs a person first, then where the rest are going, then how they ended",
 			tier:  tierOf("converged", "pushing", WaitingTurnWord, "failed", "converged", "waiting", "skipped", WaitingTurnWord),
