@@ -188,6 +188,9 @@ func TestLargeTierHandedOverInWindows(t *testing.T) {
 	}
 	st := s.wait(meshapi.PlanID("host", commit))
 	require.Equal(t, meshapi.PlanConverged, st.State, st.Reason)
+	out, err = s.starter("plan", "show", st.Plan, "--machines", "failed,refused")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "\n  tier 1: 150 machines, all converged\n  tier 2: 1 machine, converged\n", "no machine listed, every tier counted:\n%s", out)
 	for _, m := range st.Tiers[0].Machines {
 		assert.Equal(t, meshapi.MachineConverged, m.State, "%s: %s", m.Machine, m.Reason)
 	}

@@ -91,7 +91,7 @@ func TestShowAnalysis(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			require.NoError(t, (&app{stdout: &b}).printState(analysing(tc.ms), "", tc.limit))
+			require.NoError(t, (&app{stdout: &b}).printState(analysing(tc.ms), "", tc.limit, nil))
 			lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 			require.Len(t, lines, 3+2+len(tc.block)+1, b.String())
 			assert.Regexp(t, `^TIER\s+MACHINE\s+STATE\s+SEQ\s+REASON$`, lines[2])
@@ -269,7 +269,7 @@ func TestNextStepAtAnInconclusiveCheck(t *testing.T) {
 	var b bytes.Buffer
 	st := inconclusive()
 	a := &app{stdout: &b}
-	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil), measurementLimit{n: DefaultMeasurements}))
+	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil), measurementLimit{n: DefaultMeasurements}, nil))
 	assert.Equal(t, pass, strings.Split(b.String(), "\n")[1])
 	b.Reset()
 	p := newProgressPrinter(&b, nil)

@@ -340,7 +340,7 @@ func TestShowTable(t *testing.T) {
 			{Machine: "edge-2", State: meshapi.MachineFailed, Reason: "host unreachable"},
 			{Machine: "edge-3", State: meshapi.MachinePushing, Reason: meshapi.WaitsItsTurn + ": the plan has 1 pushes handed over and unanswered at most (push.hand_window)"},
 		}}},
-	}, "", measurementLimit{n: DefaultMeasurements}))
+	}, "", measurementLimit{n: DefaultMeasurements}, nil))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 6)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state halted  reason tier 1 halted", lines[0])
@@ -353,11 +353,31 @@ func TestShowTable(t *testing.T) {
 	// A tier of more than listTierUpTo machines is counted under its rows.
 	b.Reset()
 	require.NoError(t, a.printState(meshapi.PlanState{Plan: "plan/host/c", Module: "host", Commit: "c", State: meshapi.PlanPushing,
-		Tiers: []meshapi.TierState{largeTier(listTierUpTo+5, 3, 9)}}, "", measurementLimit{n: DefaultMeasurements}))
+		Tiers: []meshapi.TierState{largeTier(listTierUpTo+5, 3, 9)}}, "", measurementLimit{n: DefaultMeasurements}, nil))
 	lines = strings.Split(strings.TrimSpace(b.String()), "\n")
 	require.Len(t, lines, 3+listTierUpTo+5+1)
 	assert.Regexp(t, `^1 \(pushing\)\s+m24\s+pushing`, lines[len(lines)-2])
 	assert.Equal(t, "  tier 1: 25 machines: 2 failed, 3 pushing, 20 converged", lines[len(lines)-1])
+
+	// --machines lists only the machines in the states it names, and
+	// counts every tier under its rows.
+	var only machineStates
+	require.NoError(t, only.Set("failed, Refused"))
+	b.Reset()
+	require.NoError(t, a.printState(meshapi.PlanState{Plan: "plan/host/c", Module: "host", Commit: "c", State: meshapi.PlanPushing,
+		Tiers: []meshapi.TierState{largeTier(listTierUpTo+5, 3, 9), {Tier: 2, State: meshapi.TierWaiting,
+			Machines: []meshapi.MachineProgress{{Machine: "control-node", State: meshapi.MachineWaiting}}}}}, "", measurementLimit{n: DefaultMeasurements}, only))
+	lines = strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 7, b.String())
+	assert.Regexp(t, `^1 \(pushing\)\s+m03\s+failed`, lines[3])
+	assert.Regexp(t, `^1 \(pushing\)\s+m09\s+failed`, lines[4])
+	assert.Equal(t, "  tier 1: 25 machines: 2 failed, 3 pushing, 20 converged", lines[5])
+	assert.Equal(t, "  tier 2: 1 machine, waiting", lines[6])
+	assert.Equal(t, "failed,refused", only.String())
+
+	err := only.Set("broken")
+	require.Error(t, err)
+	assert.Equal(t, `no machine state "broken"; a machine in a plan is failed, refused, reverting, pushing, waiting-turn, waiting, reverted, converged, superseded, cancelled, skipped`, err.Error())
 }
 
 func TestTierLine(t *testing.T) {
@@ -377,7 +397,7 @@ func TestTierLine(t *testing.T) {
 			{Machine: "e2", State: meshapi.MachinePushing, Reason: meshapi.WaitsItsTurn + ": the plan has 1 pushes handed over and unanswered at most (push.hand_window)"},
 		}}, "tier 1: pushing (handed over 1 at a time)  e1=pushing e2=waiting-turn"},
 		{"a tier too large to name each machine", largeTier(listTierUpTo+5, 3, 9), "tier 1: pushing  25 machines: 2 failed, 3 pushing, 20 converged; m03=failed m09=failed"},
-		{"and its failures past the first few", largeTier(listTierUpTo+5, 0, 1, 2, 3, 4, 5, 6), "tier 1: pushing  25 machines: 7 failed, 3 pushing, 15 converged; m00=failed m01=failed m02=failed m03=failed m04=failed and 2 more (plan show lists each)"},
+		{"and its failures past the first few", largeTier(listTierUpTo+5, 0, 1, 2, 3, 4, 5, 6), "tier 1: pushing  25 machines: 7 failed, 3 pushing, 15 converged; m00=failed m01=failed m02=failed m03=failed m04=failed and 2 more (plan show --machines failed,refused,reverting,reverted lists them)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tierLine(tc.tier); got != tc.want {

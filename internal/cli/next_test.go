@@ -105,7 +105,7 @@ func TestShowSaysHowToApprove(t *testing.T) {
 	var b bytes.Buffer
 	a := &app{stdout: &b}
 	st := gatedAt2()
-	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil), measurementLimit{n: DefaultMeasurements}))
+	require.NoError(t, a.printState(st, a.nextStep(context.Background(), st, nil), measurementLimit{n: DefaultMeasurements}, nil))
 	lines := strings.Split(b.String(), "\n")
 	require.GreaterOrEqual(t, len(lines), 3)
 	assert.Equal(t, "plan plan/host/c  module host  commit c  state gated  gates 2  reason -", lines[0])

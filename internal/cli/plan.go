@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,17 +33,22 @@ plan/<module>/<commit> (what "starter merge" and "starter plan list" print).`,
 
 func (a *app) showCommand() *cobra.Command {
 	limit := measurementLimit{n: DefaultMeasurements}
+	var only machineStates
 	cmd := &cobra.Command{
-		Use:   "show ID [--measurements N|all]",
+		Use:   "show ID [--measurements N|all] [--machines STATE,...]",
 		Short: "Show a plan's state, tier by tier and machine by machine, with its analysis checks",
 		Long: `show prints the plan's state, its machines tier by tier, and under each tier
 with analysis checks each check's line (its verdict, good measurements of the
 count it needs, failures of those allowed, the last value and why) and its
 latest --measurements measurements (time UTC, value, verdict, error), with a
-line counting the earlier ones. --output json prints the whole state, every
-measurement included, whatever --measurements says.`,
+line counting the earlier ones. --machines lists only the machines in the
+states it names (as the STATE column words them), each tier counted under
+its rows: the failed machines of a tier of thousands. --output json prints
+the whole state, every measurement and machine included, whatever
+--measurements and --machines say.`,
 		Example: `  starter plan show plan/host/0123456789abcdef0123456789abcdef01234567
   starter plan show plan/host/$SHA --measurements all
+  starter plan show plan/host/$SHA --machines failed,refused
   starter plan show plan/host/$SHA --output json`,
 		Args: planIDArg,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -59,20 +65,58 @@ measurement included, whatever --measurements says.`,
 					defer cancel()
 					return plans.MachineState(ctx, c, machine)
 				})
-				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)), limit)
+				return a.printState(st, a.nextStep(ctx, st, a.freezesOf(c)), limit, only)
 			})
 		}),
 	}
 	cmd.Flags().Var(&limit, "measurements", "how many of each analysis check's latest measurements to list: a number (0 for none) or all")
+	cmd.Flags().Var(&only, "machines", "list only the machines in these states, comma-separated: "+strings.Join(meshapi.StateWords(), ", "))
 	return cmd
 }
 
+// machineStates is the --machines flag: the state words (as
+// MachineProgress.StateWord words them) whose machines plan show lists;
+// empty lists every machine.
+type machineStates map[string]bool
+
+func (f *machineStates) String() string {
+	var words []string
+	for _, w := range meshapi.StateWords() {
+		if (*f)[w] {
+			words = append(words, w)
+		}
+	}
+	return strings.Join(words, ",")
+}
+
+func (f *machineStates) Set(s string) error {
+	if *f == nil {
+		*f = machineStates{}
+	}
+	known := meshapi.StateWords()
+	for _, w := range strings.Split(s, ",") {
+		w = strings.ToLower(strings.TrimSpace(w))
+		if !slices.Contains(known, w) {
+			return fmt.Errorf("no machine state %q; a machine in a plan is %s", w, strings.Join(known, ", "))
+		}
+		(*f)[w] = true
+	}
+	return nil
+}
+
+func (f *machineStates) Type() string { return "STATE,..." }
+
+// lists says whether plan show lists a machine in state word.
+func (f machineStates) lists(word string) bool { return len(f) == 0 || f[word] }
+
 // printState is plan show's table, under its header and the step the plan
-// waits on a person for (next, when not ""), with under each tier's
-// machines its counts by state (a tier of more than listTierUpTo), its
+// waits on a person for (next, when not ""), listing the machines only
+// lists (all when it is empty), with under each tier's machines its
+// counts by state (a tier of more than listTierUpTo, or any when only
+// leaves some out), its
 // groups (how many of each group's machines are done) and its analysis
 // checks, with as many of their measurements as limit lets through.
-func (a *app) printState(st meshapi.PlanState, next string, limit measurementLimit) error {
+func (a *app) printState(st meshapi.PlanState, next string, limit measurementLimit, only machineStates) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)
 	if st.Paused && st.State != meshapi.PlanPaused {
@@ -94,8 +138,13 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tMACHINE\tSTATE\tSEQ\tREASON")
-	for _, t := range st.Tiers {
+	listed := make([]int, len(st.Tiers))
+	for i, t := range st.Tiers {
 		for _, m := range t.Machines {
+			if !only.lists(m.StateWord()) {
+				continue
+			}
+			listed[i]++
 			seq := "-"
 			if m.Seq > 0 {
 				seq = strconv.FormatUint(m.Seq, 10)
@@ -118,11 +167,11 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 	rows := strings.SplitAfter(table.String(), "\n")
 	b.WriteString(rows[0])
 	rows = rows[1:]
-	for _, t := range st.Tiers {
-		n := min(len(t.Machines), len(rows))
+	for i, t := range st.Tiers {
+		n := min(listed[i], len(rows))
 		b.WriteString(strings.Join(rows[:n], ""))
 		rows = rows[n:]
-		if len(t.Machines) > listTierUpTo {
+		if len(t.Machines) > listTierUpTo || len(only) > 0 {
 			fmt.Fprintf(&b, "  tier %d: %s\n", t.Tier, t.CountWords())
 		}
 		if groups := t.GroupNotes(); len(groups) > 0 {

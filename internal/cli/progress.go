@@ -289,7 +289,7 @@ func tierLineKeyed(t meshapi.TierState) (line, key string) {
 	if named, more := t.ToLookAt(namedOnLine); len(named) > 0 {
 		names = "; " + strings.Join(named, " ")
 		if more > 0 {
-			names += fmt.Sprintf(" and %d more (plan show lists each)", more)
+			names += fmt.Sprintf(" and %d more (plan show --machines %s lists them)", more, meshapi.ToLookAtStates)
 		}
 	}
 	key = fmt.Sprintf("%s|%d|%d|%s", t.State, t.Batch, t.Failed, names)

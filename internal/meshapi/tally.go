@@ -2,6 +2,7 @@ package meshapi
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,11 @@ var stateOrder = []string{
 	WaitingTurnWord, string(MachineWaiting), string(MachineReverted), string(MachineConverged),
 	string(MachineSuperseded), string(MachineCancelled), string(MachineSkipped),
 }
+
+// StateWords is every word a machine's state in a plan reads as
+// (MachineProgress.StateWord), in the order counts list them: what a
+// filter by state may name.
+func StateWords() []string { return slices.Clone(stateOrder) }
 
 // Counts is the tier's machines counted by state word, in stateOrder, the
 // states none is in left out: how the fleet page, the CLI and the Web UI's
@@ -61,15 +67,17 @@ func (t TierState) CountWords() string {
 	return fmt.Sprintf("%d machines: %s", n, strings.Join(words, ", "))
 }
 
+// toLookAt are the states whose machines a person reading a tier's counts
+// needs named too: failed, refused, being or having been put back.
+var toLookAt = []MachineStatus{MachineFailed, MachineRefused, MachineReverting, MachineReverted}
+
+// ToLookAtStates is toLookAt as plan show's --machines flag takes them,
+// for the words that point a person from a count to the machines.
+const ToLookAtStates = "failed,refused,reverting,reverted"
+
 // NeedsNaming says whether a person reading a tier's counts needs the
-// machine named too: it failed, was refused, or is being or was put back.
-func (m MachineProgress) NeedsNaming() bool {
-	switch m.State {
-	case MachineFailed, MachineRefused, MachineReverting, MachineReverted:
-		return true
-	}
-	return false
-}
+// machine named too (toLookAt).
+func (m MachineProgress) NeedsNaming() bool { return slices.Contains(toLookAt, m.State) }
 
 // ToLookAt is the first n of the tier's machines a person must look at
 // (NeedsNaming), each as "edge-7=failed", and how many more there are.
