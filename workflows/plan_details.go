@@ -93,7 +93,7 @@ func (p *plan) showDetails(ctx workflow.Context) {
 		if named, more := t.ToLookAt(namedInReason); len(named) > 0 {
 			fmt.Fprintf(&b, "  - %s", strings.Join(named, " "))
 			if more > 0 {
-				fmt.Fprintf(&b, " and %d more (`starter plan show %s --machines %s` lists them)", more, p.st.Plan, meshapi.ToLookAtStates)
+				fmt.Fprintf(&b, " and %d more (`starter plan show %s --machines %s` lists them)", more, p.st.Plan, meshapi.ToLookAtStates())
 			}
 			b.WriteString("\n")
 		}

@@ -400,7 +400,7 @@ func TestTierLine(t *testing.T) {
 		{"and its failures past the first few", largeTier(listTierUpTo+5, 0, 1, 2, 3, 4, 5, 6), "tier 1: pushing  25 machines: 7 failed, 3 pushing, 15 converged; m00=failed m01=failed m02=failed m03=failed m04=failed and 2 more (plan show --machines failed,refused,reverting,reverted lists them)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tierLine(tc.tier); got != tc.want {
+			if got, _ := tierLine(tc.tier); got != tc.want {
 				t.Errorf("tierLine = %q, want %q", got, tc.want)
 			}
 		})

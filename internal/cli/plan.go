@@ -111,11 +111,11 @@ func (f machineStates) lists(word string) bool { return len(f) == 0 || f[word] }
 
 // printState is plan show's table, under its header and the step the plan
 // waits on a person for (next, when not ""), listing the machines only
-// lists (all when it is empty), with under each tier's machines its
-// counts by state (a tier of more than listTierUpTo, or any when only
-// leaves some out), its
-// groups (how many of each group's machines are done) and its analysis
-// checks, with as many of their measurements as limit lets through.
+// lists (all when it is empty). Under each tier's machines go its counts
+// by state (a tier of more than listTierUpTo, or any when only leaves
+// some out), its groups (how many of each group's machines are done) and
+// its analysis checks, with as many of their measurements as limit lets
+// through.
 func (a *app) printState(st meshapi.PlanState, next string, limit measurementLimit, only machineStates) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s  module %s  commit %s  state %s", st.Plan, st.Module, st.Commit, st.State)

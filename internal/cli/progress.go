@@ -194,7 +194,7 @@ func (p *progressPrinter) show(st meshapi.PlanState) {
 // when only a large tier's counts changed, countsEvery has passed since
 // its line was printed last (without a clock, at once).
 func (p *progressPrinter) tierMoved(t meshapi.TierState) (string, bool) {
-	line, key := tierLineKeyed(t)
+	line, key := tierLine(t)
 	if line == p.lastTier[t.Tier] {
 		return "", false
 	}
@@ -250,13 +250,13 @@ func formatElapsed(d time.Duration) string {
 const listTierUpTo = 20
 
 // namedOnLine is how many of a large tier's failed, refused or put-back
-// machines its line names; plan show lists every one.
+// machines its line names; plan show --machines lists them all.
 const namedOnLine = 5
 
 // countsEvery is how often a large tier's line is printed again when only
 // its counts moved: they move with every answer, and a line every poll
 // would scroll past the lines that matter. A change of the tier's state,
-// notes or named machines prints at once.
+// batch, failures or named machines prints at once.
 const countsEvery = 10 * time.Second
 
 // tierLine is one tier's progress: "tier 1: pushing  edge-1=converged
@@ -266,16 +266,12 @@ const countsEvery = 10 * time.Second
 // allowed") and when its bake ends ("baking until 14:05:00 UTC"). A tier
 // of more than listTierUpTo machines reads "tier 2: pushing  3333
 // machines: 1 failed, 521 pushing, 2811 converged; edge-7=failed".
-func tierLine(t meshapi.TierState) string {
-	line, _ := tierLineKeyed(t)
-	return line
-}
-
-// tierLineKeyed is tierLine and what of it must print at once when it
-// changes: the whole line for a tier named machine by machine; for a
-// larger one its state, batch, failures and named machines, not its
-// counts (nor its groups' counts in its notes).
-func tierLineKeyed(t meshapi.TierState) (line, key string) {
+//
+// key is what of the line must print at once when it changes: the whole
+// line for a tier named machine by machine; for a larger one its state,
+// batch, failures and named machines, not its counts (nor its groups'
+// counts in its notes).
+func tierLine(t meshapi.TierState) (line, key string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
 	if len(t.Machines) <= listTierUpTo {
@@ -289,7 +285,7 @@ func tierLineKeyed(t meshapi.TierState) (line, key string) {
 	if named, more := t.ToLookAt(namedOnLine); len(named) > 0 {
 		names = "; " + strings.Join(named, " ")
 		if more > 0 {
-			names += fmt.Sprintf(" and %d more (plan show --machines %s lists them)", more, meshapi.ToLookAtStates)
+			names += fmt.Sprintf(" and %d more (plan show --machines %s lists them)", more, meshapi.ToLookAtStates())
 		}
 	}
 	key = fmt.Sprintf("%s|%d|%d|%s", t.State, t.Batch, t.Failed, names)

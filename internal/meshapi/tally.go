@@ -71,9 +71,16 @@ func (t TierState) CountWords() string {
 // needs named too: failed, refused, being or having been put back.
 var toLookAt = []MachineStatus{MachineFailed, MachineRefused, MachineReverting, MachineReverted}
 
-// ToLookAtStates is toLookAt as plan show's --machines flag takes them,
-// for the words that point a person from a count to the machines.
-const ToLookAtStates = "failed,refused,reverting,reverted"
+// ToLookAtStates is toLookAt as plan show's --machines flag takes them
+// ("failed,refused,reverting,reverted"), for the words that point a
+// person from a count to the machines.
+func ToLookAtStates() string {
+	words := make([]string, len(toLookAt))
+	for i, s := range toLookAt {
+		words[i] = string(s)
+	}
+	return strings.Join(words, ",")
+}
 
 // NeedsNaming says whether a person reading a tier's counts needs the
 // machine named too (toLookAt).

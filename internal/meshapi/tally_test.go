@@ -2,7 +2,6 @@ package meshapi
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,14 +58,4 @@ func TestTierCounts(t *testing.T) {
 			assert.Equal(t, len(tc.tier.Machines), total, "every machine counted once")
 		})
 	}
-}
-
-// The states plan show's --machines flag is pointed at are those a tier's
-// counts name.
-func TestToLookAtStates(t *testing.T) {
-	var words []string
-	for _, s := range toLookAt {
-		words = append(words, string(s))
-	}
-	assert.Equal(t, ToLookAtStates, strings.Join(words, ","))
 }
