@@ -121,8 +121,8 @@ func (p *plan) showDetails(ctx workflow.Context) {
 
 // showAnswers shows the answers taken since the details were last written
 // once they are a hundredth of the plan's machines (every answer of a plan
-// of up to a hundred): a tier's counts move in the Web UI while it pushes,
-// and the walks of showDetails stay a hundred per plan, not one per
+// of fewer than 200): a tier's counts move in the Web UI while it pushes,
+// and the walks of showDetails stay about a hundred per plan, not one per
 // answer. The plan's own steps write the details as a tier ends.
 func (p *plan) showAnswers(ctx workflow.Context) {
 	if p.unshown == 0 || p.unshown < len(p.byMachine)/100 {
