@@ -38,7 +38,7 @@ func TestPlanDetailsCountATierAsItsAnswersCome(t *testing.T) {
 		ts = append(ts, meshapi.Target{Machine: fmt.Sprintf("m%03d", i), Tier: 1, Modules: []string{"host"}})
 	}
 	h := newPlanHarness(t, ts...)
-	// The first half answers at once, two of them failed; the rest only
+	// The first half answers at once, seven of them failed; the rest only
 	// when the test says, after the details are read.
 	h.outcome = func(machine string) *meshapi.PushResult {
 		var i int
@@ -46,7 +46,7 @@ func TestPlanDetailsCountATierAsItsAnswersCome(t *testing.T) {
 		switch {
 		case i >= n/2:
 			return nil
-		case i == 7 || i == 9:
+		case i%10 == 7 && i < 70:
 			return &meshapi.PushResult{Outcome: meshapi.MachineFailed, Reason: "host unreachable"}
 		}
 		return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
@@ -61,9 +61,10 @@ func TestPlanDetailsCountATierAsItsAnswersCome(t *testing.T) {
 		}
 	}, 2*time.Minute)
 	st := h.run(meshapi.PlanInput{})
-	require.Equal(t, meshapi.PlanHalted, st.State, "two failed of none allowed: %s", st.Reason)
+	require.Equal(t, meshapi.PlanHalted, st.State, "seven failed of none allowed: %s", st.Reason)
 
-	assert.Contains(t, during, "- tier 1: pushing; 300 machines: 2 failed, 150 pushing, 148 converged\n")
-	assert.Contains(t, during, "  - m007=failed m009=failed\n", "the machines that need a person, named")
-	assert.Contains(t, currentDetails(t, h.env), "- tier 1: halted; 300 machines: 2 failed, 298 converged\n")
+	assert.Contains(t, during, "- tier 1: pushing; 300 machines: 7 failed, 150 pushing, 143 converged\n")
+	assert.Contains(t, during, "  - m007=failed m017=failed m027=failed m037=failed m047=failed and 2 more (`starter plan show "+
+		testPlanID+" --machines failed,refused,reverting,reverted` lists them)\n", "the machines that need a person, the first few named")
+	assert.Contains(t, currentDetails(t, h.env), "- tier 1: halted; 300 machines: 7 failed, 293 converged\n")
 }
