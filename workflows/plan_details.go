@@ -79,7 +79,9 @@ func (p *plan) details(ctx workflow.Context, now string) {
 // over its tiers, each with its machines counted by state, those a person
 // must look at named, and its analysis checks. A measurement arriving
 // shows through it without changing the plan's words, and so do answers
-// (see showAnswers). It walks the plan's machines once.
+// (see showAnswers). Each tier's counts, names and group notes walk its
+// machines, so it runs per step and per hundredth of the answers, never
+// per answer.
 func (p *plan) showDetails(ctx workflow.Context) {
 	now := p.now
 	var b strings.Builder

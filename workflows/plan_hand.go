@@ -23,7 +23,8 @@ func (p *plan) hand(ctx workflow.Context, ti int, reqs []meshapi.PushRequest, ha
 		p.holdBack(reqs[first:])
 		p.st.Tiers[ti].Window = p.handWindow
 	}
-	// The details were written before the batch was marked pushing.
+	// Its machines were just marked pushing or reverting (send): show it
+	// before they answer.
 	p.showDetails(ctx)
 	err := p.step(ctx, func(sctx workflow.Context) error {
 		if err := p.startRelays(sctx, reqs); err != nil {

@@ -375,6 +375,12 @@ func TestShowTable(t *testing.T) {
 	assert.Equal(t, "  tier 2: 1 machine, waiting", lines[6])
 	assert.Equal(t, "failed,refused", only.String())
 
+	// None in those states: said in words, not as a header over no rows.
+	b.Reset()
+	require.NoError(t, a.printState(meshapi.PlanState{Plan: "plan/host/c", Module: "host", Commit: "c", State: meshapi.PlanConverged,
+		Tiers: []meshapi.TierState{largeTier(listTierUpTo + 5)}}, "", measurementLimit{n: DefaultMeasurements}, only))
+	assert.Equal(t, "plan plan/host/c  module host  commit c  state converged  reason -\n\nno machine is failed or refused\n  tier 1: 25 machines: 3 pushing, 22 converged\n", b.String())
+
 	err := only.Set("broken")
 	require.Error(t, err)
 	assert.Equal(t, `no machine state "broken"; a machine in a plan is failed, refused, reverting, pushing, waiting-turn, waiting, reverted, converged, superseded, cancelled, skipped`, err.Error())

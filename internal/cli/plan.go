@@ -138,13 +138,14 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tMACHINE\tSTATE\tSEQ\tREASON")
-	listed := make([]int, len(st.Tiers))
+	listed, shown := make([]int, len(st.Tiers)), 0
 	for i, t := range st.Tiers {
 		for _, m := range t.Machines {
 			if !only.lists(m.StateWord()) {
 				continue
 			}
 			listed[i]++
+			shown++
 			seq := "-"
 			if m.Seq > 0 {
 				seq = strconv.FormatUint(m.Seq, 10)
@@ -165,7 +166,12 @@ func (a *app) printState(st meshapi.PlanState, next string, limit measurementLim
 	// Each tier's checks go under its machines' rows, outside the
 	// tabwriter, so that every tier's rows keep one set of columns.
 	rows := strings.SplitAfter(table.String(), "\n")
-	b.WriteString(rows[0])
+	if shown == 0 && len(only) > 0 {
+		// A header over no rows reads as a broken table.
+		fmt.Fprintf(&b, "no machine is %s\n", strings.Join(strings.Split(only.String(), ","), " or "))
+	} else {
+		b.WriteString(rows[0])
+	}
 	rows = rows[1:]
 	for i, t := range st.Tiers {
 		n := min(listed[i], len(rows))
