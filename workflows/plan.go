@@ -117,13 +117,18 @@ type plan struct {
 	announced meshapi.PlanStatus
 }
 
-// setup registers the state query and the control updates, and starts
-// taking the machines' answers: the push-result signal, or its relays'
-// push-results bundles, are the one route by which the plan hears how a
-// push ended (see take).
+// setup registers the state and summary queries and the control updates,
+// and starts taking the machines' answers: the push-result signal, or its
+// relays' push-results bundles, are the one route by which the plan hears
+// how a push ended (see take).
 func (p *plan) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, meshapi.QueryState, func() (meshapi.PlanState, error) {
 		return p.st, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, meshapi.QuerySummary, func() (meshapi.PlanState, error) {
+		return p.st.Summarised(), nil
 	}); err != nil {
 		return err
 	}

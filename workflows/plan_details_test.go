@@ -52,7 +52,15 @@ func TestPlanDetailsCountATierAsItsAnswersCome(t *testing.T) {
 		return &meshapi.PushResult{Outcome: meshapi.MachineConverged, Seq: 1}
 	}
 	var during string
-	h.env.RegisterDelayedCallback(func() { during = currentDetails(t, h.env) }, time.Minute)
+	var summary, whole meshapi.PlanState
+	h.env.RegisterDelayedCallback(func() {
+		during = currentDetails(t, h.env)
+		for name, st := range map[string]*meshapi.PlanState{meshapi.QuerySummary: &summary, meshapi.QueryState: &whole} {
+			v, err := h.env.QueryWorkflow(name)
+			require.NoError(t, err, name)
+			require.NoError(t, v.Get(st), name)
+		}
+	}, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
 		for i := n / 2; i < n; i++ {
 			m := fmt.Sprintf("m%03d", i)
@@ -67,4 +75,11 @@ func TestPlanDetailsCountATierAsItsAnswersCome(t *testing.T) {
 	assert.Contains(t, during, "  - m007=failed m017=failed m027=failed m037=failed m047=failed and 2 more (`starter plan show "+
 		testPlanID+" --machines failed,refused,reverting,reverted` lists them)\n", "the machines that need a person, the first few named")
 	assert.Contains(t, currentDetails(t, h.env), "- tier 1: halted; 300 machines: 7 failed, 293 converged\n")
+
+	// What following the plan polls: the tier as its counts and the first
+	// machines to look at, not a row per machine.
+	require.Len(t, whole.Tiers[0].Machines, n)
+	assert.Equal(t, whole.Summarised(), summary)
+	assert.Equal(t, "300 machines: 7 failed, 150 pushing, 143 converged", summary.Tiers[0].CountWords())
+	assert.Len(t, summary.Tiers[0].Machines, meshapi.SummaryNames)
 }

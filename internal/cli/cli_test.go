@@ -297,6 +297,21 @@ func largeTier(n int, failed ...int) meshapi.TierState {
 	return t
 }
 
+// grouped pushes a tier by site: its first 13 machines in site=a, the
+// others in site=b.
+func grouped(t meshapi.TierState) meshapi.TierState {
+	t.Policy = &meshapi.TierPolicy{Tier: t.Tier, GroupBy: []string{"site"}, Groups: []meshapi.GroupBudget{
+		{Group: "site=a", Machines: 13, MaxFailed: 1}, {Group: "site=b", Machines: len(t.Machines) - 13, MaxFailed: 2},
+	}}
+	for i := range t.Machines {
+		t.Machines[i].Group = "site=a"
+		if i >= 13 {
+			t.Machines[i].Group = "site=b"
+		}
+	}
+	return t
+}
+
 // A large tier's line prints again when a machine fails or the tier's
 // state moves, but when only its counts move at most every countsEvery:
 // following a tier of thousands, a line every poll would bury the ones
@@ -404,10 +419,17 @@ func TestTierLine(t *testing.T) {
 		}}, "tier 1: pushing (handed over 1 at a time)  e1=pushing e2=waiting-turn"},
 		{"a tier too large to name each machine", largeTier(listTierUpTo+5, 3, 9), "tier 1: pushing  25 machines: 2 failed, 3 pushing, 20 converged; m03=failed m09=failed"},
 		{"and its failures past the first few", largeTier(listTierUpTo+5, 0, 1, 2, 3, 4, 5, 6), "tier 1: pushing  25 machines: 7 failed, 3 pushing, 15 converged; m00=failed m01=failed m02=failed m03=failed m04=failed and 2 more (plan show --machines failed,refused,reverting,reverted lists them)"},
+		{"pushed by group", grouped(largeTier(listTierUpTo+5, 3, 15)), "tier 1: pushing (site=a 12/13 1 failed of 1 allowed, site=b 8/12 1 failed of 2 allowed)  25 machines: 2 failed, 3 pushing, 20 converged; m03=failed m15=failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, _ := tierLine(tc.tier); got != tc.want {
 				t.Errorf("tierLine = %q, want %q", got, tc.want)
+			}
+			// Following a plan reads its summary (plans.Progress), in
+			// which a large tier is its counts: the line reads the same.
+			sum := meshapi.PlanState{Tiers: []meshapi.TierState{tc.tier}}.Summarised().Tiers[0]
+			if got, _ := tierLine(sum); got != tc.want {
+				t.Errorf("tierLine of the summary = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -317,7 +317,7 @@ func (a *app) control(ctx context.Context, id, update string, arg any, tier *int
 func waitingAt(ctx context.Context, c client.Client, id string) (*int, []meshapi.TierCheck) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	st, err := plans.State(ctx, c, id)
+	st, err := plans.Progress(ctx, c, id)
 	if err != nil {
 		return nil, nil
 	}

@@ -84,7 +84,16 @@ func (a *app) follow(ctx context.Context, c client.Client, id string, clock func
 	if !a.json() {
 		p = newProgressPrinter(a.stdout, clock)
 		freezes := a.freezesOf(c)
-		p.next = func(st meshapi.PlanState) string { return a.nextStep(ctx, st, freezes) }
+		p.next = func(st meshapi.PlanState) string {
+			if st.State == meshapi.PlanHeld && st.IsSummary() {
+				// Which freezes hold it depends on the machines it has
+				// still to push, which a summary does not list.
+				if whole, err := plans.State(ctx, c, id); err == nil {
+					st = whole
+				}
+			}
+			return a.nextStep(ctx, st, freezes)
+		}
 		progress = p.show
 	}
 	final, err := plans.Wait(ctx, c, id, WaitInterval, progress)
@@ -246,12 +255,13 @@ func formatElapsed(d time.Duration) string {
 // listTierUpTo is the most machines a tier's progress line names one by
 // one. A larger tier's line counts its machines by state instead and names
 // only those a person must look at (see tierLine), so that following a
-// tier of thousands prints lines a person can read.
-const listTierUpTo = 20
+// tier of thousands prints lines a person can read: what the plan's
+// summary, which following polls, keeps of a tier.
+const listTierUpTo = meshapi.SummaryListsUpTo
 
 // namedOnLine is how many of a large tier's failed, refused or put-back
 // machines its line names; plan show --machines lists them all.
-const namedOnLine = 5
+const namedOnLine = meshapi.SummaryNames
 
 // countsEvery is how often a large tier's line is printed again when only
 // its counts moved: they move with every answer, and a line every poll
@@ -274,7 +284,7 @@ const countsEvery = 10 * time.Second
 func tierLine(t meshapi.TierState) (line, key string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tier %d: %s%s ", t.Tier, t.State, t.Notes())
-	if len(t.Machines) <= listTierUpTo {
+	if t.Size() <= listTierUpTo {
 		for _, m := range t.Machines {
 			fmt.Fprintf(&b, " %s=%s", m.Machine, m.StateWord())
 		}

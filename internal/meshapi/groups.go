@@ -5,9 +5,11 @@ import "fmt"
 // GroupCount is how a tier's group stands: its machines done (converged or
 // superseded) and failed.
 type GroupCount struct {
-	Done, Failed int
-	// FailedMachines names the failed ones, in the tier's order.
-	FailedMachines []string
+	Done   int `json:"done"`
+	Failed int `json:"failed"`
+	// FailedMachines names the failed ones, in the tier's order; none in
+	// a summarised tier (TierSummary).
+	FailedMachines []string `json:"failed_machines,omitempty"`
 }
 
 // GroupCounts counts the tier's machines by group (Group of each
@@ -20,6 +22,13 @@ func (t TierState) GroupCounts() map[string]*GroupCount {
 	}
 	for _, g := range t.Policy.Groups {
 		out[g.Group] = &GroupCount{}
+		if t.Summary != nil {
+			c := t.Summary.Groups[g.Group]
+			out[g.Group] = &c
+		}
+	}
+	if t.Summary != nil {
+		return out
 	}
 	for _, m := range t.Machines {
 		c, ok := out[m.Group]

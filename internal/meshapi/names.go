@@ -38,6 +38,9 @@ const (
 
 	// QueryState answers PlanState on a plan and MachineState on a machine.
 	QueryState = "state"
+	// QuerySummary answers a plan's PlanState.Summarised: its large tiers
+	// as counts, what following a plan polls.
+	QuerySummary = "summary"
 )
 
 // Stable error types of non-retryable application errors: what tests,

@@ -181,6 +181,10 @@ type TierState struct {
 	// Analysis is each analysis check the tier waits on, with its
 	// measurements so far, once its machines are healthy.
 	Analysis []AnalysisCheck `json:"analysis,omitempty"`
+	// Summary, in a plan's summary (PlanState.Summarised), stands for a
+	// large tier's machines, of which Machines then holds only the first
+	// few to look at. Nil in a plan's state.
+	Summary *TierSummary `json:"summary,omitempty"`
 }
 
 // Notes is what the tier's policy adds to a line about it, for the Web

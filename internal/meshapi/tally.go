@@ -9,8 +9,8 @@ import (
 // StateCount is how many of a tier's machines read one state word
 // (MachineProgress.StateWord).
 type StateCount struct {
-	State string
-	N     int
+	State string `json:"state"`
+	N     int    `json:"n"`
 }
 
 // stateOrder ranks a machine's states in a plan, as StateWord words them,
@@ -33,6 +33,9 @@ func StateWords() []string { return slices.Clone(stateOrder) }
 // the few that matter. It walks the tier once: callers count per view,
 // never per answer.
 func (t TierState) Counts() []StateCount {
+	if t.Summary != nil {
+		return t.Summary.Counts
+	}
 	by := make(map[string]int, len(stateOrder))
 	for _, m := range t.Machines {
 		by[m.StateWord()]++
@@ -51,7 +54,7 @@ func (t TierState) Counts() []StateCount {
 // converged" or "1 machine, waiting" when they are all in one state.
 func (t TierState) CountWords() string {
 	counts := t.Counts()
-	n := len(t.Machines)
+	n := t.Size()
 	switch {
 	case len(counts) == 0:
 		return "0 machines"
@@ -88,16 +91,101 @@ func (m MachineProgress) NeedsNaming() bool { return slices.Contains(toLookAt, m
 
 // ToLookAt is the first n of the tier's machines a person must look at
 // (NeedsNaming), each as "edge-7=failed", and how many more there are.
+// Of a summarised tier it names those the summary kept (SummaryNames).
 func (t TierState) ToLookAt(n int) (named []string, more int) {
+	all := 0
 	for _, m := range t.Machines {
 		if !m.NeedsNaming() {
 			continue
 		}
+		all++
 		if len(named) < n {
 			named = append(named, m.Machine+"="+m.StateWord())
-		} else {
-			more++
 		}
 	}
-	return named, more
+	if t.Summary != nil {
+		all = t.Summary.ToLookAt
+	}
+	return named, all - len(named)
+}
+
+// Size is how many machines the tier has, summarised or not.
+func (t TierState) Size() int {
+	if t.Summary != nil {
+		return t.Summary.Machines
+	}
+	return len(t.Machines)
+}
+
+// SummaryListsUpTo is the most machines a tier of a plan's summary
+// (PlanState.Summarised) lists one by one: the CLI names each machine of
+// such a tier on its progress line.
+const SummaryListsUpTo = 20
+
+// SummaryNames is how many of a summarised tier's machines to look at
+// (NeedsNaming) the summary keeps, in the tier's order: as many as a
+// progress line names.
+const SummaryNames = 5
+
+// TierSummary stands for a large tier's machines in a plan's summary
+// (PlanState.Summarised): their counts, which is all that following a
+// plan shows of a tier of thousands, without a row per machine.
+type TierSummary struct {
+	// Machines is how many the tier has.
+	Machines int          `json:"machines"`
+	Counts   []StateCount `json:"counts"`
+	// Groups is the tier's GroupCounts (without FailedMachines), for a
+	// tier pushed by group.
+	Groups map[string]GroupCount `json:"groups,omitempty"`
+	// ToLookAt is how many of its machines need naming (NeedsNaming),
+	// of which the tier's Machines keep the first SummaryNames.
+	ToLookAt int `json:"to_look_at,omitempty"`
+}
+
+// Summarised is the plan's state with every tier of more than
+// SummaryListsUpTo machines standing as its counts (TierSummary) and its
+// first SummaryNames machines to look at: what the plan's QuerySummary
+// answers, so that following a plan of ten thousand machines twice a
+// second moves its counts, not every machine's row. The plan's own state
+// is never summarised; plan show and every check that reads machines read
+// the whole state (QueryState).
+func (s PlanState) Summarised() PlanState {
+	out := s
+	out.Tiers = make([]TierState, len(s.Tiers))
+	for i, t := range s.Tiers {
+		out.Tiers[i] = t
+		if len(t.Machines) <= SummaryListsUpTo || t.Summary != nil {
+			continue
+		}
+		sum := &TierSummary{Machines: len(t.Machines), Counts: t.Counts()}
+		if t.Policy != nil && len(t.Policy.Groups) > 0 {
+			sum.Groups = map[string]GroupCount{}
+			for g, c := range t.GroupCounts() {
+				sum.Groups[g] = GroupCount{Done: c.Done, Failed: c.Failed}
+			}
+		}
+		var kept []MachineProgress
+		for _, m := range t.Machines {
+			if !m.NeedsNaming() {
+				continue
+			}
+			sum.ToLookAt++
+			if len(kept) < SummaryNames {
+				kept = append(kept, m)
+			}
+		}
+		out.Tiers[i].Machines, out.Tiers[i].Summary = kept, sum
+	}
+	return out
+}
+
+// IsSummary says whether any of the state's tiers is summarised: its
+// machines are not all there (see Summarised).
+func (s PlanState) IsSummary() bool {
+	for _, t := range s.Tiers {
+		if t.Summary != nil {
+			return true
+		}
+	}
+	return false
 }

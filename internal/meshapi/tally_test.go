@@ -59,3 +59,52 @@ func TestTierCounts(t *testing.T) {
 		})
 	}
 }
+
+// A plan's summary keeps a tier of up to SummaryListsUpTo machines whole
+// and stands for a larger one by its counts and its first machines to
+// look at, which read as the whole tier reads; the plan's own state is
+// left as it was.
+func TestPlanSummarised(t *testing.T) {
+	var states []string
+	for i := range 40 {
+		switch {
+		case i%7 == 4:
+			states = append(states, "failed")
+		case i == 30:
+			states = append(states, "reverted")
+		case i > 30:
+			states = append(states, WaitingTurnWord)
+		default:
+			states = append(states, "converged")
+		}
+	}
+	large := tierOf(states...)
+	large.Tier = 2
+	small := tierOf("converged", "failed")
+	st := PlanState{Plan: "plan/host/x", Tiers: []TierState{small, large}}
+
+	sum := st.Summarised()
+	assert.True(t, sum.IsSummary())
+	assert.False(t, st.IsSummary())
+	assert.Equal(t, small, sum.Tiers[0], "a small tier whole")
+	assert.Nil(t, sum.Tiers[0].Summary)
+
+	got := sum.Tiers[1]
+	if assert.NotNil(t, got.Summary) {
+		assert.Equal(t, 40, got.Summary.Machines)
+		assert.Equal(t, 7, got.Summary.ToLookAt)
+	}
+	assert.Equal(t, large.Size(), got.Size())
+	assert.Equal(t, large.Counts(), got.Counts())
+	assert.Equal(t, "40 machines: 6 failed, 7 waiting-turn, 1 reverted, 26 converged", got.CountWords())
+	assert.Equal(t, large.CountWords(), got.CountWords())
+	for _, n := range []int{2, SummaryNames} {
+		wantNamed, wantMore := large.ToLookAt(n)
+		named, more := got.ToLookAt(n)
+		assert.Equal(t, wantNamed, named, "first %d named", n)
+		assert.Equal(t, wantMore, more, "more than %d", n)
+	}
+	assert.Len(t, got.Machines, SummaryNames, "only the first machines to look at")
+	assert.Len(t, st.Tiers[1].Machines, 40, "the state summarised is left whole")
+	assert.Equal(t, sum, sum.Summarised(), "a summary summarised again is the same")
+}

@@ -23,7 +23,7 @@ var ErrNoMachineWorkflow = errors.New("no machine workflow")
 // it sent, the request it is pushing and its queue.
 func MachineState(ctx context.Context, c client.Client, machine string) (meshapi.MachineState, error) {
 	id := meshapi.MachineID(machine)
-	v, err := queryState(ctx, c, id)
+	v, err := query(ctx, c, id, meshapi.QueryState)
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
@@ -52,7 +52,7 @@ func MachineState(ctx context.Context, c client.Client, machine string) (meshapi
 // false when the budget cannot be asked or no longer holds request in
 // line (its grant is on its way): the machine's own words stand then.
 func budgetWaitNow(ctx context.Context, c client.Client, id, request string) (string, bool) {
-	v, err := queryState(ctx, c, id)
+	v, err := query(ctx, c, id, meshapi.QueryState)
 	if err != nil {
 		return "", false
 	}

@@ -99,6 +99,28 @@ func Start(ctx context.Context, c client.Client, taskQueue string, in meshapi.Pl
 // State returns the plan's state: its result if it has ended, else its
 // answer to the state query.
 func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
+	return read(ctx, c, id, meshapi.QueryState)
+}
+
+// Progress returns the plan's state as following it needs it
+// (meshapi.PlanState.Summarised): a running plan's answer to the summary
+// query, its large tiers as counts, or, from a plan whose build has no
+// such query, its whole state; an ended plan's result, summarised. Polled
+// twice a second, it moves a tier's counts rather than a row per machine.
+func Progress(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
+	st, err := read(ctx, c, id, meshapi.QuerySummary)
+	if err != nil && unknownQuery(err) {
+		st, err = read(ctx, c, id, meshapi.QueryState)
+	}
+	if err != nil {
+		return st, err
+	}
+	return st.Summarised(), nil
+}
+
+// read returns the plan's state: its result if it has ended, else its
+// answer to the named query.
+func read(ctx context.Context, c client.Client, id, name string) (meshapi.PlanState, error) {
 	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
@@ -119,7 +141,7 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 		}
 		return st, nil
 	}
-	v, err := queryState(ctx, c, id)
+	v, err := query(ctx, c, id, name)
 	if err != nil {
 		return meshapi.PlanState{}, fmt.Errorf("query plan %s: %w", id, err)
 	}
@@ -156,7 +178,7 @@ func Wait(ctx context.Context, c client.Client, id string, interval time.Duratio
 			report(final)
 			return final, nil
 		case <-t.C:
-			if st, err := State(ctx, c, id); err == nil {
+			if st, err := Progress(ctx, c, id); err == nil {
 				report(st)
 			}
 		case <-ctx.Done():

@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshroll/meshroll/internal/meshapi"
 )
 
 // queryClient answers QueryWorkflow with errs in turn, then succeeds.
@@ -48,7 +50,7 @@ func TestQueryStateRetriesOnlyTransientFailures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			q := &queryClient{errs: c.errs}
-			_, err := queryState(context.Background(), q, "machine/m1")
+			_, err := query(context.Background(), q, "machine/m1", meshapi.QueryState)
 			if (err != nil) != c.wantErr || q.calls != c.wantCalls {
 				t.Errorf("err = %v after %d calls; want error %v after %d", err, q.calls, c.wantErr, c.wantCalls)
 			}
@@ -60,7 +62,7 @@ func TestQueryStateStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	q := &queryClient{errs: []error{serviceerror.NewUnavailable("down"), serviceerror.NewUnavailable("down")}}
-	_, err := queryState(ctx, q, "plan/x/y")
+	_, err := query(ctx, q, "plan/x/y", meshapi.QueryState)
 	if err == nil || q.calls != 1 {
 		t.Errorf("err = %v after %d calls; want the first error, no retry once the context is done", err, q.calls)
 	}
