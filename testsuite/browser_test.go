@@ -60,13 +60,16 @@ func pollPage(ctx context.Context, js string, d time.Duration) error {
 }
 
 // openPage loads page in the tab and waits, within d, until the
-// JavaScript expression js is true there. A single-page UI that a third of
-// the way in has rendered nothing, or the Web UI's own error page, is
-// loaded again, once, as a person would (the error page says "Try a
-// refresh"). Both were seen in CI on a busy box: the page blank for 90 s
-// (its scripts never started), and "Uh oh. There's an error. Internal
-// Error" when the UI's own request for a workflow's run failed. That is
-// the UI's start, not what a test reads on it; a second failure fails.
+// JavaScript expression js is true there. A single-page UI that after a
+// quarter of d has rendered nothing, or shows the Web UI's own error page,
+// is loaded again, as a person would (the error page says "Try a
+// refresh"), up to the end of d. Seen in CI on a busy box: the page blank
+// for 90 s (its scripts never started); "Uh oh. There's an error.
+// Internal Error" when the UI's own request for a workflow's run failed;
+// and every script of the page failing with net::ERR_NETWORK_CHANGED,
+// Chromium's answer to the docker-bridge tests adding and removing
+// network interfaces on the same box, twice in a row. That is the UI's
+// start, not what a test reads on it.
 //
 // What went wrong in the tab on the way (requests refused or failed,
 // uncaught exceptions, console errors) is logged with a page that did not
@@ -81,21 +84,25 @@ func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duratio
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
 		return fmt.Errorf("open %s: %w", page, err)
 	}
-	first := d / 3
-	if err := pollPage(ctx, js, first); err == nil {
-		return nil
-	}
-	stuck, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === "" || document.body.innerText.includes("There's an error")`))
-	if err == nil && stuck {
-		t.Logf("%s rendered nothing or the UI's error page in %s (%s); what went wrong in the tab: %s; loading it again", page, first, pageShows(ctx), trouble)
+	deadline, step := time.Now().Add(d), d/4
+	for {
+		err := pollPage(ctx, js, min(step, time.Until(deadline)))
+		switch {
+		case err == nil:
+			return nil
+		case !time.Now().Before(deadline) || ctx.Err() != nil:
+			return fmt.Errorf("%w; what went wrong in the tab: %s", err, trouble)
+		}
+		stuck, serr := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === "" || document.body.innerText.includes("There's an error")`))
+		if serr != nil || !stuck {
+			continue // it rendered: wait on
+		}
+		t.Logf("%s rendered nothing or the UI's error page (%s); what went wrong in the tab: %s; loading it again", page, pageShows(ctx), trouble)
+		trouble.reset()
 		if _, err := chromedp.Run(ctx, chromedp.Reload()); err != nil {
 			return fmt.Errorf("reload %s: %w", page, err)
 		}
 	}
-	if err := pollPage(ctx, js, d-first); err != nil {
-		return fmt.Errorf("%w; what went wrong in the tab: %s", err, trouble)
-	}
-	return nil
 }
 
 // tabTrouble keeps what went wrong in a tab, in order: requests answered
@@ -150,6 +157,13 @@ func watchTrouble(ctx context.Context) (*tabTrouble, error) {
 }
 
 // add keeps a line; the caller holds mu.
+// reset forgets what went wrong so far: a page loaded again starts anew.
+func (tr *tabTrouble) reset() {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.lines = nil
+}
+
 func (tr *tabTrouble) add(line string) {
 	if len(tr.lines) < maxTrouble {
 		tr.lines = append(tr.lines, strings.TrimSpace(line))
