@@ -11,6 +11,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/meshroll/meshroll/internal/agent/dockertest"
 )
 
 // browserTab starts Debian's headless chromium (browser) for the test and
@@ -60,16 +62,17 @@ func pollPage(ctx context.Context, js string, d time.Duration) error {
 }
 
 // openPage loads page in the tab and waits, within d, until the
-// JavaScript expression js is true there. A single-page UI that after a
-// quarter of d has rendered nothing, or shows the Web UI's own error page,
-// is loaded again, as a person would (the error page says "Try a
-// refresh"), up to the end of d. Seen in CI on a busy box: the page blank
-// for 90 s (its scripts never started); "Uh oh. There's an error.
-// Internal Error" when the UI's own request for a workflow's run failed;
-// and every script of the page failing with net::ERR_NETWORK_CHANGED,
-// Chromium's answer to the docker-bridge tests adding and removing
-// network interfaces on the same box, twice in a row. That is the UI's
-// start, not what a test reads on it.
+// JavaScript expression js is true there, no container starting or
+// stopping on the bridge engine meanwhile (dockertest.HoldQuietNetwork):
+// each adds or removes a network interface, and Chromium then fails every
+// request in flight (net::ERR_NETWORK_CHANGED; in CI every script of the
+// Web UI failed so, in two loads 30 s apart). A page is loaded again, as a
+// person would, until d runs out: at once when one of its requests failed
+// so all the same, and when after a quarter of d it has rendered nothing,
+// the Web UI's own error page ("Uh oh. There's an error", which says "Try
+// a refresh") or Chromium's for a load that failed. Seen in CI on a busy
+// box besides: the page blank for 90 s, its scripts never started. That is
+// the page's start, not what a test reads on it.
 //
 // What went wrong in the tab on the way (requests refused or failed,
 // uncaught exceptions, console errors) is logged with a page that did not
@@ -81,28 +84,47 @@ func openPage(t *testing.T, ctx context.Context, page, js string, d time.Duratio
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", page, err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
-		return fmt.Errorf("open %s: %w", page, err)
-	}
+	defer dockertest.HoldQuietNetwork(t)()
 	deadline, step := time.Now().Add(d), d/4
+	over := func() bool { return !time.Now().Before(deadline) || ctx.Err() != nil }
 	for {
-		err := pollPage(ctx, js, min(step, time.Until(deadline)))
-		switch {
-		case err == nil:
-			return nil
-		case !time.Now().Before(deadline) || ctx.Err() != nil:
-			return fmt.Errorf("%w; what went wrong in the tab: %s", err, trouble)
-		}
-		stuck, serr := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body || document.body.innerText.trim() === "" || document.body.innerText.includes("There's an error")`))
-		if serr != nil || !stuck {
-			continue // it rendered: wait on
-		}
-		t.Logf("%s rendered nothing or the UI's error page (%s); what went wrong in the tab: %s; loading it again", page, pageShows(ctx), trouble)
 		trouble.reset()
-		if _, err := chromedp.Run(ctx, chromedp.Reload()); err != nil {
-			return fmt.Errorf("reload %s: %w", page, err)
+		loaded := time.Now()
+		if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
+			// A load that failed outright (the page's own request).
+			if over() {
+				return fmt.Errorf("open %s: %w; what went wrong in the tab: %s", page, err, trouble)
+			}
+			t.Logf("loading %s failed (%v); loading it again", page, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
 		}
+		for {
+			// In short looks, so that a page whose requests failed is
+			// loaded again at once.
+			err := pollPage(ctx, js, min(2*time.Second, time.Until(deadline)))
+			if err == nil {
+				return nil
+			}
+			if over() {
+				return fmt.Errorf("%w; what went wrong in the tab: %s", err, trouble)
+			}
+			if trouble.changed() || (time.Since(loaded) >= step && stuck(ctx)) {
+				break
+			}
+		}
+		t.Logf("%s: not shown, loading it again: the tab shows %s; what went wrong in it: %s", page, pageShows(ctx), trouble)
 	}
+}
+
+// stuck says whether the tab shows nothing, the Web UI's error page or
+// Chromium's: a page to load again rather than wait on.
+func stuck(ctx context.Context) bool {
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.protocol === "chrome-error:" || !document.body || document.body.innerText.trim() === "" || document.body.innerText.includes("There's an error")`))
+	return err == nil && s
 }
 
 // tabTrouble keeps what went wrong in a tab, in order: requests answered
@@ -111,6 +133,8 @@ type tabTrouble struct {
 	mu    sync.Mutex
 	urls  map[network.RequestID]string
 	lines []string
+	// networkChanged says a request failed with net::ERR_NETWORK_CHANGED.
+	networkChanged bool
 }
 
 // maxTrouble bounds what a tabTrouble keeps.
@@ -132,6 +156,7 @@ func watchTrouble(ctx context.Context) (*tabTrouble, error) {
 			}
 		case *network.EventLoadingFailed:
 			tr.add(fmt.Sprintf("request %s failed: %s", tr.urls[e.RequestID], e.ErrorText))
+			tr.networkChanged = tr.networkChanged || e.ErrorText == "net::ERR_NETWORK_CHANGED"
 		case *runtime.EventExceptionThrown:
 			x := e.ExceptionDetails
 			text := x.Text
@@ -161,7 +186,15 @@ func watchTrouble(ctx context.Context) (*tabTrouble, error) {
 func (tr *tabTrouble) reset() {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.lines = nil
+	tr.lines, tr.networkChanged = nil, false
+}
+
+// changed says whether a request of the page failed because the box's
+// network changed under it.
+func (tr *tabTrouble) changed() bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.networkChanged
 }
 
 func (tr *tabTrouble) add(line string) {

@@ -88,10 +88,19 @@ func TestFleetPageFollowsAGatedPlan(t *testing.T) {
 		}
 	}
 
+	// open loads a page and waits for what it must show, loading it again
+	// if it failed to load (see openPage).
+	open := func(ctx context.Context, page, what, expr string) {
+		t.Helper()
+		if err := openPage(t, ctx, page, expr, 90*time.Second); err != nil {
+			body, _ := chromedp.Run(ctx, chromedp.Text("body"))
+			t.Fatalf("the fleet page never showed %s: %v\n%s", what, err, body)
+		}
+	}
+
 	// The matrix while the plan waits at its gate.
 	run(ctx, chromedp.EmulateViewport(1400, 1000))
-	run(ctx, chromedp.Navigate(fleet+"/"))
-	waitFor(ctx, "tier 1 on the new generation, tier 2 on the old one, the plan at its gate",
+	open(ctx, fleet+"/", "tier 1 on the new generation, tier 2 on the old one, the plan at its gate",
 		fmt.Sprintf(`%s === %q && %s === %q && %s === %q && %s && %s`,
 			gen("edge-1"), strconv.FormatInt(next, 10), gen("edge-2"), strconv.FormatInt(next, 10), gen("control-node"), strconv.FormatInt(old, 10),
 			has("waiting at its gate before tier 2"), has(approve)))
@@ -117,8 +126,7 @@ func TestFleetPageFollowsAGatedPlan(t *testing.T) {
 	other, cancelOther := chromedp.NewContext(tab)
 	defer cancelOther()
 	run(other, chromedp.EmulateViewport(1400, 1000))
-	run(other, chromedp.Navigate(fleet+"/plans"))
-	waitFor(other, "the plan waiting at its gate with the command that approves it",
+	open(other, fleet+"/plans", "the plan waiting at its gate with the command that approves it",
 		has("Waiting at its gate before tier 2.")+" && "+has(approve)+" && "+has(plan))
 	screenshot(t, other, "fleet-plans.png")
 	webUI, err := chromedp.Run(other, chromedp.Evaluate[string](`(document.querySelector('a.ext') || {}).href || ""`))
@@ -141,8 +149,7 @@ func TestFleetPageFollowsAGatedPlan(t *testing.T) {
 		}
 	}
 	require.NotZero(t, push, "edge-1's journal has the push of %s: %s", plan, out)
-	run(other, chromedp.Navigate(fleet+"/machines/edge-1"))
-	waitFor(other, "the push's journal entry on edge-1's page",
+	open(other, fleet+"/machines/edge-1", "the push's journal entry on edge-1's page",
 		fmt.Sprintf(`Array.from(document.querySelectorAll("table.journal tr.o-applied")).some(r => r.innerText.includes(%q) && r.cells[3].innerText.trim() === %q)`,
 			plan, strconv.FormatUint(push, 10))+" && "+has("What runs, and why"))
 	screenshot(t, other, "fleet-machine.png")

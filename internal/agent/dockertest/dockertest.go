@@ -40,6 +40,11 @@ func Socket(t testing.TB, env, script string) string {
 	if err := ping(socket); err != nil {
 		t.Fatalf("the test engine at %s (%s) does not answer (%v); start it with %s", socket, env, err, script)
 	}
+	if env == EnvBridgeSocket {
+		// Its containers change the box's network interfaces: not
+		// while a browser loads a page (HoldQuietNetwork).
+		holdNetwork(t, false)
+	}
 	return socket
 }
 
@@ -56,4 +61,15 @@ func ping(socket string) error {
 		return err
 	}
 	return resp.Body.Close()
+}
+
+// HoldQuietNetwork waits until no test runs containers on the bridge
+// engine, and keeps them from starting until release (or the test's end).
+// Every container the bridge engine starts or stops adds or removes a
+// network interface on this box, and Chromium fails every request in
+// flight when one changes, loopback ones too (net::ERR_NETWORK_CHANGED):
+// a page load must not overlap them.
+func HoldQuietNetwork(t testing.TB) (release func()) {
+	t.Helper()
+	return holdNetwork(t, true)
 }
