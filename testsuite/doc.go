@@ -24,6 +24,8 @@
 // uiPort, to watch its Web UI). exampleMesh is the fleet most tests use.
 // Wait for a plan with s.wait (its end) or waitFor and waitUntil (a state
 // or a condition on the way), all of them internal/plans' polling; assert
-// every machine's journal with checkJournal. README.md says what each
-// suite proves.
+// every machine's journal with checkJournal. A test that looks at a page
+// in Chromium loads it with openPage, which keeps the bridge engine's
+// containers from changing the box's network interfaces meanwhile (see
+// dockertest.HoldQuietNetwork). README.md says what each suite proves.
 package testsuite
