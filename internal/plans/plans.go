@@ -15,6 +15,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/meshroll/meshroll/internal/mesh"
@@ -108,10 +109,7 @@ func State(ctx context.Context, c client.Client, id string) (meshapi.PlanState, 
 // such query, its whole state; an ended plan's result, summarised. Polled
 // twice a second, it moves a tier's counts rather than a row per machine.
 func Progress(ctx context.Context, c client.Client, id string) (meshapi.PlanState, error) {
-	st, err := read(ctx, c, id, meshapi.QuerySummary)
-	if err != nil && unknownQuery(err) {
-		st, err = read(ctx, c, id, meshapi.QueryState)
-	}
+	st, err := read(ctx, c, id, meshapi.QuerySummary, meshapi.QueryState)
 	if err != nil {
 		return st, err
 	}
@@ -119,8 +117,9 @@ func Progress(ctx context.Context, c client.Client, id string) (meshapi.PlanStat
 }
 
 // read returns the plan's state: its result if it has ended, else its
-// answer to the named query.
-func read(ctx context.Context, c client.Client, id, name string) (meshapi.PlanState, error) {
+// answer to the first of queries it knows (a plan answers "unknown
+// queryType" to a query its build does not have).
+func read(ctx context.Context, c client.Client, id string, queries ...string) (meshapi.PlanState, error) {
 	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
@@ -141,7 +140,12 @@ func read(ctx context.Context, c client.Client, id, name string) (meshapi.PlanSt
 		}
 		return st, nil
 	}
-	v, err := query(ctx, c, id, name)
+	var v converter.EncodedValue
+	for i, name := range queries {
+		if v, err = query(ctx, c, id, name); err == nil || !unknownQuery(err) || i == len(queries)-1 {
+			break
+		}
+	}
 	if err != nil {
 		return meshapi.PlanState{}, fmt.Errorf("query plan %s: %w", id, err)
 	}

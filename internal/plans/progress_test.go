@@ -62,6 +62,7 @@ func TestProgressReadsASummary(t *testing.T) {
 			got, err := Progress(context.Background(), c, st.Plan)
 			require.NoError(t, err)
 			assert.Equal(t, tc.queries, c.queries)
+			assert.Equal(t, 1, c.reads, "one look at the plan's status, however many queries")
 			assert.Equal(t, st.Tiers[0], got.Tiers[0], "a small tier whole")
 			tier := got.Tiers[1]
 			require.NotNil(t, tier.Summary)
